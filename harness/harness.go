@@ -1,0 +1,104 @@
+// Package harness defines how an agent is run on one episode: the [Episode]
+// it receives (sample, epoch, seed, sandbox, and a recorder for its trace and
+// token usage), the [Harness] interface, the [Func] adapter, and [Command],
+// a harness that runs an external agent CLI in the episode's sandbox.
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/sandbox"
+)
+
+// Episode is one run of an agent on one sample: sample × epoch. The engine
+// builds it; harnesses and judges read it and record into it.
+type Episode[T any] struct {
+	RunID   string
+	Sample  dataset.Sample[T]
+	Epoch   int             // 0-based repeat index
+	Attempt int             // 0 on the first try, 1.. on retries
+	Seed    uint64          // derived from (run seed, sample ID, epoch): reproducible
+	Sandbox sandbox.Sandbox // nil when the eval has no sandbox provider
+
+	mu     sync.Mutex
+	usage  Usage
+	events []Event
+}
+
+// Usage is what an episode consumed from model providers.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CostUSD + v.CostUSD}
+}
+
+// Event is one step of an episode's transcript.
+type Event struct {
+	Time     time.Time       `json:"time"`
+	Kind     string          `json:"kind"` // "model", "tool", "command", "judge", "note"…
+	Name     string          `json:"name,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Duration time.Duration   `json:"duration_ns,omitempty"`
+	Usage    Usage           `json:"usage,omitzero"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// Record appends ev to the episode's trace and adds its usage to the
+// episode's totals. A zero ev.Time is set to now. Safe for concurrent use.
+func (ep *Episode[T]) Record(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	ep.mu.Lock()
+	ep.events = append(ep.events, ev)
+	ep.usage = ep.usage.Add(ev.Usage)
+	ep.mu.Unlock()
+}
+
+// AddUsage adds u to the episode's totals without a trace event.
+func (ep *Episode[T]) AddUsage(u Usage) {
+	ep.mu.Lock()
+	ep.usage = ep.usage.Add(u)
+	ep.mu.Unlock()
+}
+
+// Usage returns the episode's totals so far.
+func (ep *Episode[T]) Usage() Usage {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.usage
+}
+
+// Events returns a copy of the episode's trace so far.
+func (ep *Episode[T]) Events() []Event {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return append([]Event(nil), ep.events...)
+}
+
+// Harness runs an agent on one episode and returns its output. An error
+// means the episode could not be carried out (infrastructure: a provider
+// outage, a dead sandbox); the engine retries it. An agent that ran and got
+// the task wrong is not an error: return its output and let the judge decide.
+//
+// Run is called concurrently for different episodes. It must honour ctx;
+// a harness that does not is abandoned at the episode's timeout.
+type Harness[T, O any] interface {
+	Run(ctx context.Context, ep *Episode[T]) (O, error)
+}
+
+// Func adapts a function to a Harness.
+type Func[T, O any] func(ctx context.Context, ep *Episode[T]) (O, error)
+
+// Run calls f(ctx, ep).
+func (f Func[T, O]) Run(ctx context.Context, ep *Episode[T]) (O, error) { return f(ctx, ep) }

@@ -1,0 +1,61 @@
+// Package judge decides whether an episode's output is right: the [Verdict],
+// the [Judge] interface, the [Func] adapter, and combinators that take and
+// return judges.
+package judge
+
+import (
+	"context"
+	"errors"
+
+	"github.com/proctor-evals/proctor/harness"
+)
+
+// Verdict is a judge's decision on one episode.
+type Verdict struct {
+	Pass   bool
+	Score  float64            // in [0,1]
+	Reason string             // why; shown in the report for failures
+	Scores map[string]float64 // optional sub-scores
+	// Weight is the inverse-probability weight of a sampled verdict (see
+	// asymmetric sampling); 0 means 1. The report weights pass rates by it.
+	Weight float64
+}
+
+// Judge decides on one episode's output. An error means the judge could not
+// run (an infrastructure fault: the grader's API was down); the engine
+// retries the episode. A judge that ran but cannot decide (an unparseable
+// grade, a refusal) returns an error made by [Unscored].
+//
+// Judge is called concurrently for different episodes and must honour ctx.
+type Judge[T, O any] interface {
+	Judge(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error)
+}
+
+// Func adapts a function to a Judge.
+type Func[T, O any] func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error)
+
+// Judge calls f(ctx, ep, out).
+func (f Func[T, O]) Judge(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
+	return f(ctx, ep, out)
+}
+
+// ErrUnscored marks a judge's inability to decide: the episode is recorded
+// as "unscored", not as a failure of the agent nor of the infrastructure.
+var ErrUnscored = errors.New("judge: unscored")
+
+// UnscoredError carries why a judge could not decide.
+type UnscoredError struct{ Reason string }
+
+func (e *UnscoredError) Error() string { return "judge: unscored: " + e.Reason }
+
+// Is makes errors.Is(err, ErrUnscored) true.
+func (e *UnscoredError) Is(target error) bool { return target == ErrUnscored }
+
+// Unscored returns the error a judge returns when it cannot decide.
+func Unscored(reason string) error { return &UnscoredError{Reason: reason} }
+
+// Pass returns a passing verdict with score 1.
+func Pass(reason string) Verdict { return Verdict{Pass: true, Score: 1, Reason: reason} }
+
+// Fail returns a failing verdict with score 0.
+func Fail(reason string) Verdict { return Verdict{Reason: reason} }

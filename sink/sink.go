@@ -1,0 +1,136 @@
+// Package sink defines the standard result row, [Record], and the [Sink]
+// interface every result backend implements. Drivers live in subpackages:
+// sink/jsonl (the durable, resumable log: the source of truth) and
+// sink/parquet (columnar files for DuckDB, pandas and polars). The
+// conformance suite every sink runs lives in sink/sinktest.
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// SchemaVersion is the version of Record's serialized form. Renaming or
+// retyping a field bumps it; adding an optional field does not.
+const SchemaVersion = 1
+
+// Status is an episode's outcome.
+type Status string
+
+const (
+	Pass     Status = "pass"     // the judge passed the agent's output
+	Fail     Status = "fail"     // the agent ran and the judge failed it
+	Error    Status = "error"    // infrastructure: sandbox, timeout, harness error, panic…
+	Unscored Status = "unscored" // the judge ran but could not decide
+)
+
+// ErrorKind classifies an Error (or Unscored) record.
+type ErrorKind string
+
+const (
+	KindTimeout   ErrorKind = "timeout"
+	KindPanic     ErrorKind = "panic"
+	KindSandbox   ErrorKind = "sandbox"
+	KindHarness   ErrorKind = "harness"
+	KindJudge     ErrorKind = "judge"
+	KindCancelled ErrorKind = "cancelled"
+)
+
+// Record is the standard row: one per finished episode. Its JSON form (the
+// JSONL log) uses the snake_case names in the tags, in this order.
+type Record struct {
+	Schema       int                `json:"schema"`
+	RunID        string             `json:"run_id"`
+	Eval         string             `json:"eval"`
+	SampleID     string             `json:"sample_id"`
+	Epoch        int                `json:"epoch"`
+	Attempt      int                `json:"attempt"`
+	Status       Status             `json:"status"`
+	Score        float64            `json:"score"`
+	Scores       map[string]float64 `json:"scores,omitempty"`
+	Weight       float64            `json:"weight,omitempty"` // inverse-probability weight of a sampled verdict; 0 means 1
+	Reason       string             `json:"reason,omitempty"`
+	Error        string             `json:"error,omitempty"`
+	ErrorKind    ErrorKind          `json:"error_kind,omitempty"`
+	Input        json.RawMessage    `json:"input,omitempty"`  // the sample's input, as JSON
+	Output       json.RawMessage    `json:"output,omitempty"` // the harness's output, as JSON
+	Tags         map[string]string  `json:"tags,omitempty"`
+	StartedAt    time.Time          `json:"started_at"`
+	DurationMS   float64            `json:"duration_ms"`
+	InputTokens  int64              `json:"input_tokens"`
+	OutputTokens int64              `json:"output_tokens"`
+	CostUSD      float64            `json:"cost_usd"`
+	Seed         uint64             `json:"seed"`
+	Trace        string             `json:"trace,omitempty"` // a link that resolves to the episode's transcript
+}
+
+// Key identifies an episode within a run: the unit of exactly-once.
+type Key struct {
+	SampleID string
+	Epoch    int
+}
+
+// Key returns the record's episode key.
+func (r *Record) Key() Key { return Key{r.SampleID, r.Epoch} }
+
+// EffectiveWeight returns Weight, or 1 when it is unset.
+func (r *Record) EffectiveWeight() float64 {
+	if r.Weight > 0 {
+		return r.Weight
+	}
+	return 1
+}
+
+// Sink receives the records of a run.
+//
+// The engine calls Write from one goroutine at a time, in completion order,
+// and Close once at the end of the run, even when the run was canceled (with
+// a context that is not canceled, so that Close can flush). A sink need not
+// be safe for concurrent use unless its documentation says so. Write must not
+// keep r's maps or slices after it returns: the caller may reuse them.
+// Write after Close returns an error wrapping ErrClosed.
+type Sink interface {
+	Write(ctx context.Context, r Record) error
+	Close(ctx context.Context) error
+}
+
+// ErrClosed is returned by Write on a closed sink.
+var ErrClosed = errors.New("sink: closed")
+
+// Multi returns a sink that writes each record to every sink in order and
+// joins their errors. A failing sink does not stop the others.
+func Multi(sinks ...Sink) Sink {
+	return multi(append([]Sink(nil), sinks...))
+}
+
+type multi []Sink
+
+func (m multi) Write(ctx context.Context, r Record) error {
+	var errs []error
+	for _, s := range m {
+		if err := s.Write(ctx, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m multi) Close(ctx context.Context) error {
+	var errs []error
+	for _, s := range m {
+		if err := s.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Discard is a sink that drops every record.
+var Discard Sink = discard{}
+
+type discard struct{}
+
+func (discard) Write(context.Context, Record) error { return nil }
+func (discard) Close(context.Context) error         { return nil }
