@@ -1,0 +1,579 @@
+package eval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// runner is one execution of Run. Workers (at most Concurrency, plus the
+// replacements of abandoned ones) claim episodes from an atomic counter, so
+// no goroutine or channel entry exists per pending episode; finished
+// episodes go through one channel to a single consumer that writes the
+// traces, the log and the sinks, and folds the report.
+type runner[T, O any] struct {
+	e       *Eval[T, O]
+	cfg     Config
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	runID   string
+	start   time.Time
+	samples []dataset.Sample[T]
+	done    map[sink.Key]struct{} // episodes the log already holds
+
+	next  atomic.Int64 // the next episode index to claim: sample*Epochs + epoch
+	total int64
+	wg    sync.WaitGroup
+
+	// Sandboxes: one environment per sample, closed after its last episode.
+	envs      []envSlot
+	left      []atomic.Int32 // episodes of each sample not yet settled
+	sandboxes chan struct{}  // capacity tokens; nil when unbounded
+
+	out       chan finished
+	log       *jsonl.Writer
+	traces    *jsonl.Writer
+	logSize   int64 // committed bytes of the log when the run started
+	sinks     []sink.Sink
+	sinkErr   error
+	agg       *aggregator
+	warnings  []string
+	budgetHit atomic.Bool
+	cancelled atomic.Int64
+}
+
+type envSlot struct {
+	mu  sync.Mutex
+	env sandbox.Environment
+}
+
+// job is one episode on its way through its attempts.
+type job struct {
+	sample, epoch, attempt int
+	rec                    sink.Record // the outcome of the latest attempt
+	events                 []harness.Event
+
+	mu sync.Mutex
+	sb sandbox.Sandbox // the open sandbox of the attempt in flight
+}
+
+type finished struct {
+	rec    sink.Record
+	events []harness.Event
+}
+
+func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T]) (*runner[T, O], error) {
+	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, start: time.Now(),
+		total: int64(len(samples)) * int64(cfg.Epochs), agg: newAggregator(cfg.Report)}
+	r.runID = cfg.RunID
+	if cfg.Log != "" {
+		if err := r.openLog(); err != nil {
+			return nil, err
+		}
+	}
+	if r.runID == "" {
+		r.runID = newRunID()
+	}
+	r.sinks = cfg.Sinks
+	if p := cfg.Sandbox; p != nil {
+		r.envs = make([]envSlot, len(samples))
+		r.left = make([]atomic.Int32, len(samples))
+		for i, s := range samples {
+			for ep := range cfg.Epochs {
+				if _, ok := r.done[sink.Key{SampleID: s.ID, Epoch: ep}]; !ok {
+					r.left[i].Add(1)
+				}
+			}
+		}
+		if n := p.Capacity(); n > 0 {
+			r.sandboxes = make(chan struct{}, n)
+		}
+	}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	return r, nil
+}
+
+// openLog recovers the log and adopts (or checks) the run it holds.
+func (r *runner[T, O]) openLog() error {
+	w, rec, err := jsonl.Open(r.cfg.Log, true, nil)
+	if err != nil {
+		return fmt.Errorf("eval: opening the log: %w", err)
+	}
+	if rec.RunID != "" {
+		if r.runID != "" && r.runID != rec.RunID {
+			w.Close(context.Background())
+			return &ConfigError{fmt.Sprintf("the log %s holds run %q, not %q: resume with its run ID or use a new log", r.cfg.Log, rec.RunID, r.runID)}
+		}
+		r.runID = rec.RunID
+	}
+	if rec.Torn != nil {
+		msg := fmt.Sprintf("%v: cut off; those episodes run again", rec.Torn)
+		r.warnings = append(r.warnings, msg)
+		r.cfg.Logger.Warn("proctor: torn log tail cut", "log", r.cfg.Log, "line", rec.Torn.Line, "bytes", rec.Torn.Bytes)
+	}
+	if rec.Dropped > 0 {
+		r.cfg.Logger.Info("proctor: retrying errored episodes from the log", "log", r.cfg.Log, "episodes", rec.Dropped)
+	}
+	r.done = rec.Done
+	r.log = w
+	r.logSize = w.Size()
+	traces, err := jsonl.Append(tracePath(r.cfg.Log), nil)
+	if err != nil {
+		w.Close(context.Background())
+		return fmt.Errorf("eval: opening the trace store: %w", err)
+	}
+	r.traces = traces
+	w.FlushFirst(traces)
+	return nil
+}
+
+// tracePath is where the transcripts of the run logged at log go: one
+// append-only file beside the log, not one file per episode.
+func tracePath(log string) string {
+	return strings.TrimSuffix(log, filepath.Ext(log)) + ".traces.jsonl"
+}
+
+func newRunID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+func (r *runner[T, O]) run() (*Report, error) {
+	r.out = make(chan finished, 1024)
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		r.consume()
+	}()
+
+	pending := r.total - int64(len(r.done))
+	workers := min(int64(r.cfg.Concurrency), max(pending, 0))
+	r.wg.Add(int(workers))
+	for range workers {
+		go r.worker(nil)
+	}
+	r.wg.Wait()
+	close(r.out)
+	<-consumed
+
+	// Cleanup runs even when the run was canceled, with a context that is
+	// not, so that every sink flushes what it was given.
+	cleanup := context.WithoutCancel(r.ctx)
+	for i := range r.envs {
+		if env := r.envs[i].env; env != nil {
+			env.Close()
+		}
+	}
+	errs := []error{r.sinkErr}
+	if r.log != nil {
+		errs = append(errs, r.log.Close(cleanup), r.traces.Close(cleanup))
+	}
+	for _, s := range r.sinks {
+		errs = append(errs, s.Close(cleanup))
+	}
+	rep := r.agg.report()
+	rep.Eval, rep.RunID = r.e.Name, r.runID
+	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
+	rep.Cancelled = int(r.cancelled.Load())
+	rep.BudgetExhausted = r.budgetHit.Load()
+	rep.Warnings = append(r.warnings, rep.Warnings...)
+	if err := errors.Join(errs...); err != nil {
+		return rep, fmt.Errorf("eval: %w", err)
+	}
+	if cause := context.Cause(r.ctx); cause != nil && r.ctx.Err() != nil {
+		return rep, cause
+	}
+	r.cancel(nil)
+	return rep, nil
+}
+
+// worker runs jobs until none is left. It starts with j when it replaces
+// a worker abandoned in the middle of j.
+func (r *runner[T, O]) worker(j *job) {
+	for {
+		if j == nil {
+			if j = r.claim(); j == nil {
+				r.wg.Done()
+				return
+			}
+		}
+		if !r.attempt(j) {
+			return // abandoned: a replacement owns j and this worker's place
+		}
+		j = r.settle(j)
+	}
+}
+
+// claim returns the next episode that has no final record yet.
+func (r *runner[T, O]) claim() *job {
+	epochs := int64(r.cfg.Epochs)
+	for r.ctx.Err() == nil && !r.budgetHit.Load() {
+		i := r.next.Add(1) - 1
+		if i >= r.total {
+			return nil
+		}
+		s, ep := int(i/epochs), int(i%epochs)
+		if len(r.done) > 0 {
+			if _, ok := r.done[sink.Key{SampleID: r.samples[s].ID, Epoch: ep}]; ok {
+				continue
+			}
+		}
+		return &job{sample: s, epoch: ep}
+	}
+	return nil
+}
+
+// settle decides what follows an attempt: a retry (returns j again, after
+// backoff) or the end of the episode (records it and returns nil).
+func (r *runner[T, O]) settle(j *job) *job {
+	rec := &j.rec
+	if rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled && j.attempt < r.cfg.Retries && r.ctx.Err() == nil {
+		d := min(r.cfg.Backoff<<j.attempt, maxBackoff)
+		t := time.NewTimer(rand.N(d) + 1)
+		select {
+		case <-t.C:
+			j.attempt++
+			return j
+		case <-r.ctx.Done():
+			t.Stop()
+		}
+	}
+	if rec.ErrorKind == sink.KindCancelled || (rec.Status == sink.Error && r.ctx.Err() != nil) {
+		// Not finished: the episode runs on resume. Records are rows of
+		// finished episodes only.
+		r.cancelled.Add(1)
+	} else {
+		r.out <- finished{rec: *rec, events: j.events}
+	}
+	if r.left != nil && r.left[j.sample].Add(-1) == 0 {
+		r.closeEnv(j.sample)
+	}
+	return nil
+}
+
+const (
+	running int32 = iota
+	returned
+	abandoned
+)
+
+// attempt runs one attempt of j and stores its outcome in j.rec. It returns
+// false when the attempt was abandoned (its harness or judge ignored the
+// expiry of its context): then another goroutine has taken over j.
+func (r *runner[T, O]) attempt(j *job) bool {
+	s := &r.samples[j.sample]
+	ep := &harness.Episode[T]{RunID: r.runID, Sample: *s, Epoch: j.epoch, Attempt: j.attempt,
+		Seed: episodeSeed(r.cfg.Seed, s.ID, j.epoch)}
+	start := time.Now()
+	ctx, cancel := r.ctx, context.CancelFunc(func() {})
+	if r.cfg.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.Timeout)
+	}
+	var state atomic.Int32
+	stop := context.AfterFunc(ctx, func() {
+		if !state.CompareAndSwap(running, abandoned) {
+			return
+		}
+		kind, msg := r.contextFault(ctx)
+		j.rec = r.record(ep, start, sink.Error, kind, msg, judge.Verdict{}, nil)
+		j.events = ep.Events()
+		j.mu.Lock()
+		if j.sb != nil {
+			j.sb.Close() // may unblock the abandoned harness; the engine won't wait for it
+		}
+		j.mu.Unlock()
+		r.worker(j) // this goroutine takes the abandoned worker's place
+	})
+	out, v, fault, err := r.call(ctx, j, ep)
+	if !state.CompareAndSwap(running, returned) {
+		return false
+	}
+	stop()
+	cancel()
+	switch {
+	case err == nil:
+		status := sink.Fail
+		if v.Pass {
+			status = sink.Pass
+		}
+		j.rec = r.record(ep, start, status, "", "", v, out)
+	case errors.Is(err, judge.ErrUnscored):
+		var ue *judge.UnscoredError
+		reason := err.Error()
+		if errors.As(err, &ue) {
+			reason = ue.Reason
+		}
+		v.Reason = reason
+		j.rec = r.record(ep, start, sink.Unscored, "", "", v, out)
+	default:
+		j.rec = r.record(ep, start, sink.Error, fault, err.Error(), v, out)
+	}
+	j.events = ep.Events()
+	return true
+}
+
+// call runs the harness and the judge for one attempt, inside the
+// episode's sandbox, turning a panic into an error of kind panic.
+func (r *runner[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T]) (out O, v judge.Verdict, fault sink.ErrorKind, err error) {
+	stage := "sandbox"
+	defer func() {
+		if p := recover(); p != nil {
+			fault, err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", stage, p, debug.Stack())
+		}
+	}()
+	if r.cfg.Sandbox != nil {
+		sb, release, err := r.fork(ctx, j)
+		if err != nil {
+			return out, v, r.classify(ctx, err, sink.KindSandbox), err
+		}
+		defer release()
+		ep.Sandbox = sb
+	}
+	stage = "harness"
+	out, err = r.e.Harness.Run(ctx, ep)
+	if err != nil {
+		return out, v, r.classify(ctx, err, sink.KindHarness), err
+	}
+	stage = "judge"
+	v, err = r.e.Judge.Judge(ctx, ep, out)
+	if err != nil {
+		return out, v, r.classify(ctx, err, sink.KindJudge), err
+	}
+	if v.Pass && v.Score == 0 {
+		v.Score = 1 // a judge that only says pass
+	}
+	if !(v.Score >= 0 && v.Score <= 1) {
+		return out, v, sink.KindJudge, fmt.Errorf("judge returned score %v, want a number in [0,1]", v.Score)
+	}
+	return out, v, "", nil
+}
+
+func (r *runner[T, O]) classify(ctx context.Context, err error, def sink.ErrorKind) sink.ErrorKind {
+	if ctx.Err() != nil {
+		kind, _ := r.contextFault(ctx)
+		return kind
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return sink.KindSandbox
+	}
+	return def
+}
+
+// contextFault tells a timeout from a cancellation of the run.
+func (r *runner[T, O]) contextFault(ctx context.Context) (sink.ErrorKind, string) {
+	if r.ctx.Err() != nil {
+		return sink.KindCancelled, fmt.Sprintf("run canceled: %v", context.Cause(r.ctx))
+	}
+	return sink.KindTimeout, fmt.Sprintf("timed out after %v", r.cfg.Timeout)
+}
+
+// fork gives the attempt its own sandbox from the sample's environment.
+func (r *runner[T, O]) fork(ctx context.Context, j *job) (sandbox.Sandbox, func(), error) {
+	env, err := r.environment(ctx, j.sample)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.sandboxes != nil {
+		select {
+		case r.sandboxes <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	sb, err := env.Fork(ctx)
+	if err != nil {
+		if r.sandboxes != nil {
+			<-r.sandboxes
+		}
+		return nil, nil, fmt.Errorf("forking the sandbox: %w", err)
+	}
+	j.mu.Lock()
+	j.sb = sb
+	j.mu.Unlock()
+	return sb, func() {
+		j.mu.Lock()
+		if j.sb == sb {
+			j.sb = nil
+		}
+		j.mu.Unlock()
+		sb.Close()
+		if r.sandboxes != nil {
+			<-r.sandboxes
+		}
+	}, nil
+}
+
+// environment provisions a sample's environment once; a failed provision
+// is tried again by the next attempt.
+func (r *runner[T, O]) environment(ctx context.Context, i int) (sandbox.Environment, error) {
+	slot := &r.envs[i]
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.env != nil {
+		return slot.env, nil
+	}
+	var spec sandbox.Spec
+	if r.e.Sandbox != nil {
+		spec = r.e.Sandbox(r.samples[i])
+	}
+	env, err := r.cfg.Sandbox.Provision(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("provisioning the sandbox: %w", err)
+	}
+	slot.env = env
+	return env, nil
+}
+
+func (r *runner[T, O]) closeEnv(i int) {
+	slot := &r.envs[i]
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.env != nil {
+		slot.env.Close()
+		slot.env = nil
+	}
+}
+
+func (r *runner[T, O]) record(ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v judge.Verdict, out any) sink.Record {
+	u := ep.Usage()
+	rec := sink.Record{
+		Schema: sink.SchemaVersion, RunID: r.runID, Eval: r.e.Name,
+		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
+		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
+		Error: errMsg, ErrorKind: kind,
+		Input: encodeJSON(ep.Sample.Input),
+		Tags:  ep.Sample.Tags, StartedAt: start.UTC(),
+		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
+		Seed: ep.Seed,
+	}
+	if status != sink.Error || out != nil {
+		rec.Output = encodeJSON(out)
+	}
+	if status != sink.Pass && status != sink.Fail {
+		rec.Score = 0
+	}
+	return rec
+}
+
+// encodeJSON encodes v for a record, with a fast path for the common
+// string case. A value encoding/json rejects is kept as its error message.
+func encodeJSON(v any) json.RawMessage {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return sink.AppendString(nil, x)
+	case json.RawMessage:
+		if json.Valid(x) {
+			return x
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sink.AppendString(nil, "unencodable: "+err.Error())
+	}
+	return b
+}
+
+// episodeSeed derives an episode's seed from the run seed, the sample ID
+// and the epoch (FNV-1a, then a SplitMix64 finaliser), so that it depends on
+// nothing else: not on order, concurrency or resume.
+func episodeSeed(run uint64, sampleID string, epoch int) uint64 {
+	h := fnv.New64a()
+	io.WriteString(h, sampleID)
+	x := h.Sum64() ^ run*0x9e3779b97f4a7c15 ^ uint64(epoch)*0xbf58476d1ce4e5b9
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// consume writes each finished episode's trace, record and sinks, and folds
+// it into the report. A sink that fails stops the run: results that cannot
+// be recorded must not be computed.
+func (r *runner[T, O]) consume() {
+	if r.log != nil && r.logSize > 0 {
+		r.ingestLog()
+	}
+	ctx := context.WithoutCancel(r.ctx)
+	for f := range r.out {
+		if r.sinkErr != nil {
+			continue // draining: the run is stopping
+		}
+		if err := r.write(ctx, &f); err != nil {
+			r.sinkErr = err
+			r.cancel(fmt.Errorf("eval: recording results: %w", err))
+			continue
+		}
+		r.agg.add(&f.rec)
+		if r.cfg.MaxCostUSD > 0 && r.agg.usage.CostUSD >= r.cfg.MaxCostUSD {
+			r.budgetHit.Store(true)
+		}
+	}
+}
+
+func (r *runner[T, O]) write(ctx context.Context, f *finished) error {
+	if r.traces != nil && len(f.events) > 0 {
+		line, err := json.Marshal(traceLine{RunID: r.runID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
+		if err != nil {
+			return err
+		}
+		off, err := r.traces.WriteLine(line)
+		if err != nil {
+			return err
+		}
+		f.rec.Trace = traceLink(r.traces.Path(), off)
+	}
+	if r.log != nil {
+		if err := r.log.Write(ctx, f.rec); err != nil {
+			return err
+		}
+	}
+	for _, s := range r.sinks {
+		if err := s.Write(ctx, f.rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingestLog folds the records a resumed log already held into the report,
+// while new episodes already run.
+func (r *runner[T, O]) ingestLog() {
+	f, err := os.Open(r.cfg.Log)
+	if err != nil {
+		r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
+		return
+	}
+	defer f.Close()
+	for rec, err := range jsonl.Read(io.LimitReader(f, r.logSize), r.cfg.Log) {
+		if err != nil {
+			r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
+			return
+		}
+		r.agg.add(&rec)
+	}
+}

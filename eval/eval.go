@@ -1,0 +1,172 @@
+// Package eval runs evaluations: an [Eval] composes a dataset, a harness and
+// a judge; its Run drives bounded, concurrent episodes (sample × epoch),
+// streams one record per episode to sinks and the durable log, and returns
+// the standard [Report].
+//
+// The engine does the hard work once, so that harnesses, judges, sandboxes
+// and sinks stay small: concurrency, timeouts, retries with backoff, panic
+// recovery, error classification, record building, resume and reporting.
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// Eval is one evaluation: what to run (Dataset), how (Harness) and how to
+// judge it (Judge). T is the sample input type, O the harness output type.
+type Eval[T, O any] struct {
+	Name    string
+	Dataset dataset.Dataset[T]
+	Harness harness.Harness[T, O]
+	Judge   judge.Judge[T, O]
+	// Sandbox returns the environment a sample needs when Config.Sandbox is
+	// set; nil means the zero Spec (an empty workspace).
+	Sandbox func(dataset.Sample[T]) sandbox.Spec
+}
+
+// Config tunes a run. The zero Config is valid: the defaults are given
+// field by field.
+type Config struct {
+	// Concurrency bounds the episodes in flight; default 16.
+	Concurrency int
+	// Epochs is how many times each sample runs; default 1.
+	Epochs int
+	// Timeout bounds one attempt of an episode (harness and judge); default
+	// 30 minutes, negative for none. A harness that ignores its context is
+	// abandoned when it expires and the attempt is an error of kind timeout.
+	Timeout time.Duration
+	// Retries is how many times an episode that ended in error (an
+	// infrastructure fault, never an agent's failure) is tried again;
+	// default 2, negative for none.
+	Retries int
+	// Backoff is the base of the exponential backoff between retries, with
+	// full jitter; default 1s, capped at 1 minute.
+	Backoff time.Duration
+
+	// Sandbox provides each episode a sandbox: a sample's environment is
+	// provisioned once and each of its episodes gets an isolated fork.
+	// Nil means episodes have no sandbox.
+	Sandbox sandbox.Provider
+
+	// Log is the path of the JSONL log: the durable record of the run and
+	// what resume reads. Running again with the same log resumes the run it
+	// holds: only the episodes without a final record run (those that
+	// ended in error run again). Empty means no log (and no resume).
+	Log string
+	// Sinks receive every record, after the log.
+	Sinks []sink.Sink
+
+	// RunID names the run; default: the run the log holds, else a new ID.
+	RunID string
+	// Seed is the run seed; each episode's seed derives from it, the
+	// sample ID and the epoch.
+	Seed uint64
+	// MaxCostUSD stops scheduling new episodes once the recorded cost
+	// reaches it (episodes in flight finish); 0 means no budget.
+	MaxCostUSD float64
+
+	// Report tunes the report (confidence level, failures listed…).
+	Report ReportOptions
+	// Logger receives warnings (a torn log tail that was cut, dropped error
+	// records); default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultConcurrency = 16
+	DefaultTimeout     = 30 * time.Minute
+	DefaultRetries     = 2
+	DefaultBackoff     = time.Second
+	maxBackoff         = time.Minute
+)
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Epochs <= 0 {
+		c.Epochs = 1
+	}
+	switch {
+	case c.Timeout == 0:
+		c.Timeout = DefaultTimeout
+	case c.Timeout < 0:
+		c.Timeout = 0
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = DefaultRetries
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ConfigError reports an evaluation that cannot start.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return "eval: " + e.Msg }
+
+// Run runs the evaluation and returns its report. It returns an error only
+// when the evaluation itself cannot go on: a bad config or dataset, a sink
+// that fails, or ctx canceled — then with the report of what was recorded.
+// Agents that fail, harnesses that error or panic, judges that cannot
+// decide: those are data, in the records and the report.
+func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
+	if e.Dataset == nil || e.Harness == nil || e.Judge == nil {
+		return nil, &ConfigError{"Eval needs a Dataset, a Harness and a Judge"}
+	}
+	if e.Name == "" {
+		return nil, &ConfigError{"Eval needs a Name"}
+	}
+	cfg = cfg.withDefaults()
+	samples, err := loadSamples(ctx, e.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(ctx, e, cfg, samples)
+	if err != nil {
+		return nil, err
+	}
+	return r.run()
+}
+
+// loadSamples reads the dataset and checks it before anything runs.
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], error) {
+	var samples []dataset.Sample[T]
+	seen := map[string]int{}
+	for s, err := range d.Samples(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("eval: reading dataset: %w", err)
+		}
+		if s.ID == "" {
+			return nil, fmt.Errorf("eval: dataset sample %d has an empty ID", len(samples)+1)
+		}
+		if prev, dup := seen[s.ID]; dup {
+			return nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", s.ID, prev+1, len(samples)+1)
+		}
+		seen[s.ID] = len(samples)
+		samples = append(samples, s)
+	}
+	if len(samples) == 0 {
+		return nil, errors.New("eval: the dataset is empty")
+	}
+	return samples, nil
+}

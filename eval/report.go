@@ -1,0 +1,553 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// Report is the standard summary of a run. Every eval reports in this shape,
+// so that results compare across a suite and across time. It prints as a
+// text table (WriteText, WriteMarkdown) and marshals to JSON.
+type Report struct {
+	Eval      string        `json:"eval"`
+	RunID     string        `json:"run_id"`
+	StartedAt time.Time     `json:"started_at,omitzero"`
+	Wall      time.Duration `json:"wall_ns,omitempty"`
+
+	Samples   int `json:"samples"`  // distinct samples recorded
+	Epochs    int `json:"epochs"`   // repeats per sample
+	Episodes  int `json:"episodes"` // records: one per finished episode
+	Passed    int `json:"passed"`
+	Failed    int `json:"failed"`
+	Errored   int `json:"errored"`
+	Unscored  int `json:"unscored"`
+	Cancelled int `json:"cancelled,omitempty"` // started but not finished: they run on resume
+
+	// PassRate is passed / (passed + failed): error and unscored episodes
+	// are excluded, and counted above. With sampled verdicts it is the
+	// inverse-probability-weighted rate (Weighted).
+	PassRate float64        `json:"pass_rate"`
+	Interval stats.Interval `json:"interval"`
+	// Bootstrap is a cluster bootstrap interval of PassRate, when there are
+	// several epochs.
+	Bootstrap *stats.Interval `json:"bootstrap,omitempty"`
+	Weighted  bool            `json:"weighted,omitempty"`
+	MeanScore float64         `json:"mean_score"`
+
+	PassAtK  []KValue `json:"pass_at_k,omitempty"`  // unbiased pass@k, k = 1..Epochs
+	PassHatK []KValue `json:"pass_hat_k,omitempty"` // pass^k: all k tries pass
+
+	ByTag []TagBreakdown `json:"by_tag,omitempty"`
+
+	Latency Latency       `json:"latency"`
+	Usage   harness.Usage `json:"usage"`
+
+	Failures        []Failure `json:"failures,omitempty"`         // the first failed, errored and unscored episodes
+	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Config.MaxFailures
+	Warnings        []string  `json:"warnings,omitempty"`
+	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
+}
+
+// KValue is a metric at k tries.
+type KValue struct {
+	K     int     `json:"k"`
+	Value float64 `json:"value"`
+}
+
+// TagBreakdown is the report split by the values of one tag.
+type TagBreakdown struct {
+	Tag    string  `json:"tag"`
+	Groups []Group `json:"groups"`
+}
+
+// Group is the part of a run whose samples share a tag value.
+type Group struct {
+	Value    string         `json:"value"`
+	Samples  int            `json:"samples"`
+	Episodes int            `json:"episodes"`
+	Passed   int            `json:"passed"`
+	Failed   int            `json:"failed"`
+	Errored  int            `json:"errored"`
+	Unscored int            `json:"unscored"`
+	PassRate float64        `json:"pass_rate"`
+	Interval stats.Interval `json:"interval"`
+}
+
+// Latency summarises episode durations (harness and judge, last attempt).
+type Latency struct {
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// Failure is one episode that did not pass.
+type Failure struct {
+	SampleID  string         `json:"sample_id"`
+	Epoch     int            `json:"epoch"`
+	Attempt   int            `json:"attempt"`
+	Status    sink.Status    `json:"status"`
+	ErrorKind sink.ErrorKind `json:"error_kind,omitempty"`
+	Reason    string         `json:"reason"`
+	Trace     string         `json:"trace,omitempty"`
+}
+
+// ReportOptions tune how a report is computed from records.
+type ReportOptions struct {
+	Level       float64 // confidence level; default 0.95
+	MaxFailures int     // failures listed; default 100
+	Resamples   int     // cluster bootstrap resamples; default 1000, negative for none
+	Seed        uint64  // bootstrap seed
+}
+
+func (o ReportOptions) withDefaults() ReportOptions {
+	if o.Level <= 0 || o.Level >= 1 {
+		o.Level = 0.95
+	}
+	if o.MaxFailures == 0 {
+		o.MaxFailures = 100
+	}
+	if o.Resamples == 0 {
+		o.Resamples = 1000
+	}
+	return o
+}
+
+// ReportFromRecords builds the report of the records a sequence yields, for
+// example jsonl.Records(path): the same numbers the run printed. An error
+// the sequence yields ends it and is returned, except a torn tail, which is
+// noted in the report's warnings (the records before it are committed).
+func ReportFromRecords(records iter.Seq2[sink.Record, error], opts ReportOptions) (*Report, error) {
+	a := newAggregator(opts)
+	for r, err := range records {
+		if err != nil {
+			if isTornTail(err) {
+				a.warnings = append(a.warnings, err.Error())
+				break
+			}
+			return nil, err
+		}
+		a.add(&r)
+	}
+	return a.report(), nil
+}
+
+func isTornTail(err error) bool {
+	var torn *jsonl.TornTailError
+	return errors.As(err, &torn)
+}
+
+// aggregator folds records into a report incrementally: memory grows with
+// the number of samples, never with episodes × output size.
+type aggregator struct {
+	opts     ReportOptions
+	eval     string
+	runID    string
+	index    map[string]int
+	samples  []sampleStats
+	maxEpoch int
+	counts   [4]int // pass, fail, error, unscored
+	weighted bool
+	scoreSum float64
+	latency  histogram
+	usage    harness.Usage
+	failures []Failure
+	omitted  int
+	warnings []string
+}
+
+type sampleStats struct {
+	tags                         map[string]string
+	pass, fail, errored, unscore int
+	wPass, wSum                  float64 // weighted passes and weights of scored episodes
+}
+
+func newAggregator(opts ReportOptions) *aggregator {
+	return &aggregator{opts: opts.withDefaults(), index: map[string]int{}}
+}
+
+func (a *aggregator) add(r *sink.Record) {
+	if a.eval == "" {
+		a.eval, a.runID = r.Eval, r.RunID
+	}
+	i, ok := a.index[r.SampleID]
+	if !ok {
+		i = len(a.samples)
+		a.index[r.SampleID] = i
+		a.samples = append(a.samples, sampleStats{tags: r.Tags})
+	}
+	s := &a.samples[i]
+	a.maxEpoch = max(a.maxEpoch, r.Epoch)
+	w := r.EffectiveWeight()
+	if r.Weight != 0 && r.Weight != 1 {
+		a.weighted = true
+	}
+	switch r.Status {
+	case sink.Pass:
+		a.counts[0]++
+		s.pass++
+		s.wPass += w
+		s.wSum += w
+	case sink.Fail:
+		a.counts[1]++
+		s.fail++
+		s.wSum += w
+	case sink.Error:
+		a.counts[2]++
+		s.errored++
+	default:
+		a.counts[3]++
+		s.unscore++
+	}
+	if r.Status == sink.Pass || r.Status == sink.Fail {
+		a.scoreSum += r.Score
+	}
+	a.latency.add(r.DurationMS)
+	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	if r.Status != sink.Pass {
+		if len(a.failures) < a.opts.MaxFailures {
+			reason := r.Reason
+			if r.Error != "" {
+				reason = firstLine(r.Error)
+			}
+			a.failures = append(a.failures, Failure{r.SampleID, r.Epoch, r.Attempt, r.Status, r.ErrorKind, reason, r.Trace})
+		} else {
+			a.omitted++
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func (a *aggregator) report() *Report {
+	r := &Report{
+		Eval: a.eval, RunID: a.runID,
+		Samples: len(a.samples), Epochs: a.maxEpoch + 1,
+		Passed: a.counts[0], Failed: a.counts[1], Errored: a.counts[2], Unscored: a.counts[3],
+		Weighted: a.weighted,
+		Latency:  a.latency.summary(),
+		Usage:    a.usage,
+		Failures: a.failures, FailuresOmitted: a.omitted,
+		Warnings: a.warnings,
+	}
+	if len(a.samples) == 0 {
+		r.Epochs = 0
+	}
+	r.Episodes = r.Passed + r.Failed + r.Errored + r.Unscored
+	if scored := r.Passed + r.Failed; scored > 0 {
+		r.MeanScore = a.scoreSum / float64(scored)
+	}
+	all := make([]int, len(a.samples))
+	for i := range all {
+		all[i] = i
+	}
+	r.PassRate, r.Interval = a.passRate(all, r.Epochs)
+	if r.Epochs > 1 && a.opts.Resamples > 0 {
+		sums, weights := a.clusters(all)
+		iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
+		r.Bootstrap = &iv
+	}
+	for k := 1; k <= r.Epochs; k++ {
+		at, hat, ok := a.passAtK(k)
+		if ok {
+			r.PassAtK = append(r.PassAtK, KValue{k, at})
+			r.PassHatK = append(r.PassHatK, KValue{k, hat})
+		}
+	}
+	r.ByTag = a.byTag(r.Epochs)
+	return r
+}
+
+// passRate is the (weighted) pass rate over the given samples with its
+// interval: Wilson over episodes when each sample ran once; cluster-robust
+// by sample when samples ran several epochs, since epochs of one sample are
+// correlated and treating them as independent overstates confidence.
+func (a *aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
+	sums, weights := a.clusters(idx)
+	var pass, total float64
+	for i := range sums {
+		pass += sums[i]
+		total += weights[i]
+	}
+	if total == 0 {
+		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: "none: no scored episodes"}
+	}
+	rate := pass / total
+	if epochs <= 1 && !a.weighted {
+		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
+	}
+	mean, se := stats.ClusteredMean(sums, weights, true)
+	z := stats.NormalQuantile(1 - (1-a.opts.Level)/2)
+	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: "cluster-robust (by sample)"}
+}
+
+// clusters returns per-sample weighted passes and weights of scored episodes.
+func (a *aggregator) clusters(idx []int) (sums, weights []float64) {
+	sums = make([]float64, 0, len(idx))
+	weights = make([]float64, 0, len(idx))
+	for _, i := range idx {
+		s := &a.samples[i]
+		if s.wSum > 0 {
+			sums = append(sums, s.wPass)
+			weights = append(weights, s.wSum)
+		}
+	}
+	return sums, weights
+}
+
+// passAtK averages the unbiased per-sample estimators over samples scored
+// at least k times.
+func (a *aggregator) passAtK(k int) (at, hat float64, ok bool) {
+	n := 0
+	for i := range a.samples {
+		s := &a.samples[i]
+		if scored := s.pass + s.fail; scored >= k {
+			at += stats.PassAtK(scored, s.pass, k)
+			hat += stats.PassHatK(scored, s.pass, k)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0, false
+	}
+	return at / float64(n), hat / float64(n), true
+}
+
+func (a *aggregator) byTag(epochs int) []TagBreakdown {
+	groups := map[string]map[string][]int{} // tag → value → sample indexes
+	for i := range a.samples {
+		for k, v := range a.samples[i].tags {
+			if groups[k] == nil {
+				groups[k] = map[string][]int{}
+			}
+			groups[k][v] = append(groups[k][v], i)
+		}
+	}
+	var out []TagBreakdown
+	for _, tag := range sortedKeys(groups) {
+		tb := TagBreakdown{Tag: tag}
+		for _, value := range sortedKeys(groups[tag]) {
+			idx := groups[tag][value]
+			g := Group{Value: value, Samples: len(idx)}
+			for _, i := range idx {
+				s := &a.samples[i]
+				g.Passed += s.pass
+				g.Failed += s.fail
+				g.Errored += s.errored
+				g.Unscored += s.unscore
+			}
+			g.Episodes = g.Passed + g.Failed + g.Errored + g.Unscored
+			g.PassRate, g.Interval = a.passRate(idx, epochs)
+			tb.Groups = append(tb.Groups, g)
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// histogram keeps durations in log-spaced buckets (1% wide) so that
+// quantiles take constant memory however many episodes a run has.
+type histogram struct {
+	buckets map[int]int
+	n       int
+	max     float64
+}
+
+const bucketBase = 1.01
+
+func (h *histogram) add(ms float64) {
+	if h.buckets == nil {
+		h.buckets = map[int]int{}
+	}
+	h.n++
+	h.max = max(h.max, ms)
+	b := math.MinInt32
+	if ms > 0 {
+		b = int(math.Floor(math.Log(ms) / math.Log(bucketBase)))
+	}
+	h.buckets[b]++
+}
+
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	keys := make([]int, 0, len(h.buckets))
+	for k := range h.buckets {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	rank := int(math.Ceil(q * float64(h.n)))
+	seen := 0
+	for _, k := range keys {
+		seen += h.buckets[k]
+		if seen >= rank {
+			if k == math.MinInt32 {
+				return 0
+			}
+			return min(h.max, math.Pow(bucketBase, float64(k)+0.5))
+		}
+	}
+	return h.max
+}
+
+func (h *histogram) summary() Latency {
+	return Latency{P50MS: h.quantile(0.5), P95MS: h.quantile(0.95), MaxMS: h.max}
+}
+
+// WriteText prints the report as a readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	return r.write(w, false)
+}
+
+// WriteMarkdown prints the report as Markdown, for CI job summaries.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	return r.write(w, true)
+}
+
+// String returns the text form.
+func (r *Report) String() string {
+	var b strings.Builder
+	r.WriteText(&b)
+	return b.String()
+}
+
+func (r *Report) write(out io.Writer, md bool) error {
+	var b strings.Builder
+	row := func(cells ...string) {
+		if md {
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		} else {
+			b.WriteString(strings.Join(cells, "\t") + "\n")
+		}
+	}
+	header := func(cells ...string) {
+		row(cells...)
+		if md {
+			b.WriteString(strings.Repeat("|---", len(cells)) + "|\n")
+		}
+	}
+	title := func(s string) {
+		if md {
+			fmt.Fprintf(&b, "\n### %s\n\n", s)
+		} else {
+			fmt.Fprintf(&b, "\n%s\n", s)
+		}
+	}
+	if md {
+		fmt.Fprintf(&b, "## eval %s (run %s)\n\n", r.Eval, r.RunID)
+	} else {
+		fmt.Fprintf(&b, "eval %s  run %s\n", r.Eval, r.RunID)
+	}
+	header("metric", "value")
+	row("samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
+	row("passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
+	row("errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
+	if r.Cancelled > 0 {
+		row("cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
+	}
+	rate := "n/a: no scored episodes"
+	if r.Passed+r.Failed > 0 {
+		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
+		if r.Weighted {
+			rate += ", inverse-probability weighted"
+		}
+	}
+	row("pass rate", rate)
+	if r.Bootstrap != nil {
+		row("bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
+	}
+	if len(r.PassAtK) > 1 {
+		var at, hat []string
+		for i := range r.PassAtK {
+			at = append(at, fmt.Sprintf("@%d %s", r.PassAtK[i].K, pct(r.PassAtK[i].Value)))
+			hat = append(hat, fmt.Sprintf("^%d %s", r.PassHatK[i].K, pct(r.PassHatK[i].Value)))
+		}
+		row("pass@k", strings.Join(at, "  "))
+		row("pass^k", strings.Join(hat, "  "))
+	}
+	row("latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
+	if r.Usage != (harness.Usage{}) {
+		row("usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
+	}
+	if r.Wall > 0 {
+		row("wall time", r.Wall.Round(time.Millisecond).String())
+	}
+	if r.BudgetExhausted {
+		row("budget", "exhausted: scheduling stopped early")
+	}
+	for _, t := range r.ByTag {
+		title("by " + t.Tag)
+		header(t.Tag, "samples", "pass", "fail", "error", "unscored", "pass rate", "CI")
+		for _, g := range t.Groups {
+			row(g.Value, fmt.Sprint(g.Samples), fmt.Sprint(g.Passed), fmt.Sprint(g.Failed), fmt.Sprint(g.Errored), fmt.Sprint(g.Unscored),
+				pct(g.PassRate), fmt.Sprintf("[%s, %s]", pct(g.Interval.Lo), pct(g.Interval.Hi)))
+		}
+	}
+	if len(r.Failures) > 0 {
+		title(fmt.Sprintf("failures (%d listed, %d more)", len(r.Failures), r.FailuresOmitted))
+		header("sample", "epoch", "status", "reason", "trace")
+		for _, f := range r.Failures {
+			status := string(f.Status)
+			if f.ErrorKind != "" {
+				status += "/" + string(f.ErrorKind)
+			}
+			row(f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Trace)
+		}
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "\nwarning: %s\n", w)
+	}
+	if md {
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	io.WriteString(tw, b.String())
+	return tw.Flush()
+}
+
+func pct(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+func ms(f float64) string {
+	return time.Duration(f * float64(time.Millisecond)).Round(10 * time.Microsecond).String()
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\t", " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+

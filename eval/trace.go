@@ -1,0 +1,58 @@
+package eval
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// Trace is an episode's transcript, as stored beside the run's log.
+type Trace struct {
+	RunID    string          `json:"run_id"`
+	SampleID string          `json:"sample_id"`
+	Epoch    int             `json:"epoch"`
+	Attempt  int             `json:"attempt"`
+	Events   []harness.Event `json:"events"`
+}
+
+type traceLine = Trace
+
+// traceLink is a record's trace field: the trace store's path and the
+// transcript's byte offset in it, "PATH#OFFSET". Resolving it is one seek.
+func traceLink(path string, offset int64) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return path + "#" + strconv.FormatInt(offset, 10)
+}
+
+// ReadTrace resolves a record's trace link to the transcript. A relative
+// path in the link is taken relative to dir (the log's directory).
+func ReadTrace(link, dir string) (*Trace, error) {
+	i := strings.LastIndexByte(link, '#')
+	if i < 0 {
+		return nil, fmt.Errorf("eval: %q is not a trace link (PATH#OFFSET)", link)
+	}
+	path := link[:i]
+	off, err := strconv.ParseInt(link[i+1:], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %q is not a trace link (PATH#OFFSET)", link)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	line, err := jsonl.ReadLineAt(path, off)
+	if err != nil {
+		return nil, err
+	}
+	var t Trace
+	if err := json.Unmarshal(line, &t); err != nil {
+		return nil, fmt.Errorf("eval: trace at %s: %w", link, err)
+	}
+	return &t, nil
+}

@@ -1,0 +1,105 @@
+// Loadtest measures proctor's orchestration overhead: a simulated agent that
+// only waits a fixed latency, an exact-match judge and the JSONL log, the
+// workload of the peer baseline in shared/bench (the asyncio recipe).
+//
+//	go run ./examples/loadtest -n 100000 -c 5000 -latency 50ms -log /tmp/load.jsonl
+//
+// Running it again with the same -log resumes: only missing episodes run.
+// It prints one JSON line: episodes, wall_s, episodes_per_s, peak_rss_mb…
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/scorer"
+)
+
+// Task is the baseline's task: "what is i+1?".
+type Task struct {
+	Prompt   string `json:"prompt"`
+	Expected string `json:"expected"`
+}
+
+func main() {
+	n := flag.Int("n", 100_000, "episodes (samples × 1 epoch)")
+	c := flag.Int("c", 5000, "concurrency")
+	latency := flag.Duration("latency", 50*time.Millisecond, "simulated agent latency")
+	logPath := flag.String("log", "", "JSONL log (resumes when it exists); default: none")
+	flag.Parse()
+
+	samples := make(dataset.Slice[Task], *n)
+	for i := range samples {
+		samples[i] = dataset.Sample[Task]{ID: "t" + strconv.Itoa(i),
+			Input: Task{Prompt: fmt.Sprintf("what is %d+1?", i), Expected: strconv.Itoa(i + 1)}}
+	}
+	agent := harness.Func[Task, string](func(ctx context.Context, ep *harness.Episode[Task]) (string, error) {
+		if *latency > 0 {
+			t := time.NewTimer(*latency)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return "", ctx.Err()
+			}
+		}
+		x, _ := strconv.Atoi(strings.TrimSuffix(strings.Fields(ep.Sample.Input.Prompt)[2], "+1?"))
+		return strconv.Itoa(x + 1), nil
+	})
+	e := &eval.Eval[Task, string]{
+		Name:    "loadtest",
+		Dataset: samples,
+		Harness: agent,
+		Judge:   scorer.Exact(func(t Task) string { return t.Expected }),
+	}
+	start := time.Now()
+	report, err := e.Run(context.Background(), eval.Config{
+		Concurrency: *c, Log: *logPath,
+		Report: eval.ReportOptions{Resamples: -1},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	wall := time.Since(start).Seconds()
+	ran := report.Episodes
+	json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"episodes":       ran,
+		"passed":         report.Passed,
+		"wall_s":         round(wall),
+		"episodes_per_s": round(float64(ran) / wall),
+		"peak_rss_mb":    round(peakRSSMB()),
+	})
+}
+
+func round(f float64) float64 { return float64(int64(f*1000)) / 1000 }
+
+// peakRSSMB reads the process's high-water resident set size (Linux).
+func peakRSSMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(io.LimitReader(f, 1<<16))
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
