@@ -2,7 +2,7 @@ package eval
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,6 +78,7 @@ type job struct {
 }
 
 type finished struct {
+	sample int // index in runner.samples
 	rec    sink.Record
 	events []harness.Event
 }
@@ -85,6 +86,14 @@ type finished struct {
 func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T]) (*runner[T, O], error) {
 	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, start: time.Now(),
 		total: int64(len(samples)) * int64(cfg.Epochs), agg: newAggregator(cfg.Report)}
+	// The report indexes samples as the engine does, so that folding a
+	// record in needs no lookup by ID.
+	r.agg.index = make(map[string]int, len(samples))
+	r.agg.samples = make([]sampleStats, len(samples))
+	for i := range samples {
+		r.agg.index[samples[i].ID] = i
+		r.agg.samples[i].tags = samples[i].Tags
+	}
 	r.runID = cfg.RunID
 	if cfg.Log != "" {
 		if err := r.openLog(); err != nil {
@@ -155,7 +164,7 @@ func tracePath(log string) string {
 
 func newRunID() string {
 	var b [4]byte
-	rand.Read(b[:])
+	crand.Read(b[:])
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
@@ -208,25 +217,74 @@ func (r *runner[T, O]) run() (*Report, error) {
 	return rep, nil
 }
 
-// worker runs jobs until none is left. It starts with j when it replaces
-// a worker abandoned in the middle of j.
-func (r *runner[T, O]) worker(j *job) {
+// worker runs jobs until none is left. A worker that replaces an abandoned
+// one starts by settling the abandoned job's outcome.
+func (r *runner[T, O]) worker(abandonedJob *job) {
+	// Each worker derives its attempts' contexts from a context of its own,
+	// so that thousands of workers do not contend on the run context's
+	// lock; one callback per worker, not per attempt, abandons the attempt
+	// in flight when the run is canceled.
+	w := &workerState{}
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if a := w.current.Load(); a != nil {
+			a.abandon(sink.KindCancelled)
+		}
+	})
+	defer stop()
+	j := abandonedJob
+	if j != nil {
+		j = r.settle(j)
+	}
 	for {
 		if j == nil {
-			if j = r.claim(); j == nil {
+			if j = r.claim(&w.job); j == nil {
 				r.wg.Done()
 				return
 			}
 		}
-		if !r.attempt(j) {
+		if !r.attempt(ctx, w, j) {
 			return // abandoned: a replacement owns j and this worker's place
 		}
 		j = r.settle(j)
 	}
 }
 
+type workerState struct {
+	job     job // reused from episode to episode
+	current atomic.Pointer[attemptState]
+}
+
+// attemptState decides, once, whether an attempt returned or was abandoned.
+type attemptState struct {
+	state   atomic.Int32
+	abandon func(kind sink.ErrorKind)
+}
+
+// errTimeout is the cancellation cause of an attempt that timed out.
+var errTimeout = errors.New("episode timed out")
+
+// attemptCtx is an attempt's context: a plain cancel context (cheaper than
+// a timer context plus an AfterFunc registration per attempt) that reports
+// its deadline and DeadlineExceeded like one.
+type attemptCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *attemptCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == errTimeout {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
 // claim returns the next episode that has no final record yet.
-func (r *runner[T, O]) claim() *job {
+func (r *runner[T, O]) claim(j *job) *job {
 	epochs := int64(r.cfg.Epochs)
 	for r.ctx.Err() == nil && !r.budgetHit.Load() {
 		i := r.next.Add(1) - 1
@@ -239,7 +297,8 @@ func (r *runner[T, O]) claim() *job {
 				continue
 			}
 		}
-		return &job{sample: s, epoch: ep}
+		*j = job{sample: s, epoch: ep}
+		return j
 	}
 	return nil
 }
@@ -264,7 +323,7 @@ func (r *runner[T, O]) settle(j *job) *job {
 		// finished episodes only.
 		r.cancelled.Add(1)
 	} else {
-		r.out <- finished{rec: *rec, events: j.events}
+		r.out <- finished{sample: j.sample, rec: *rec, events: j.events}
 	}
 	if r.left != nil && r.left[j.sample].Add(-1) == 0 {
 		r.closeEnv(j.sample)
@@ -281,21 +340,22 @@ const (
 // attempt runs one attempt of j and stores its outcome in j.rec. It returns
 // false when the attempt was abandoned (its harness or judge ignored the
 // expiry of its context): then another goroutine has taken over j.
-func (r *runner[T, O]) attempt(j *job) bool {
+func (r *runner[T, O]) attempt(parent context.Context, w *workerState, j *job) bool {
 	s := &r.samples[j.sample]
 	ep := &harness.Episode[T]{RunID: r.runID, Sample: *s, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(r.cfg.Seed, s.ID, j.epoch)}
 	start := time.Now()
-	ctx, cancel := r.ctx, context.CancelFunc(func() {})
-	if r.cfg.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.Timeout)
-	}
-	var state atomic.Int32
-	stop := context.AfterFunc(ctx, func() {
-		if !state.CompareAndSwap(running, abandoned) {
+	base, cancel := context.WithCancelCause(parent)
+	ctx := context.Context(base)
+	a := &attemptState{}
+	a.abandon = func(kind sink.ErrorKind) {
+		if !a.state.CompareAndSwap(running, abandoned) {
 			return
 		}
-		kind, msg := r.contextFault(ctx)
+		msg := fmt.Sprintf("timed out after %v (abandoned: it did not return when its context expired)", r.cfg.Timeout)
+		if kind == sink.KindCancelled {
+			msg = fmt.Sprintf("run canceled: %v", context.Cause(r.ctx))
+		}
 		j.rec = r.record(ep, start, sink.Error, kind, msg, judge.Verdict{}, nil)
 		j.events = ep.Events()
 		j.mu.Lock()
@@ -304,13 +364,26 @@ func (r *runner[T, O]) attempt(j *job) bool {
 		}
 		j.mu.Unlock()
 		r.worker(j) // this goroutine takes the abandoned worker's place
-	})
+	}
+	var timer *time.Timer
+	if r.cfg.Timeout > 0 {
+		ctx = &attemptCtx{Context: base, deadline: start.Add(r.cfg.Timeout)}
+		timer = time.AfterFunc(r.cfg.Timeout, func() {
+			cancel(errTimeout)
+			a.abandon(sink.KindTimeout)
+		})
+	}
+	w.current.Store(a)
 	out, v, fault, err := r.call(ctx, j, ep)
-	if !state.CompareAndSwap(running, returned) {
+	w.current.Store(nil)
+	if !a.state.CompareAndSwap(running, returned) {
+		cancel(nil) // already canceled; releases the context
 		return false
 	}
-	stop()
-	cancel()
+	if timer != nil {
+		timer.Stop()
+	}
+	cancel(nil)
 	switch {
 	case err == nil:
 		status := sink.Fail
@@ -371,21 +444,15 @@ func (r *runner[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T])
 
 func (r *runner[T, O]) classify(ctx context.Context, err error, def sink.ErrorKind) sink.ErrorKind {
 	if ctx.Err() != nil {
-		kind, _ := r.contextFault(ctx)
-		return kind
+		if r.ctx.Err() != nil {
+			return sink.KindCancelled
+		}
+		return sink.KindTimeout
 	}
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return sink.KindSandbox
 	}
 	return def
-}
-
-// contextFault tells a timeout from a cancellation of the run.
-func (r *runner[T, O]) contextFault(ctx context.Context) (sink.ErrorKind, string) {
-	if r.ctx.Err() != nil {
-		return sink.KindCancelled, fmt.Sprintf("run canceled: %v", context.Cause(r.ctx))
-	}
-	return sink.KindTimeout, fmt.Sprintf("timed out after %v", r.cfg.Timeout)
 }
 
 // fork gives the attempt its own sandbox from the sample's environment.
@@ -528,7 +595,7 @@ func (r *runner[T, O]) consume() {
 			r.cancel(fmt.Errorf("eval: recording results: %w", err))
 			continue
 		}
-		r.agg.add(&f.rec)
+		r.agg.addAt(f.sample, &f.rec)
 		if r.cfg.MaxCostUSD > 0 && r.agg.usage.CostUSD >= r.cfg.MaxCostUSD {
 			r.budgetHit.Store(true)
 		}

@@ -150,23 +150,34 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // loadSamples reads the dataset and checks it before anything runs.
 func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], error) {
+	if s, ok := d.(dataset.Slice[T]); ok {
+		return checkSamples(s)
+	}
 	var samples []dataset.Sample[T]
-	seen := map[string]int{}
 	for s, err := range d.Samples(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("eval: reading dataset: %w", err)
 		}
-		if s.ID == "" {
-			return nil, fmt.Errorf("eval: dataset sample %d has an empty ID", len(samples)+1)
-		}
-		if prev, dup := seen[s.ID]; dup {
-			return nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", s.ID, prev+1, len(samples)+1)
-		}
-		seen[s.ID] = len(samples)
 		samples = append(samples, s)
 	}
+	return checkSamples(samples)
+}
+
+// checkSamples rejects an empty dataset, empty IDs and duplicate IDs.
+func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], error) {
 	if len(samples) == 0 {
 		return nil, errors.New("eval: the dataset is empty")
+	}
+	seen := make(map[string]int, len(samples))
+	for i := range samples {
+		id := samples[i].ID
+		if id == "" {
+			return nil, fmt.Errorf("eval: dataset sample %d has an empty ID", i+1)
+		}
+		if prev, dup := seen[id]; dup {
+			return nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
+		}
+		seen[id] = i
 	}
 	return samples, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Report is the standard summary of a run. Every eval reports in this shape,
@@ -173,19 +174,27 @@ type sampleStats struct {
 	wPass, wSum                  float64 // weighted passes and weights of scored episodes
 }
 
+func (s *sampleStats) records() int { return s.pass + s.fail + s.errored + s.unscore }
+
 func newAggregator(opts ReportOptions) *aggregator {
 	return &aggregator{opts: opts.withDefaults(), index: map[string]int{}}
 }
 
 func (a *aggregator) add(r *sink.Record) {
-	if a.eval == "" {
-		a.eval, a.runID = r.Eval, r.RunID
-	}
 	i, ok := a.index[r.SampleID]
 	if !ok {
 		i = len(a.samples)
 		a.index[r.SampleID] = i
 		a.samples = append(a.samples, sampleStats{tags: r.Tags})
+	}
+	a.addAt(i, r)
+}
+
+// addAt adds a record of the sample at index i, for callers (the engine)
+// that know the index and need not hash the sample ID.
+func (a *aggregator) addAt(i int, r *sink.Record) {
+	if a.eval == "" {
+		a.eval, a.runID = r.Eval, r.RunID
 	}
 	s := &a.samples[i]
 	a.maxEpoch = max(a.maxEpoch, r.Epoch)
@@ -236,9 +245,15 @@ func firstLine(s string) string {
 }
 
 func (a *aggregator) report() *Report {
+	recorded := 0
+	for i := range a.samples {
+		if a.samples[i].records() > 0 {
+			recorded++
+		}
+	}
 	r := &Report{
 		Eval: a.eval, RunID: a.runID,
-		Samples: len(a.samples), Epochs: a.maxEpoch + 1,
+		Samples: recorded, Epochs: a.maxEpoch + 1,
 		Passed: a.counts[0], Failed: a.counts[1], Errored: a.counts[2], Unscored: a.counts[3],
 		Weighted: a.weighted,
 		Latency:  a.latency.summary(),
@@ -246,7 +261,7 @@ func (a *aggregator) report() *Report {
 		Failures: a.failures, FailuresOmitted: a.omitted,
 		Warnings: a.warnings,
 	}
-	if len(a.samples) == 0 {
+	if recorded == 0 {
 		r.Epochs = 0
 	}
 	r.Episodes = r.Passed + r.Failed + r.Errored + r.Unscored
@@ -260,7 +275,7 @@ func (a *aggregator) report() *Report {
 	r.PassRate, r.Interval = a.passRate(all, r.Epochs)
 	if r.Epochs > 1 && a.opts.Resamples > 0 {
 		sums, weights := a.clusters(all)
-		iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
+		iv := stats.BootstrapClusters(sums, toCountsTODO(weights), a.opts.Resamples, a.opts.Level, a.opts.Seed)
 		r.Bootstrap = &iv
 	}
 	for k := 1; k <= r.Epochs; k++ {
@@ -292,8 +307,8 @@ func (a *aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	if epochs <= 1 && !a.weighted {
 		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
 	}
-	mean, se := stats.ClusteredMean(sums, weights, true)
-	z := stats.NormalQuantile(1 - (1-a.opts.Level)/2)
+	mean, se := stats.ClusteredMean(sums, toCountsTODO(weights), true)
+	z := distuv.UnitNormal.Quantile(1 - (1-a.opts.Level)/2)
 	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: "cluster-robust (by sample)"}
 }
 
@@ -332,6 +347,9 @@ func (a *aggregator) passAtK(k int) (at, hat float64, ok bool) {
 func (a *aggregator) byTag(epochs int) []TagBreakdown {
 	groups := map[string]map[string][]int{} // tag → value → sample indexes
 	for i := range a.samples {
+		if a.samples[i].records() == 0 {
+			continue
+		}
 		for k, v := range a.samples[i].tags {
 			if groups[k] == nil {
 				groups[k] = map[string][]int{}
@@ -370,25 +388,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// histogram keeps durations in log-spaced buckets (1% wide) so that
-// quantiles take constant memory however many episodes a run has.
+// histogram keeps durations in log-spaced buckets 1% wide, from 1 µs to
+// about 40 days, so that quantiles take constant memory however many
+// episodes a run has, with 0.5% relative error.
 type histogram struct {
-	buckets map[int]int
+	buckets [histBuckets]uint32
 	n       int
 	max     float64
 }
 
-const bucketBase = 1.01
+const (
+	bucketBase  = 1.01
+	histMinMS   = 1e-3
+	histBuckets = 2400
+)
+
+var logBucketBase = math.Log(bucketBase)
 
 func (h *histogram) add(ms float64) {
-	if h.buckets == nil {
-		h.buckets = map[int]int{}
-	}
 	h.n++
 	h.max = max(h.max, ms)
-	b := math.MinInt32
-	if ms > 0 {
-		b = int(math.Floor(math.Log(ms) / math.Log(bucketBase)))
+	b := 0
+	if ms > histMinMS {
+		b = min(histBuckets-1, 1+int(math.Log(ms/histMinMS)/logBucketBase))
 	}
 	h.buckets[b]++
 }
@@ -397,20 +419,15 @@ func (h *histogram) quantile(q float64) float64 {
 	if h.n == 0 {
 		return 0
 	}
-	keys := make([]int, 0, len(h.buckets))
-	for k := range h.buckets {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	rank := int(math.Ceil(q * float64(h.n)))
-	seen := 0
-	for _, k := range keys {
-		seen += h.buckets[k]
+	rank := uint32(math.Ceil(q * float64(h.n)))
+	var seen uint32
+	for b, c := range h.buckets {
+		seen += c
 		if seen >= rank {
-			if k == math.MinInt32 {
+			if b == 0 {
 				return 0
 			}
-			return min(h.max, math.Pow(bucketBase, float64(k)+0.5))
+			return min(h.max, histMinMS*math.Pow(bucketBase, float64(b-1)+0.5))
 		}
 	}
 	return h.max
@@ -551,3 +568,11 @@ func clip(s string, n int) string {
 	return s
 }
 
+
+func toCountsTODO(w []float64) []int {
+	out := make([]int, len(w))
+	for i, x := range w {
+		out[i] = int(math.Round(x))
+	}
+	return out
+}

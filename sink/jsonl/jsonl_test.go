@@ -131,7 +131,7 @@ func TestOpenDropsErrorRecordsAndIndexesTheRest(t *testing.T) {
 	require.Equal(t, "run-1", recov.RunID)
 	require.Equal(t, 3, recov.Records)
 	require.Equal(t, 2, recov.Dropped)
-	want := map[sink.Key]struct{}{{"s0", 0}: {}, {"s2", 2}: {}, {"s3", 0}: {}}
+	want := map[sink.Key]struct{}{{SampleID: "s0", Epoch: 0}: {}, {SampleID: "s2", Epoch: 2}: {}, {SampleID: "s3", Epoch: 0}: {}}
 	require.Equal(t, want, recov.Done)
 	got, err := readAll(t, path)
 	require.NoError(t, err)

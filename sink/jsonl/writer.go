@@ -67,6 +67,7 @@ type Writer struct {
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
+	syncNow  chan struct{}
 }
 
 // Create creates (or truncates) the log at path for writing.
@@ -97,7 +98,7 @@ func Append(path string, opts *Options) (*Writer, error) {
 
 func newWriter(path string, f *os.File, opts *Options) *Writer {
 	w := &Writer{path: path, opts: opts.withDefaults(), f: f, lastSync: time.Now(),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), syncNow: make(chan struct{}, 1)}
 	w.buf = make([]byte, 0, w.opts.BufferSize+4096)
 	go w.syncLoop()
 	return w
@@ -132,9 +133,18 @@ func (w *Writer) Write(_ context.Context, r sink.Record) error {
 		w.flushLocked()
 	}
 	if w.unsynced >= w.opts.SyncEvery {
-		w.syncLocked()
+		w.requestSync()
 	}
 	return w.err
+}
+
+// requestSync asks the sync goroutine for a group commit now; the writer
+// goes on filling its buffer meanwhile.
+func (w *Writer) requestSync() {
+	select {
+	case w.syncNow <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // WriteLine appends one line of JSON (without its newline) and returns its
@@ -223,7 +233,9 @@ func (w *Writer) do(f func(*Writer)) error {
 	return w.err
 }
 
-// syncLoop is the time half of group commit.
+// syncLoop does the group commits: every SyncInterval, or sooner when
+// SyncEvery records are waiting. It writes the buffer under the lock but
+// fsyncs outside it, so that writers never wait for the disk.
 func (w *Writer) syncLoop() {
 	defer close(w.done)
 	t := time.NewTicker(w.opts.SyncInterval)
@@ -233,12 +245,35 @@ func (w *Writer) syncLoop() {
 		case <-w.stop:
 			return
 		case <-t.C:
-			w.mu.Lock()
-			if len(w.buf) > 0 || w.unsynced > 0 {
-				w.syncLocked()
-			}
-			w.mu.Unlock()
+		case <-w.syncNow:
 		}
+		w.mu.Lock()
+		if w.closed || (len(w.buf) == 0 && w.unsynced == 0) {
+			w.mu.Unlock()
+			continue
+		}
+		w.flushLocked()
+		w.unsynced = 0
+		err := w.err
+		w.mu.Unlock()
+		if err == nil {
+			w.fsync()
+		}
+	}
+}
+
+// fsync syncs the files this writer's lines depend on, then its own; an
+// error is kept for the next call to report.
+func (w *Writer) fsync() {
+	if w.first != nil {
+		w.first.fsync()
+	}
+	if err := w.f.Sync(); err != nil {
+		w.mu.Lock()
+		if w.err == nil && !w.closed {
+			w.err = fmt.Errorf("jsonl: sync %s: %w", w.path, err)
+		}
+		w.mu.Unlock()
 	}
 }
 
@@ -251,13 +286,16 @@ func (w *Writer) Close(context.Context) error {
 		return nil
 	}
 	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done // no group commit runs past this point
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.syncLocked()
 	err := w.err
 	if cerr := w.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("jsonl: close %s: %w", w.path, cerr)
 	}
-	w.mu.Unlock()
-	close(w.stop)
-	<-w.done
 	return err
 }

@@ -1,0 +1,112 @@
+// Package evaltest makes `go test` an evaluation gate: Run runs an eval
+// inside a test and fails the test when the lower bound of the pass rate's
+// confidence interval is under a threshold — not the point estimate, which
+// a lucky run can lift over any bar — printing the failures with links to
+// their transcripts.
+//
+//	func TestAgent(t *testing.T) {
+//		evaltest.Run(t, myEval, eval.Config{Epochs: 3}, evaltest.Gate{MinLowerBound: 0.8})
+//	}
+package evaltest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctor-evals/proctor/eval"
+)
+
+// Gate is what a run must show for the test to pass.
+type Gate struct {
+	// MinLowerBound fails the test when the lower bound of the pass rate's
+	// interval (Config.Report.Level, default 95%) is below it.
+	MinLowerBound float64
+	// MaxErrorRate fails the test when more than this fraction of episodes
+	// ended in error or unscored: infrastructure that broke must not pass
+	// a gate by shrinking its denominator. Default 0.1; 1 disables.
+	MaxErrorRate float64
+}
+
+// Run runs e with cfg inside t and checks the gate. When cfg.Log is empty
+// the log goes to a directory under os.TempDir() that outlives the test, so
+// that the trace links printed for failures still resolve afterwards. The
+// report is logged with t.Log and returned.
+func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *eval.Report {
+	t.Helper()
+	if cfg.Log == "" {
+		dir := filepath.Join(os.TempDir(), "proctor-evaltest")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("evaltest: %v", err)
+		}
+		name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")
+		cfg.Log = filepath.Join(dir, fmt.Sprintf("%s-%s.jsonl", name, time.Now().UTC().Format("20060102T150405.000000000")))
+	}
+	ctx := context.Background()
+	if d, ok := t.(interface{ Context() context.Context }); ok {
+		ctx = d.Context()
+	}
+	rep, err := e.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("evaltest: %s: %v", e.Name, err)
+		return rep
+	}
+	t.Logf("evaltest: log %s\n%s", cfg.Log, rep)
+	Check(t, rep, g)
+	return rep
+}
+
+// Check applies the gate to a report, failing t (without stopping it) for
+// each condition it misses.
+func Check(t testing.TB, rep *eval.Report, g Gate) {
+	t.Helper()
+	if g.MaxErrorRate == 0 {
+		g.MaxErrorRate = 0.1
+	}
+	var problems []string
+	if scored := rep.Passed + rep.Failed; scored == 0 {
+		problems = append(problems, "no episode was scored")
+	} else if rep.Interval.Lo < g.MinLowerBound {
+		problems = append(problems, fmt.Sprintf("pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] (%s): lower bound under the gate's %.1f%%",
+			100*rep.PassRate, 100*rep.Interval.Level, 100*rep.Interval.Lo, 100*rep.Interval.Hi, rep.Interval.Method, 100*g.MinLowerBound))
+	}
+	if rep.Episodes > 0 {
+		if bad := float64(rep.Errored+rep.Unscored) / float64(rep.Episodes); bad > g.MaxErrorRate {
+			problems = append(problems, fmt.Sprintf("%d errored and %d unscored of %d episodes (%.1f%%): over the gate's %.1f%%",
+				rep.Errored, rep.Unscored, rep.Episodes, 100*bad, 100*g.MaxErrorRate))
+		}
+	}
+	if len(problems) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval %s failed its gate:\n", rep.Eval)
+	for _, p := range problems {
+		fmt.Fprintf(&b, "  - %s\n", p)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(&b, "failures (%d listed, %d more):\n", len(rep.Failures), rep.FailuresOmitted)
+		for _, f := range rep.Failures {
+			fmt.Fprintf(&b, "  %s epoch %d: %s", f.SampleID, f.Epoch, f.Status)
+			if f.ErrorKind != "" {
+				fmt.Fprintf(&b, "/%s", f.ErrorKind)
+			}
+			fmt.Fprintf(&b, ": %s", firstLine(f.Reason))
+			if f.Trace != "" {
+				fmt.Fprintf(&b, "\n      trace: %s", f.Trace)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	t.Error(b.String())
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
