@@ -96,9 +96,18 @@ type FileInfo struct {
 // Methods may be called concurrently. Close releases everything the sandbox
 // holds; it is idempotent, and calls after it return [ErrClosed].
 type Sandbox interface {
+	// Exec runs cmd and waits for it. When cmd.Timeout expires the
+	// command's whole process tree is killed and Exec returns a Result
+	// with TimedOut set and a nil error. When ctx is done first, the tree
+	// is killed too and Exec returns an error wrapping ctx.Err().
 	Exec(ctx context.Context, cmd Cmd) (Result, error)
+	// ReadFile returns the content of the named file.
 	ReadFile(ctx context.Context, name string) ([]byte, error)
+	// WriteFile writes data to the named file, creating it (and missing
+	// parent directories) or truncating it.
 	WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error
+	// ReadDir lists the named directory ("" or "." is the workspace
+	// root), sorted by name.
 	ReadDir(ctx context.Context, name string) ([]FileInfo, error)
 	Close() error
 }
@@ -122,6 +131,24 @@ type Provider interface {
 	// 0 means no limit. The engine bounds open sandboxes by it, apart from
 	// its bound on episodes.
 	Capacity() int
+}
+
+// Guarantees is what a provider enforces on this host, for callers (and
+// the conformance suite) that must know rather than assume. A provider
+// reports them through the optional [GuaranteeReporter] interface; one that
+// does not implement it guarantees none of them.
+type Guarantees struct {
+	// Network: with Spec.Network false, a sandbox cannot reach the host's
+	// network or beyond.
+	Network bool
+	// CPUs, Memory and Pids: the corresponding field of [Limits] is
+	// enforced on every sandbox when set.
+	CPUs, Memory, Pids bool
+}
+
+// GuaranteeReporter is an optional interface of a [Provider].
+type GuaranteeReporter interface {
+	Guarantees() Guarantees
 }
 
 var (

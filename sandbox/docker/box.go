@@ -1,0 +1,440 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/proctor-evals/proctor/sandbox"
+)
+
+// box is one container: a fork, or the container Setup runs in.
+type box struct {
+	p    *Provider
+	id   string
+	ws   string
+	spec sandbox.Spec
+
+	mu     sync.Mutex
+	closed bool
+	n      int // names pid files
+}
+
+func (b *box) check(op string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("docker: %s: %w", op, sandbox.ErrClosed)
+	}
+	return nil
+}
+
+// fault classifies an engine error: a missing path in a running container
+// is fs.ErrNotExist, anything else is the sandbox failing.
+func (b *box) fault(ctx context.Context, op, name string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("docker: %s %s: %w", op, name, ctx.Err())
+	}
+	if cerrdefs.IsNotFound(err) {
+		if st, ierr := b.p.cli.ContainerInspect(ctx, b.id, client.ContainerInspectOptions{}); ierr == nil &&
+			st.Container.State != nil && st.Container.State.Running {
+			return &fs.PathError{Op: "docker: " + op, Path: name, Err: fs.ErrNotExist}
+		}
+	}
+	return fmt.Errorf("docker: %s %s: %w: %w", op, name, sandbox.ErrUnavailable, err)
+}
+
+// populate creates the workspace and copies Template and Files into it.
+func (b *box) populate(ctx context.Context) error {
+	// The tar is extracted at "/" with the workspace as a prefix, not at the
+	// workspace: the engine refuses relative symlinks that climb out of the
+	// extraction root, and a template may hold such links (the file API
+	// refuses to follow them, with ErrEscape).
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarWorkspace(pw, b.ws, b.spec.Template)) }()
+	_, err := b.p.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	pr.CloseWithError(err)
+	if err != nil {
+		return unavailable("provision: template", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.spec.Files)) {
+		if err := b.writeFile(ctx, name, b.spec.Files[name], 0o644); err != nil {
+			return fmt.Errorf("docker: provision: %w", err)
+		}
+	}
+	return nil
+}
+
+// tarWorkspace writes a tar stream of the directories of ws (absolute)
+// and, under it, the tree at dir if any, keeping symlinks as links.
+func tarWorkspace(w io.Writer, ws, dir string) error {
+	tw := tar.NewWriter(w)
+	prefix := strings.Trim(ws, "/")
+	parts := strings.Split(prefix, "/")
+	for i := range parts {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i+1], "/") + "/", Mode: 0o755, ModTime: time.Now()}); err != nil {
+			return err
+		}
+	}
+	if dir == "" {
+		return tw.Close()
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		var link string
+		if d.Type()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		if !d.IsDir() && !d.Type().IsRegular() && link == "" {
+			return nil
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name = prefix + "/" + filepath.ToSlash(rel)
+		if d.IsDir() {
+			h.Name += "/"
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, f)
+			f.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// --- exec ---
+
+// wrapper records the command's pid (its process group id: docker exec
+// starts it as a session leader) so that a timeout can kill the group.
+const wrapper = `echo $$ > "$0"; exec "$@"`
+
+func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if err := b.check("exec"); err != nil {
+		return sandbox.Result{}, err
+	}
+	return b.exec(ctx, cmd)
+}
+
+func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker: exec: %w", err)
+	}
+	if len(cmd.Args) == 0 {
+		return sandbox.Result{}, errors.New("docker: exec: empty command")
+	}
+	dir, _, err := b.resolve(ctx, "exec: dir", cmd.Dir, false)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	b.mu.Lock()
+	b.n++
+	pidfile := fmt.Sprintf("/tmp/.proctor-exec-%d.pid", b.n)
+	b.mu.Unlock()
+
+	env := make([]string, 0, len(cmd.Env))
+	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
+		env = append(env, k+"="+cmd.Env[k])
+	}
+	start := time.Now()
+	created, err := b.p.cli.ExecCreate(ctx, b.id, client.ExecCreateOptions{
+		Cmd:          append([]string{"sh", "-c", wrapper, pidfile}, cmd.Args...),
+		Env:          env,
+		WorkingDir:   dir,
+		AttachStdin:  len(cmd.Stdin) > 0,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return sandbox.Result{}, b.fault(ctx, "exec", cmd.Args[0], err)
+	}
+	att, err := b.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.Result{}, b.fault(ctx, "exec", cmd.Args[0], err)
+	}
+	defer att.Close()
+	if len(cmd.Stdin) > 0 {
+		go func() {
+			att.Conn.Write(cmd.Stdin)
+			att.CloseWrite()
+		}()
+	}
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader)
+		done <- err
+	}()
+
+	var timeout <-chan time.Time
+	if cmd.Timeout > 0 {
+		t := time.NewTimer(cmd.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var timedOut bool
+	var ctxErr, streamErr error
+	select {
+	case streamErr = <-done:
+	case <-timeout:
+		timedOut = true
+		b.kill(pidfile)
+		streamErr = b.wait(done, att)
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		b.kill(pidfile)
+		streamErr = b.wait(done, att)
+	}
+	res := sandbox.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), TimedOut: timedOut, Duration: time.Since(start), ExitCode: -1}
+	if ctxErr != nil {
+		return res, fmt.Errorf("docker: exec %q: %w", cmd.Args[0], ctxErr)
+	}
+	if timedOut {
+		return res, nil
+	}
+	if streamErr != nil {
+		return res, b.fault(ctx, "exec", cmd.Args[0], streamErr)
+	}
+	// The stream ends a moment before the engine records the exit code.
+	for i := 0; ; i++ {
+		ins, err := b.p.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return res, b.fault(ctx, "exec", cmd.Args[0], err)
+		}
+		if !ins.Running {
+			res.ExitCode = ins.ExitCode
+			break
+		}
+		if i == 200 {
+			return res, fmt.Errorf("docker: exec %q: still running after its output ended: %w", cmd.Args[0], sandbox.ErrUnavailable)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.rmPidfile(pidfile)
+	return res, nil
+}
+
+// wait waits for the output stream after a kill, closing it if the engine
+// keeps it open (a descendant that escaped the group holds it).
+func (b *box) wait(done chan error, att client.ExecAttachResult) error {
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		att.Close()
+		<-done
+		return nil
+	}
+}
+
+// kill kills the process group recorded in pidfile, with a fresh exec
+// that does not depend on the caller's (maybe done) ctx.
+func (b *box) kill(pidfile string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `p=$(cat "$0" 2>/dev/null) && [ -n "$p" ] && { kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; }; rm -f "$0"`
+	b.run(ctx, []string{"sh", "-c", script, pidfile})
+}
+
+func (b *box) rmPidfile(pidfile string) {
+	// Best effort and asynchronous: a leftover file in /tmp harms nobody.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b.run(ctx, []string{"rm", "-f", pidfile})
+	}()
+}
+
+// run runs an internal command to completion, ignoring its output.
+func (b *box) run(ctx context.Context, args []string) {
+	created, err := b.p.cli.ExecCreate(ctx, b.id, client.ExecCreateOptions{Cmd: args, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return
+	}
+	att, err := b.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return
+	}
+	defer att.Close()
+	io.Copy(io.Discard, att.Reader)
+}
+
+// --- files ---
+
+// resolve maps a workspace path to an absolute path in the container,
+// following symlinks one component at a time and refusing any that leads
+// out of the workspace. With create, a missing tail is allowed: it returns
+// the deepest existing directory and the components still to create.
+func (b *box) resolve(ctx context.Context, op, name string, create bool) (string, []string, error) {
+	clean := path.Clean("/" + name)
+	if path.IsAbs(name) || strings.HasPrefix(path.Clean(name), "..") {
+		return "", nil, fmt.Errorf("docker: %s %s: %w", op, name, sandbox.ErrEscape)
+	}
+	cur := b.ws
+	comps := strings.Split(strings.TrimPrefix(clean, "/"), "/")
+	if clean == "/" {
+		comps = nil
+	}
+	for i, c := range comps {
+		next := path.Join(cur, c)
+		st, err := b.p.cli.ContainerStatPath(ctx, b.id, client.ContainerStatPathOptions{Path: next})
+		if err != nil {
+			err = b.fault(ctx, op, name, err)
+			if create && errors.Is(err, fs.ErrNotExist) {
+				return cur, comps[i:], nil
+			}
+			return "", nil, err
+		}
+		if st.Stat.Mode&fs.ModeSymlink != 0 {
+			target := path.Clean(st.Stat.LinkTarget)
+			if target != b.ws && !strings.HasPrefix(target, b.ws+"/") {
+				return "", nil, fmt.Errorf("docker: %s %s: %w", op, name, sandbox.ErrEscape)
+			}
+			next = target
+		}
+		cur = next
+	}
+	return cur, nil, nil
+}
+
+func (b *box) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	if err := b.check("read"); err != nil {
+		return nil, err
+	}
+	p, _, err := b.resolve(ctx, "read", name, false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.p.cli.CopyFromContainer(ctx, b.id, client.CopyFromContainerOptions{SourcePath: p})
+	if err != nil {
+		return nil, b.fault(ctx, "read", name, err)
+	}
+	defer res.Content.Close()
+	if res.Stat.Mode.IsDir() {
+		return nil, fmt.Errorf("docker: read %s: is a directory", name)
+	}
+	tr := tar.NewReader(res.Content)
+	if _, err := tr.Next(); err != nil {
+		return nil, b.fault(ctx, "read", name, err)
+	}
+	data, err := io.ReadAll(tr)
+	if err != nil {
+		return nil, b.fault(ctx, "read", name, err)
+	}
+	return data, nil
+}
+
+func (b *box) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	if err := b.check("write"); err != nil {
+		return err
+	}
+	return b.writeFile(ctx, name, data, perm)
+}
+
+func (b *box) writeFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	if c := path.Clean("/" + name); c == "/" {
+		return fmt.Errorf("docker: write %s: %w", name, sandbox.ErrEscape)
+	}
+	dir, rest, err := b.resolve(ctx, "write", name, true)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 { // the file exists: write to its resolved path
+		dir, rest = path.Dir(dir), []string{path.Base(dir)}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for i := range rest[:len(rest)-1] {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(rest[:i+1], "/") + "/", Mode: 0o755, ModTime: now})
+	}
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.Join(rest, "/"), Mode: int64(perm.Perm()), Size: int64(len(data)), ModTime: now})
+	tw.Write(data)
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("docker: write %s: %w", name, err)
+	}
+	if _, err := b.p.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
+		return b.fault(ctx, "write", name, err)
+	}
+	return nil
+}
+
+func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, error) {
+	if err := b.check("readdir"); err != nil {
+		return nil, err
+	}
+	p, _, err := b.resolve(ctx, "readdir", name, false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.p.cli.CopyFromContainer(ctx, b.id, client.CopyFromContainerOptions{SourcePath: p + "/."})
+	if err != nil {
+		return nil, b.fault(ctx, "readdir", name, err)
+	}
+	defer res.Content.Close()
+	if !res.Stat.Mode.IsDir() {
+		return nil, fmt.Errorf("docker: readdir %s: not a directory", name)
+	}
+	var out []sandbox.FileInfo
+	tr := tar.NewReader(res.Content)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, b.fault(ctx, "readdir", name, err)
+		}
+		// Entries are "./x", "./x/y"…: keep the first level.
+		rel := strings.Trim(strings.TrimPrefix(h.Name, "."), "/")
+		if i := strings.IndexByte(rel, '/'); rel == "" || (i >= 0 && i < len(rel)) {
+			continue
+		}
+		fi := h.FileInfo()
+		out = append(out, sandbox.FileInfo{Name: rel, Size: h.Size, Mode: fi.Mode(), IsDir: fi.IsDir()})
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package docker
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/moby/moby/client"
+)
+
+// BusyboxPath is where Debian's busybox-static package installs its binary.
+const BusyboxPath = "/bin/busybox"
+
+// BuildBusyboxImage builds and tags a minimal image with no registry: FROM
+// scratch, the static busybox binary found at busybox on the host (e.g.
+// [BusyboxPath]) and its applets (sh, cat, ls, sleep, kill, wget…) linked
+// into /bin, plus /tmp and /workspace. Tests and examples use it where no
+// image can be pulled.
+func BuildBusyboxImage(ctx context.Context, cli *client.Client, tag, busybox string) error {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return fmt.Errorf("docker: busybox image: %w", err)
+	}
+	dockerfile := []byte(`FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "sh", "-c", "/bin/busybox --install -s /bin && mkdir -p /tmp /workspace && chmod 1777 /tmp"]
+ENV PATH=/bin
+`)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"Dockerfile", 0o644, dockerfile}, {"busybox", 0o755, bin}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return fmt.Errorf("docker: busybox image: %w", err)
+		}
+		tw.Write(f.data)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("docker: busybox image: %w", err)
+	}
+	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return fmt.Errorf("docker: busybox image: %w", err)
+	}
+	defer res.Body.Close()
+	// The build reports its failures in the JSON stream, not the status.
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
+			return fmt.Errorf("docker: busybox image: %w", errors.New(msg.Error))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("docker: busybox image: %w", err)
+	}
+	return nil
+}

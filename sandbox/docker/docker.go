@@ -1,0 +1,344 @@
+// Package docker is the sandbox driver over a Docker Engine, through
+// github.com/moby/moby/client.
+//
+// Provision creates a container from Spec.Image, copies Spec.Template and
+// Spec.Files into Spec.WorkDir (default /workspace), runs Spec.Setup there
+// and commits the container to an image: the environment. Fork creates and
+// starts a container from that image, running a keep-alive command
+// ([WithKeepAlive]); each episode has its own container.
+//
+// # Enforcement
+//
+//   - Network: with Spec.Network false the containers have network mode
+//     "none" (loopback only), Setup included; otherwise the default bridge.
+//   - Limits: CPUs (NanoCPUs), MemoryBytes (Memory) and Pids (PidsLimit)
+//     are set on every container, Setup included. Whether the engine
+//     enforces them depends on its cgroup setup (a daemon without the
+//     memory or pids controller warns and ignores them).
+//   - Timeouts: every command runs under a small sh wrapper that records
+//     its pid; it is a process group leader (docker exec starts it in a new
+//     session), so a timeout or a done ctx kills the whole group with a
+//     second exec ("kill -9 -PGID"). A descendant that calls setsid itself
+//     escapes that kill; it dies with the container.
+//
+// The image must therefore provide sh and kill (busybox is enough; see
+// [BuildBusyboxImage]). Processes a command leaves running in the
+// background keep running until the sandbox closes (unlike sandbox/local).
+//
+// File operations use the archive API (tar through CopyToContainer and
+// CopyFromContainer). Paths are resolved one component at a time with
+// ContainerStatPath, so a symlink leading out of the workspace fails with
+// [sandbox.ErrEscape] (there is a window between check and use if a command
+// swaps a path for a symlink concurrently). ReadDir streams the tar of the
+// whole subtree and keeps the first level: cheap for small directories,
+// not for huge ones.
+//
+// Every container and image carries the labels proctor.run (the
+// provider's run ID) and proctor.role; [Cleanup] removes what a crashed run
+// left behind. A container that died or was removed makes every call fail
+// with an error wrapping [sandbox.ErrUnavailable].
+//
+// The client must be able to talk to the engine's API version: the moby
+// client negotiates down to API 1.40 by default (Docker 19.03+), which is
+// what [NewClient] uses.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/proctor-evals/proctor/sandbox"
+)
+
+// Labels set on every container and image.
+const (
+	LabelRun  = "proctor.run"
+	LabelRole = "proctor.role" // "provision", "environment" or "fork"
+)
+
+// DefaultWorkDir is the workspace when Spec.WorkDir is empty.
+const DefaultWorkDir = "/workspace"
+
+// NewClient returns a client configured from the environment (DOCKER_HOST…)
+// that negotiates the API version with the engine.
+func NewClient() (*client.Client, error) {
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	return cli, nil
+}
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// WithRunID sets the value of the proctor.run label (default: random).
+func WithRunID(id string) Option { return func(p *Provider) { p.runID = id } }
+
+// WithKeepAlive sets the command a fork's container runs while the episode
+// uses it (default: sh -c 'while :; do sleep 3600; done', which works with
+// busybox; "sleep infinity" needs GNU coreutils).
+func WithKeepAlive(cmd ...string) Option { return func(p *Provider) { p.keepAlive = cmd } }
+
+// WithCapacity bounds the containers open at once (see
+// [sandbox.Provider.Capacity]); default 0, no bound.
+func WithCapacity(n int) Option { return func(p *Provider) { p.capacity = n } }
+
+// Provider is the Docker driver. Its methods may be called concurrently.
+type Provider struct {
+	cli       *client.Client
+	runID     string
+	keepAlive []string
+	capacity  int
+}
+
+// New returns a provider over cli, which the caller keeps and closes.
+func New(cli *client.Client, opts ...Option) *Provider {
+	p := &Provider{cli: cli, keepAlive: []string{"sh", "-c", "while :; do sleep 3600; done"}}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.runID == "" {
+		b := make([]byte, 8)
+		rand.Read(b)
+		p.runID = hex.EncodeToString(b)
+	}
+	return p
+}
+
+// RunID is the value of the proctor.run label on what this provider makes.
+func (p *Provider) RunID() string { return p.runID }
+
+// Capacity implements [sandbox.Provider].
+func (p *Provider) Capacity() int { return p.capacity }
+
+// Guarantees implements [sandbox.GuaranteeReporter]: the engine isolates
+// the network and applies the limits (see the package documentation for
+// the engine's part).
+func (p *Provider) Guarantees() sandbox.Guarantees {
+	return sandbox.Guarantees{Network: true, CPUs: true, Memory: true, Pids: true}
+}
+
+func (p *Provider) labels(role string) map[string]string {
+	return map[string]string{LabelRun: p.runID, LabelRole: role}
+}
+
+func workDir(spec sandbox.Spec) string {
+	if spec.WorkDir == "" {
+		return DefaultWorkDir
+	}
+	return spec.WorkDir
+}
+
+// create creates and starts a container from image.
+func (p *Provider) create(ctx context.Context, image, role string, spec sandbox.Spec) (string, error) {
+	hc := &container.HostConfig{}
+	if !spec.Network {
+		hc.NetworkMode = "none"
+	}
+	if l := spec.Limits; l.CPUs > 0 || l.MemoryBytes > 0 || l.Pids > 0 {
+		hc.Resources.NanoCPUs = int64(l.CPUs * 1e9)
+		hc.Resources.Memory = l.MemoryBytes
+		if l.MemoryBytes > 0 {
+			hc.Resources.MemorySwap = l.MemoryBytes // no swap beyond the limit
+		}
+		if l.Pids > 0 {
+			hc.Resources.PidsLimit = &l.Pids
+		}
+	}
+	env := make([]string, 0, len(spec.Env))
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:      image,
+			Cmd:        p.keepAlive,
+			Env:        env,
+			Labels:     p.labels(role),
+			WorkingDir: "/",
+		},
+		HostConfig: hc,
+	})
+	if err != nil {
+		return "", unavailable("create container", err)
+	}
+	if _, err := p.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		p.remove(res.ID)
+		return "", unavailable("start container", err)
+	}
+	return res.ID, nil
+}
+
+func (p *Provider) remove(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove container: %w", err)
+	}
+	return nil
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("docker: %s: %w: %w", op, sandbox.ErrUnavailable, err)
+}
+
+// Provision implements [sandbox.Provider].
+func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Environment, error) {
+	if spec.Image == "" {
+		return nil, errors.New("docker: provision: Spec.Image is empty")
+	}
+	id, err := p.create(ctx, spec.Image, "provision", spec)
+	if err != nil {
+		return nil, err
+	}
+	defer p.remove(id)
+	b := &box{p: p, id: id, ws: workDir(spec), spec: spec}
+	if err := b.populate(ctx); err != nil {
+		return nil, err
+	}
+	for _, c := range spec.Setup {
+		res, err := b.exec(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("docker: provision: setup %q: %w", c.Args, err)
+		}
+		if res.ExitCode != 0 {
+			return nil, fmt.Errorf("docker: provision: setup %q exited %d: %s: %w",
+				c.Args, res.ExitCode, strings.TrimSpace(string(res.Stderr)), sandbox.ErrUnavailable)
+		}
+	}
+	labels := p.labels("environment")
+	img, err := p.cli.ContainerCommit(ctx, id, client.ContainerCommitOptions{
+		Comment: "proctor environment",
+		Config:  &container.Config{Cmd: p.keepAlive, Labels: labels, WorkingDir: "/"},
+	})
+	if err != nil {
+		return nil, unavailable("commit", err)
+	}
+	return &environment{p: p, image: img.ID, spec: spec}, nil
+}
+
+type environment struct {
+	p     *Provider
+	image string
+	spec  sandbox.Spec
+
+	mu     sync.Mutex
+	closed bool
+	forks  int // the image outlives the environment until its forks close
+}
+
+// Fork implements [sandbox.Environment].
+func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("docker: fork: %w", sandbox.ErrClosed)
+	}
+	e.forks++
+	e.mu.Unlock()
+	id, err := e.p.create(ctx, e.image, "fork", e.spec)
+	if err != nil {
+		e.release()
+		return nil, err
+	}
+	return &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}, env: e}, nil
+}
+
+func (e *environment) release() {
+	e.mu.Lock()
+	e.forks--
+	last := e.closed && e.forks == 0
+	e.mu.Unlock()
+	if last {
+		e.removeImage()
+	}
+}
+
+func (e *environment) removeImage() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := e.p.cli.ImageRemove(ctx, e.image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove image: %w", err)
+	}
+	return nil
+}
+
+// Close implements [sandbox.Environment]: it removes the committed image,
+// once the last open fork is closed.
+func (e *environment) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	last := e.forks == 0
+	e.mu.Unlock()
+	if last {
+		return e.removeImage()
+	}
+	return nil
+}
+
+type forked struct {
+	*box
+	env *environment
+}
+
+// Close implements [sandbox.Sandbox]: it removes the container (force).
+func (f *forked) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.mu.Unlock()
+	err := f.p.remove(f.id)
+	f.env.release()
+	return err
+}
+
+// Cleanup removes every container and image labelled with runID: what a
+// crashed run left behind. Images are removed after containers.
+func Cleanup(ctx context.Context, cli *client.Client, runID string) error {
+	filter := make(client.Filters).Add("label", LabelRun+"="+runID)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	if err != nil {
+		return fmt.Errorf("docker: cleanup: %w", err)
+	}
+	var errs []error
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	imgs, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: filter})
+	if err != nil {
+		return fmt.Errorf("docker: cleanup: %w", err)
+	}
+	for _, img := range imgs.Items {
+		if _, err := cli.ImageRemove(ctx, img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("docker: cleanup: %w", err)
+	}
+	return nil
+}

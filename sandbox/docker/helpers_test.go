@@ -1,0 +1,5 @@
+package docker_test
+
+import "errors"
+
+var errorsIs = errors.Is

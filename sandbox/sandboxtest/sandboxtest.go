@@ -1,0 +1,748 @@
+// Package sandboxtest checks that a sandbox driver keeps the contract of
+// package sandbox, in the manner of testing/slogtest and testing/fstest,
+// and provides [Fake], an in-memory provider for unit tests.
+//
+// A driver runs the suite from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		sandboxtest.Run(t, mydriver.New())
+//	}
+//
+// The suite assumes the sandbox has a POSIX sh and busybox-like tools on
+// its PATH: sh, cat, echo, env, sleep, ls, mkdir, rm, head, tr, nc. A provider
+// without them (like [Fake]) declares it with [Without]([Shell]) and the
+// cases that need them are skipped. Resource-limit and network cases run
+// only for what the provider guarantees through
+// [sandbox.GuaranteeReporter]; a provider that guarantees nothing skips
+// them, and a provider that claims a guarantee it does not keep fails.
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/sandbox"
+)
+
+// Feature is a capability some cases need and a provider may lack.
+type Feature string
+
+// Shell: commands are real processes, with sh and busybox-like tools on
+// PATH (see the package documentation).
+const Shell Feature = "shell"
+
+// Option configures [Run].
+type Option func(*config)
+
+type config struct {
+	spec    sandbox.Spec
+	without map[Feature]bool
+}
+
+// WithSpec sets the spec every case starts from (an Image, a PATH in Env,
+// Limits…); each case adds its own Template, Files, Setup, Network and
+// Limits to it.
+func WithSpec(spec sandbox.Spec) Option { return func(c *config) { c.spec = spec } }
+
+// Without declares features the provider lacks: cases needing them skip.
+func Without(fs ...Feature) Option {
+	return func(c *config) {
+		for _, f := range fs {
+			c.without[f] = true
+		}
+	}
+}
+
+type testCase struct {
+	name  string
+	rule  string // what the case checks, shown when it fails
+	needs []Feature
+	// guarantee, when set, says which provider guarantee the case checks;
+	// the case skips unless the provider claims it.
+	guarantee func(sandbox.Guarantees) bool
+	run       func(t *testing.T, s *suite)
+}
+
+// Run runs the conformance suite against p, one subtest per rule, in
+// parallel.
+func Run(t *testing.T, p sandbox.Provider, opts ...Option) {
+	cfg := config{without: map[Feature]bool{}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var g sandbox.Guarantees
+	if r, ok := p.(sandbox.GuaranteeReporter); ok {
+		g = r.Guarantees()
+	}
+	s := &suite{p: p, cfg: cfg}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, f := range tc.needs {
+				if cfg.without[f] {
+					t.Skipf("provider lacks %s", f)
+				}
+			}
+			if tc.guarantee != nil && !tc.guarantee(g) {
+				t.Skip("provider does not claim this guarantee")
+			}
+			t.Logf("rule: %s", tc.rule)
+			tc.run(t, s)
+		})
+	}
+}
+
+type suite struct {
+	p   sandbox.Provider
+	cfg config
+}
+
+// spec returns the base spec with mod applied.
+func (s *suite) spec(mod func(*sandbox.Spec)) sandbox.Spec {
+	sp := s.cfg.spec
+	sp.Env = maps.Clone(sp.Env)
+	sp.Files = maps.Clone(sp.Files)
+	sp.Setup = append([]sandbox.Cmd(nil), sp.Setup...)
+	if mod != nil {
+		mod(&sp)
+	}
+	return sp
+}
+
+func (s *suite) env(t *testing.T, mod func(*sandbox.Spec)) sandbox.Environment {
+	t.Helper()
+	env, err := s.p.Provision(ctx(t), s.spec(mod))
+	require.NoError(t, err, "Provision")
+	t.Cleanup(func() { env.Close() })
+	return env
+}
+
+func fork(t *testing.T, env sandbox.Environment) sandbox.Sandbox {
+	t.Helper()
+	sb, err := env.Fork(ctx(t))
+	require.NoError(t, err, "Fork")
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+func (s *suite) sandbox(t *testing.T, mod func(*sandbox.Spec)) sandbox.Sandbox {
+	t.Helper()
+	return fork(t, s.env(t, mod))
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func run(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Cmd) sandbox.Result {
+	t.Helper()
+	res, err := sb.Exec(ctx(t), cmd)
+	require.NoError(t, err, "Exec %q", cmd.Args)
+	return res
+}
+
+func sh(script string) sandbox.Cmd { return sandbox.Cmd{Args: []string{"sh", "-c", script}} }
+
+func write(t *testing.T, sb sandbox.Sandbox, name string, data []byte) {
+	t.Helper()
+	require.NoError(t, sb.WriteFile(ctx(t), name, data, 0o644), "WriteFile %s", name)
+}
+
+func read(t *testing.T, sb sandbox.Sandbox, name string) []byte {
+	t.Helper()
+	b, err := sb.ReadFile(ctx(t), name)
+	require.NoError(t, err, "ReadFile %s", name)
+	return b
+}
+
+func random(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// equalBytes compares without dumping megabytes on failure.
+func equalBytes(t *testing.T, want, got []byte, what string) {
+	t.Helper()
+	if !bytes.Equal(want, got) {
+		n := min(len(got), 200)
+		t.Fatalf("%s: got %d bytes (%q…), want %d bytes", what, len(got), got[:n], len(want))
+	}
+}
+
+func requireNotExist(t *testing.T, sb sandbox.Sandbox, name string) {
+	t.Helper()
+	_, err := sb.ReadFile(ctx(t), name)
+	require.Error(t, err, "ReadFile %s", name)
+	require.ErrorIs(t, err, fs.ErrNotExist, "ReadFile %s", name)
+}
+
+func requireEscape(t *testing.T, err error, what string) {
+	t.Helper()
+	require.Error(t, err, what)
+	require.ErrorIs(t, err, sandbox.ErrEscape, what)
+}
+
+var cases = []testCase{
+	{
+		name: "ExitCode",
+		rule: "a command that exits non-zero is a Result with its exit code and a nil error",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			require.Equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
+			require.Equal(t, 1, run(t, sb, sandbox.Cmd{Args: []string{"false"}}).ExitCode)
+		},
+	},
+	{
+		name: "ExitCodeShell", needs: []Feature{Shell},
+		rule: "the exact exit status of the command is reported",
+		run: func(t *testing.T, s *suite) {
+			require.Equal(t, 42, run(t, s.sandbox(t, nil), sh("exit 42")).ExitCode)
+		},
+	},
+	{
+		name: "MissingProgram",
+		rule: "a program that does not exist is a non-zero exit code, not a sandbox error",
+		run: func(t *testing.T, s *suite) {
+			res := run(t, s.sandbox(t, nil), sandbox.Cmd{Args: []string{"proctor-no-such-program"}})
+			require.NotEqual(t, 0, res.ExitCode)
+		},
+	},
+	{
+		name: "StdoutStderr", needs: []Feature{Shell},
+		rule: "stdout and stderr are captured separately",
+		run: func(t *testing.T, s *suite) {
+			res := run(t, s.sandbox(t, nil), sh("echo out; echo err >&2; echo out2"))
+			require.Equal(t, "out\nout2\n", string(res.Stdout))
+			require.Equal(t, "err\n", string(res.Stderr))
+		},
+	},
+	{
+		name: "Stdin",
+		rule: "Cmd.Stdin is the command's standard input",
+		run: func(t *testing.T, s *suite) {
+			in := append([]byte("hello\x00\xff"), random(t, 1<<20)...)
+			res := run(t, s.sandbox(t, nil), sandbox.Cmd{Args: []string{"cat"}, Stdin: in})
+			equalBytes(t, in, res.Stdout, "stdout")
+		},
+	},
+	{
+		name: "LargeOutput",
+		rule: "outputs of several MB come back whole",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			big := random(t, 8<<20)
+			write(t, sb, "big.bin", big)
+			equalBytes(t, big, run(t, sb, sandbox.Cmd{Args: []string{"cat", "big.bin"}}).Stdout, "stdout")
+		},
+	},
+	{
+		name: "LargeStderr", needs: []Feature{Shell},
+		rule: "stdout and stderr of several MB each come back whole, even written concurrently",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			a, b := random(t, 4<<20), random(t, 4<<20)
+			write(t, sb, "a.bin", a)
+			write(t, sb, "b.bin", b)
+			res := run(t, sb, sh("cat a.bin & cat b.bin >&2; wait"))
+			equalBytes(t, a, res.Stdout, "stdout")
+			equalBytes(t, b, res.Stderr, "stderr")
+		},
+	},
+	{
+		name: "Env",
+		rule: "Spec.Env and Cmd.Env reach the command, Cmd.Env winning",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) {
+				if sp.Env == nil {
+					sp.Env = map[string]string{}
+				}
+				sp.Env["PROCTOR_A"] = "spec"
+				sp.Env["PROCTOR_B"] = "spec"
+			})
+			res := run(t, sb, sandbox.Cmd{Args: []string{"env"}, Env: map[string]string{"PROCTOR_B": "cmd"}})
+			lines := strings.Split(string(res.Stdout), "\n")
+			require.Contains(t, lines, "PROCTOR_A=spec")
+			require.Contains(t, lines, "PROCTOR_B=cmd")
+			require.NotContains(t, lines, "PROCTOR_B=spec")
+		},
+	},
+	{
+		name: "Dir",
+		rule: "Cmd.Dir is the working directory, relative to the workspace",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			write(t, sb, "sub/dir/f.txt", []byte("in sub\n"))
+			res := run(t, sb, sandbox.Cmd{Args: []string{"cat", "f.txt"}, Dir: "sub/dir"})
+			require.Equal(t, "in sub\n", string(res.Stdout))
+		},
+	},
+	{
+		name: "Timeout",
+		rule: "Cmd.Timeout stops the command: TimedOut, exit code -1, nil error, promptly",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			start := time.Now()
+			res := run(t, sb, sandbox.Cmd{Args: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
+			require.True(t, res.TimedOut, "TimedOut")
+			require.Equal(t, -1, res.ExitCode)
+			require.Less(t, time.Since(start), 10*time.Second)
+		},
+	},
+	{
+		name: "TimeoutKillsTree", needs: []Feature{Shell},
+		rule: "a timeout kills the whole process tree: no child outlives the command",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			res := run(t, sb, sandbox.Cmd{
+				Args:    []string{"sh", "-c", "(sleep 1; echo escaped > escaped.txt) & sh -c 'sleep 1; echo escaped > escaped2.txt' & sleep 30"},
+				Timeout: 300 * time.Millisecond,
+			})
+			require.True(t, res.TimedOut, "TimedOut")
+			time.Sleep(2 * time.Second)
+			requireNotExist(t, sb, "escaped.txt")
+			requireNotExist(t, sb, "escaped2.txt")
+		},
+	},
+	{
+		name: "Cancel",
+		rule: "a done ctx stops the command and Exec returns an error wrapping ctx.Err()",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"sleep", "30"}})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, time.Since(start), 10*time.Second)
+			// The sandbox is still usable.
+			require.Equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
+		},
+	},
+	{
+		name: "FileRoundTrip",
+		rule: "WriteFile then ReadFile gives the same bytes: text, binary, large, nested, overwritten",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			var all []byte
+			for i := range 256 {
+				all = append(all, byte(i))
+			}
+			files := map[string][]byte{
+				"a.txt":            []byte("hello\n"),
+				"empty":            {},
+				"bin/all-bytes":    all,
+				"deep/er/and/more": random(t, 1000),
+				"large.bin":        random(t, 16<<20),
+			}
+			for name, data := range files {
+				write(t, sb, name, data)
+			}
+			for name, data := range files {
+				equalBytes(t, data, read(t, sb, name), name)
+			}
+			write(t, sb, "a.txt", []byte("x"))
+			require.Equal(t, "x", string(read(t, sb, "a.txt")), "overwrite truncates")
+		},
+	},
+	{
+		name: "FilesVisibleToCommands",
+		rule: "files written through the API are seen by commands",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			write(t, sb, "note.txt", []byte("from the API\n"))
+			require.Equal(t, "from the API\n", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "note.txt"}}).Stdout))
+		},
+	},
+	{
+		name: "CommandWritesVisible", needs: []Feature{Shell},
+		rule: "files written by commands are seen through the API",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			require.Equal(t, 0, run(t, sb, sh("mkdir -p out && echo made > out/f.txt")).ExitCode)
+			require.Equal(t, "made\n", string(read(t, sb, "out/f.txt")))
+		},
+	},
+	{
+		name: "NotExist",
+		rule: "a missing file or directory satisfies errors.Is(err, fs.ErrNotExist)",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			requireNotExist(t, sb, "missing.txt")
+			requireNotExist(t, sb, "missing/dir/f")
+			_, err := sb.ReadDir(ctx(t), "missing-dir")
+			require.ErrorIs(t, err, fs.ErrNotExist)
+		},
+	},
+	{
+		name: "ReadDir",
+		rule: "ReadDir lists names, sizes and directories, sorted by name",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			write(t, sb, "list/b.txt", []byte("12345"))
+			write(t, sb, "list/a.txt", []byte("1"))
+			write(t, sb, "list/sub/c.txt", []byte("x"))
+			got, err := sb.ReadDir(ctx(t), "list")
+			require.NoError(t, err)
+			type entry struct {
+				Name  string
+				Size  int64
+				IsDir bool
+			}
+			var gotE []entry
+			for _, fi := range got {
+				e := entry{Name: fi.Name, IsDir: fi.IsDir}
+				if !fi.IsDir {
+					e.Size = fi.Size
+				}
+				require.Equal(t, fi.IsDir, fi.Mode.IsDir(), "Mode.IsDir of %s", fi.Name)
+				gotE = append(gotE, e)
+			}
+			want := []entry{{"a.txt", 1, false}, {"b.txt", 5, false}, {"sub", 0, true}}
+			if d := cmp.Diff(want, gotE); d != "" {
+				t.Fatalf("ReadDir (-want +got):\n%s", d)
+			}
+			root, err := sb.ReadDir(ctx(t), "")
+			require.NoError(t, err)
+			var names []string
+			for _, fi := range root {
+				names = append(names, fi.Name)
+			}
+			require.Contains(t, names, "list")
+		},
+	},
+	{
+		name: "TemplateAndFiles",
+		rule: "Spec.Template and Spec.Files make the initial workspace, Files written after Template",
+		run: func(t *testing.T, s *suite) {
+			tmpl := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(tmpl, "src"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "src", "main.txt"), []byte("template\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "over.txt"), []byte("template\n"), 0o644))
+			sb := s.sandbox(t, func(sp *sandbox.Spec) {
+				sp.Template = tmpl
+				sp.Files = map[string][]byte{"over.txt": []byte("files\n"), "new/f.txt": []byte("new\n")}
+			})
+			require.Equal(t, "template\n", string(read(t, sb, "src/main.txt")))
+			require.Equal(t, "files\n", string(read(t, sb, "over.txt")))
+			require.Equal(t, "new\n", string(read(t, sb, "new/f.txt")))
+		},
+	},
+	{
+		name: "SetupVisibleInForks", needs: []Feature{Shell},
+		rule: "what Setup did is seen by every fork",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, func(sp *sandbox.Spec) {
+				sp.Files = map[string][]byte{"in.txt": []byte("input\n")}
+				sp.Setup = []sandbox.Cmd{sh("cat in.txt > setup.txt && echo ready >> setup.txt")}
+			})
+			for i := range 2 {
+				sb := fork(t, env)
+				require.Equal(t, "input\nready\n", string(read(t, sb, "setup.txt")), "fork %d", i)
+			}
+		},
+	},
+	{
+		name: "SetupFailure", needs: []Feature{Shell},
+		rule: "a Setup command that exits non-zero fails Provision with ErrUnavailable",
+		run: func(t *testing.T, s *suite) {
+			env, err := s.p.Provision(ctx(t), s.spec(func(sp *sandbox.Spec) {
+				sp.Setup = []sandbox.Cmd{sh("exit 3")}
+			}))
+			if err == nil {
+				env.Close()
+			}
+			require.ErrorIs(t, err, sandbox.ErrUnavailable)
+		},
+	},
+	{
+		name: "ForkIsolation",
+		rule: "forks of one environment never see each other's writes",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, func(sp *sandbox.Spec) {
+				sp.Files = map[string][]byte{"shared.txt": []byte("original")}
+			})
+			a, b := fork(t, env), fork(t, env)
+			write(t, a, "shared.txt", []byte("changed by a"))
+			write(t, a, "only-a.txt", []byte("a"))
+			require.Equal(t, "original", string(read(t, b, "shared.txt")))
+			requireNotExist(t, b, "only-a.txt")
+			require.Equal(t, "changed by a", string(read(t, a, "shared.txt")))
+		},
+	},
+	{
+		name: "ForkIsolationShell", needs: []Feature{Shell},
+		rule: "commands in one fork do not change another fork's files",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, func(sp *sandbox.Spec) {
+				sp.Files = map[string][]byte{"shared.txt": []byte("original"), "d/x": []byte("x")}
+			})
+			a, b := fork(t, env), fork(t, env)
+			require.Equal(t, 0, run(t, a, sh("echo changed > shared.txt && rm -r d && echo a > only-a.txt")).ExitCode)
+			require.Equal(t, "original", string(read(t, b, "shared.txt")))
+			require.Equal(t, "x", string(read(t, b, "d/x")))
+			requireNotExist(t, b, "only-a.txt")
+		},
+	},
+	{
+		name: "EnvironmentUntouched",
+		rule: "no write in a fork reaches the template or later forks",
+		run: func(t *testing.T, s *suite) {
+			tmpl := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "t.txt"), []byte("template"), 0o644))
+			env := s.env(t, func(sp *sandbox.Spec) { sp.Template = tmpl })
+			a := fork(t, env)
+			write(t, a, "t.txt", []byte("changed"))
+			write(t, a, "new.txt", []byte("new"))
+			require.NoError(t, a.Close())
+			b := fork(t, env)
+			require.Equal(t, "template", string(read(t, b, "t.txt")))
+			requireNotExist(t, b, "new.txt")
+			got, err := os.ReadFile(filepath.Join(tmpl, "t.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "template", string(got))
+			_, err = os.Stat(filepath.Join(tmpl, "new.txt"))
+			require.ErrorIs(t, err, fs.ErrNotExist)
+		},
+	},
+	{
+		name: "Close",
+		rule: "Close is idempotent and every call after it returns ErrClosed",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, nil)
+			sb := fork(t, env)
+			require.NoError(t, sb.Close())
+			require.NoError(t, sb.Close(), "second Close")
+			c := ctx(t)
+			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"true"}})
+			require.ErrorIs(t, err, sandbox.ErrClosed, "Exec")
+			_, err = sb.ReadFile(c, "f")
+			require.ErrorIs(t, err, sandbox.ErrClosed, "ReadFile")
+			require.ErrorIs(t, sb.WriteFile(c, "f", nil, 0o644), sandbox.ErrClosed, "WriteFile")
+			_, err = sb.ReadDir(c, "")
+			require.ErrorIs(t, err, sandbox.ErrClosed, "ReadDir")
+			require.NoError(t, env.Close())
+			require.NoError(t, env.Close(), "second environment Close")
+			_, err = env.Fork(c)
+			require.ErrorIs(t, err, sandbox.ErrClosed, "Fork after Close")
+		},
+	},
+	{
+		name: "ForkOutlivesEnvironment",
+		rule: "a fork still open when its environment closes stays usable",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, func(sp *sandbox.Spec) { sp.Files = map[string][]byte{"f": []byte("base")} })
+			sb := fork(t, env)
+			require.NoError(t, env.Close())
+			require.Equal(t, "base", string(read(t, sb, "f")))
+			write(t, sb, "g", []byte("g"))
+			require.Equal(t, "base", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "f"}}).Stdout))
+		},
+	},
+	{
+		name: "CloseWhileRunning",
+		rule: "Close stops a running command",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			done := make(chan error, 1)
+			go func() {
+				_, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sleep", "60"}})
+				done <- err
+			}()
+			time.Sleep(500 * time.Millisecond)
+			require.NoError(t, sb.Close())
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Exec still running 20s after Close")
+			}
+		},
+	},
+	{
+		name: "Concurrent",
+		rule: "methods may be called concurrently on one sandbox and forks made concurrently",
+		run: func(t *testing.T, s *suite) {
+			env := s.env(t, nil)
+			var wg sync.WaitGroup
+			var failures atomic.Int64
+			for i := range 4 {
+				wg.Go(func() {
+					sb, err := env.Fork(context.Background())
+					if err != nil {
+						failures.Add(1)
+						return
+					}
+					defer sb.Close()
+					var inner sync.WaitGroup
+					for j := range 4 {
+						inner.Go(func() {
+							name := fmt.Sprintf("f%d-%d", i, j)
+							data := []byte(name)
+							c := context.Background()
+							if sb.WriteFile(c, name, data, 0o644) != nil {
+								failures.Add(1)
+								return
+							}
+							res, err := sb.Exec(c, sandbox.Cmd{Args: []string{"cat", name}})
+							if err != nil || !bytes.Equal(res.Stdout, data) {
+								failures.Add(1)
+							}
+						})
+					}
+					inner.Wait()
+				})
+			}
+			wg.Wait()
+			require.Zero(t, failures.Load(), "failed operations")
+		},
+	},
+
+	// --- security ---
+
+	{
+		name: "PathTraversal",
+		rule: "paths that leave the workspace through .. or as absolute paths fail with ErrEscape",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, nil)
+			c := ctx(t)
+			for _, name := range []string{"../../etc/passwd", "..", "a/../../x", "/etc/passwd"} {
+				_, err := sb.ReadFile(c, name)
+				requireEscape(t, err, "ReadFile "+name)
+			}
+			requireEscape(t, sb.WriteFile(c, "../escape.txt", []byte("x"), 0o644), "WriteFile ../escape.txt")
+			requireEscape(t, sb.WriteFile(c, "/tmp/proctor-escape.txt", []byte("x"), 0o644), "WriteFile /tmp/…")
+			_, err := sb.ReadDir(c, "..")
+			requireEscape(t, err, "ReadDir ..")
+			_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Dir: "../.."})
+			requireEscape(t, err, "Exec Dir ../..")
+			// Inside the workspace, ".." is fine.
+			write(t, sb, "a/../b.txt", []byte("b"))
+			require.Equal(t, "b", string(read(t, sb, "b.txt")))
+		},
+	},
+	{
+		name: "SymlinkEscape",
+		rule: "symlinks pointing out of the workspace are not followed by file operations (ErrEscape)",
+		run: func(t *testing.T, s *suite) {
+			tmpl := t.TempDir()
+			outside := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
+			require.NoError(t, os.Symlink("/etc", filepath.Join(tmpl, "etc")))
+			require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(tmpl, "passwd")))
+			require.NoError(t, os.Symlink(outside, filepath.Join(tmpl, "out")))
+			require.NoError(t, os.Symlink("../../../../../../../../etc/passwd", filepath.Join(tmpl, "rel")))
+			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "real.txt"), []byte("real"), 0o644))
+			require.NoError(t, os.Symlink("real.txt", filepath.Join(tmpl, "inside")))
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Template = tmpl })
+			c := ctx(t)
+			for _, name := range []string{"etc/passwd", "passwd", "out/secret", "rel"} {
+				_, err := sb.ReadFile(c, name)
+				requireEscape(t, err, "ReadFile "+name)
+			}
+			requireEscape(t, sb.WriteFile(c, "out/written", []byte("x"), 0o644), "WriteFile out/written")
+			requireEscape(t, sb.WriteFile(c, "out/new/deeper", []byte("x"), 0o644), "WriteFile out/new/deeper")
+			_, err := os.Stat(filepath.Join(outside, "written"))
+			require.ErrorIs(t, err, fs.ErrNotExist, "write reached the host")
+			_, err = sb.ReadDir(c, "etc")
+			requireEscape(t, err, "ReadDir etc")
+			_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Dir: "out"})
+			requireEscape(t, err, "Exec Dir out")
+			require.Equal(t, "real", string(read(t, sb, "inside")), "a symlink inside the workspace is followed")
+		},
+	},
+	{
+		name: "NetworkDisabled", needs: []Feature{Shell},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Network },
+		rule:      "with Spec.Network false nothing on the host (loopback or other addresses) is reachable; with it true the host is",
+		run: func(t *testing.T, s *suite) {
+			ln, err := net.Listen("tcp", ":0")
+			require.NoError(t, err)
+			defer ln.Close()
+			var accepted atomic.Int64
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					conn.Write([]byte("proctor-ok\n"))
+					conn.Close()
+				}
+			}()
+			port := ln.Addr().(*net.TCPAddr).Port
+			addrs := []string{"127.0.0.1"}
+			ifaddrs, _ := net.InterfaceAddrs()
+			for _, a := range ifaddrs {
+				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+					addrs = append(addrs, ipn.IP.String())
+				}
+			}
+			probe := func(sb sandbox.Sandbox) (reached []string) {
+				for _, a := range addrs {
+					// nc's exit status differs between implementations: what
+					// counts is whether the listener's greeting came back.
+					res := run(t, sb, sandbox.Cmd{
+						Args:    []string{"sh", "-c", `sleep 1 | nc -w 3 "$0" "$1"`, a, strconv.Itoa(port)},
+						Timeout: 15 * time.Second,
+					})
+					if strings.Contains(string(res.Stdout), "proctor-ok") {
+						reached = append(reached, a)
+					}
+				}
+				return reached
+			}
+			off := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = false })
+			require.Empty(t, probe(off), "addresses reached with Network false")
+			require.Zero(t, accepted.Load(), "connections accepted from a sandbox without network")
+			on := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = true })
+			require.NotEmpty(t, probe(on), "no host address reached with Network true: the probe itself does not work")
+		},
+	},
+	{
+		name: "PidsLimit", needs: []Feature{Shell},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Pids },
+		rule:      "Limits.Pids bounds a fork bomb",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.Pids = 32 })
+			res := run(t, sb, sandbox.Cmd{
+				Args:    []string{"sh", "-c", "i=0; while [ $i -lt 200 ]; do sleep 5 >/dev/null 2>&1 & i=$((i+1)); done; echo all-started"},
+				Timeout: 60 * time.Second,
+			})
+			require.False(t, res.ExitCode == 0 && strings.Contains(string(res.Stdout), "all-started"),
+				"200 processes started under a limit of 32: exit %d, stderr %q", res.ExitCode, res.Stderr)
+		},
+	},
+	{
+		name: "MemoryLimit", needs: []Feature{Shell},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Memory },
+		rule:      "Limits.MemoryBytes bounds a runaway allocation",
+		run: func(t *testing.T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.MemoryBytes = 32 << 20 })
+			res := run(t, sb, sandbox.Cmd{
+				Args:    []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`},
+				Timeout: 60 * time.Second,
+			})
+			require.False(t, res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "200000000",
+				"200 MB held under a 32 MB limit")
+		},
+	},
+}
