@@ -58,6 +58,7 @@ type runner[T, O any] struct {
 	sinkErr   error
 	agg       *aggregator
 	warnings  []string
+	resumed   int
 	budgetHit atomic.Bool
 	cancelled atomic.Int64
 }
@@ -205,6 +206,7 @@ func (r *runner[T, O]) run() (*Report, error) {
 	rep.Eval, rep.RunID = r.e.Name, r.runID
 	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
 	rep.Cancelled = int(r.cancelled.Load())
+	rep.Resumed = r.resumed
 	rep.BudgetExhausted = r.budgetHit.Load()
 	rep.Warnings = append(r.warnings, rep.Warnings...)
 	if err := errors.Join(errs...); err != nil {
@@ -642,5 +644,6 @@ func (r *runner[T, O]) ingestLog() {
 			return
 		}
 		r.agg.add(&rec)
+		r.resumed++
 	}
 }

@@ -35,6 +35,7 @@ type Report struct {
 	Errored   int `json:"errored"`
 	Unscored  int `json:"unscored"`
 	Cancelled int `json:"cancelled,omitempty"` // started but not finished: they run on resume
+	Resumed   int `json:"resumed,omitempty"`   // records this run found in its log
 
 	// PassRate is passed / (passed + failed): error and unscored episodes
 	// are excluded, and counted above. With sampled verdicts it is the
@@ -567,7 +568,6 @@ func clip(s string, n int) string {
 	}
 	return s
 }
-
 
 func toCountsTODO(w []float64) []int {
 	out := make([]int, len(w))

@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
@@ -46,7 +47,12 @@ func main() {
 		samples[i] = dataset.Sample[Task]{ID: "t" + strconv.Itoa(i),
 			Input: Task{Prompt: fmt.Sprintf("what is %d+1?", i), Expected: strconv.Itoa(i + 1)}}
 	}
+	start := time.Now()
+	var firstEpisode atomic.Int64 // ns from start to the first episode this process ran
 	agent := harness.Func[Task, string](func(ctx context.Context, ep *harness.Episode[Task]) (string, error) {
+		if firstEpisode.Load() == 0 {
+			firstEpisode.CompareAndSwap(0, int64(time.Since(start)))
+		}
 		if *latency > 0 {
 			t := time.NewTimer(*latency)
 			select {
@@ -65,7 +71,6 @@ func main() {
 		Harness: agent,
 		Judge:   scorer.Exact(func(t Task) string { return t.Expected }),
 	}
-	start := time.Now()
 	report, err := e.Run(context.Background(), eval.Config{
 		Concurrency: *c, Log: *logPath,
 		Report: eval.ReportOptions{Resamples: -1},
@@ -75,13 +80,15 @@ func main() {
 		log.Fatal(err)
 	}
 	wall := time.Since(start).Seconds()
-	ran := report.Episodes
+	ran := report.Episodes - report.Resumed
 	json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"episodes":       ran,
-		"passed":         report.Passed,
-		"wall_s":         round(wall),
-		"episodes_per_s": round(float64(ran) / wall),
-		"peak_rss_mb":    round(peakRSSMB()),
+		"episodes":        ran,
+		"resumed":         report.Resumed,
+		"first_episode_s": round(time.Duration(firstEpisode.Load()).Seconds()),
+		"passed":          report.Passed,
+		"wall_s":          round(wall),
+		"episodes_per_s":  round(float64(ran) / wall),
+		"peak_rss_mb":     round(peakRSSMB()),
 	})
 }
 

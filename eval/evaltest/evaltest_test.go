@@ -1,0 +1,104 @@
+package evaltest_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/evaltest"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/scorer"
+)
+
+type question struct{ A, B int }
+
+// adder is an agent under test: right unless the sum ends in the digit
+// it is bad at.
+func adder(badDigit int) harness.Harness[question, string] {
+	return harness.Func[question, string](func(_ context.Context, ep *harness.Episode[question]) (string, error) {
+		q := ep.Sample.Input
+		sum := q.A + q.B
+		ep.Record(harness.Event{Kind: "model", Name: "adder"})
+		if badDigit >= 0 && sum%10 == badDigit {
+			sum++
+		}
+		return strconv.Itoa(sum), nil
+	})
+}
+
+func arithmetic(agent harness.Harness[question, string]) *eval.Eval[question, string] {
+	var d dataset.Slice[question]
+	for i := range 200 {
+		d = append(d, dataset.Sample[question]{ID: fmt.Sprintf("q%d", i), Input: question{i, 3 * i}})
+	}
+	return &eval.Eval[question, string]{Name: "addition", Dataset: d, Harness: agent,
+		Judge: scorer.Exact(func(q question) string { return strconv.Itoa(q.A + q.B) })}
+}
+
+// TestAdditionAgent is what a gate looks like in an agent repository: the
+// eval runs under `go test`, and the test fails when the pass rate's lower
+// confidence bound drops under 90%.
+func TestAdditionAgent(t *testing.T) {
+	rep := evaltest.Run(t, arithmetic(adder(-1)), eval.Config{Epochs: 2}, evaltest.Gate{MinLowerBound: 0.9})
+	require.Equal(t, 400, rep.Passed)
+}
+
+// recorder is a testing.TB that records failures instead of failing.
+type recorder struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *recorder) Error(args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprint(args...))
+}
+
+func (r *recorder) Errorf(format string, args ...any) { r.Error(fmt.Sprintf(format, args...)) }
+func (r *recorder) Fatalf(format string, args ...any) { r.Error(fmt.Sprintf(format, args...)) }
+func (r *recorder) Helper()                           {}
+func (r *recorder) Logf(string, ...any)               {}
+
+func TestGateUsesTheLowerBoundNotThePointEstimate(t *testing.T) {
+	t.Parallel()
+	// Wrong on sums ending in 0: with these samples 80% pass, so the point
+	// estimate clears 0.77 while the interval's lower bound does not.
+	rec := &recorder{TB: t}
+	rep := evaltest.Run(rec, arithmetic(adder(0)), eval.Config{}, evaltest.Gate{MinLowerBound: 0.77})
+	require.InDelta(t, 0.8, rep.PassRate, 1e-9)
+	require.Less(t, rep.Interval.Lo, 0.77)
+	require.Len(t, rec.errors, 1, "the gate fails")
+	msg := rec.errors[0]
+	require.Contains(t, msg, "lower bound under the gate's 77.0%")
+	require.Contains(t, msg, "q0 epoch 0: fail")
+	require.Contains(t, msg, "trace: ", "failures come with their trace links")
+	require.Contains(t, msg, ".traces.jsonl#")
+
+	// The same run passes a gate its lower bound clears.
+	rec = &recorder{TB: t}
+	evaltest.Check(rec, rep, evaltest.Gate{MinLowerBound: 0.7})
+	require.Empty(t, rec.errors)
+}
+
+func TestGateFailsWhenInfrastructureBreaks(t *testing.T) {
+	t.Parallel()
+	broken := harness.Func[question, string](func(_ context.Context, ep *harness.Episode[question]) (string, error) {
+		if ep.Sample.Input.A%4 == 0 {
+			return "", fmt.Errorf("provider unavailable")
+		}
+		return strconv.Itoa(ep.Sample.Input.A + ep.Sample.Input.B), nil
+	})
+	rec := &recorder{TB: t}
+	evaltest.Run(rec, arithmetic(broken), eval.Config{Retries: -1}, evaltest.Gate{MinLowerBound: 0.5})
+	require.Len(t, rec.errors, 1)
+	require.True(t, strings.Contains(rec.errors[0], "50 errored and 0 unscored of 200 episodes"), rec.errors[0])
+}
