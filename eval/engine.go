@@ -400,7 +400,11 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState, j *job) b
 			reason = ue.Reason
 		}
 		v.Reason = reason
-		j.rec = r.record(ep, start, sink.Unscored, "", "", v, out)
+		var kind sink.ErrorKind
+		if errors.Is(err, judge.ErrNotSampled) {
+			kind = sink.KindNotSampled
+		}
+		j.rec = r.record(ep, start, sink.Unscored, kind, "", v, out)
 	default:
 		j.rec = r.record(ep, start, sink.Error, fault, err.Error(), v, out)
 	}

@@ -35,7 +35,11 @@ type Report struct {
 	Errored   int `json:"errored"`
 	Unscored  int `json:"unscored"`
 	Cancelled int `json:"cancelled,omitempty"` // started but not finished: they run on resume
-	Resumed   int `json:"resumed,omitempty"`   // records this run found in its log
+	// NotSampled counts episodes an asymmetric-sampling judge left out of
+	// the expensive judge (weight 0 in the weighted pass rate); they are
+	// not in Unscored.
+	NotSampled int `json:"not_sampled,omitempty"`
+	Resumed    int `json:"resumed,omitempty"` // records this run found in its log
 
 	// PassRate is passed / (passed + failed): error and unscored episodes
 	// are excluded, and counted above. With sampled verdicts it is the
@@ -153,20 +157,21 @@ func isTornTail(err error) bool {
 // aggregator folds records into a report incrementally: memory grows with
 // the number of samples, never with episodes × output size.
 type aggregator struct {
-	opts     ReportOptions
-	eval     string
-	runID    string
-	index    map[string]int
-	samples  []sampleStats
-	maxEpoch int
-	counts   [4]int // pass, fail, error, unscored
-	weighted bool
-	scoreSum float64
-	latency  histogram
-	usage    harness.Usage
-	failures []Failure
-	omitted  int
-	warnings []string
+	opts       ReportOptions
+	eval       string
+	runID      string
+	index      map[string]int
+	samples    []sampleStats
+	maxEpoch   int
+	counts     [4]int // pass, fail, error, unscored
+	notSampled int
+	weighted   bool
+	scoreSum   float64
+	latency    histogram
+	usage      harness.Usage
+	failures   []Failure
+	omitted    int
+	warnings   []string
 }
 
 type sampleStats struct {
@@ -217,6 +222,11 @@ func (a *aggregator) addAt(i int, r *sink.Record) {
 		a.counts[2]++
 		s.errored++
 	default:
+		if r.ErrorKind == sink.KindNotSampled {
+			a.notSampled++
+			a.weighted = true
+			break
+		}
 		a.counts[3]++
 		s.unscore++
 	}
@@ -225,7 +235,7 @@ func (a *aggregator) addAt(i int, r *sink.Record) {
 	}
 	a.latency.add(r.DurationMS)
 	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
-	if r.Status != sink.Pass {
+	if r.Status != sink.Pass && r.ErrorKind != sink.KindNotSampled {
 		if len(a.failures) < a.opts.MaxFailures {
 			reason := r.Reason
 			if r.Error != "" {
@@ -256,7 +266,7 @@ func (a *aggregator) report() *Report {
 		Eval: a.eval, RunID: a.runID,
 		Samples: recorded, Epochs: a.maxEpoch + 1,
 		Passed: a.counts[0], Failed: a.counts[1], Errored: a.counts[2], Unscored: a.counts[3],
-		Weighted: a.weighted,
+		Weighted: a.weighted, NotSampled: a.notSampled,
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
 		Failures: a.failures, FailuresOmitted: a.omitted,
@@ -265,7 +275,7 @@ func (a *aggregator) report() *Report {
 	if recorded == 0 {
 		r.Epochs = 0
 	}
-	r.Episodes = r.Passed + r.Failed + r.Errored + r.Unscored
+	r.Episodes = r.Passed + r.Failed + r.Errored + r.Unscored + r.NotSampled
 	if scored := r.Passed + r.Failed; scored > 0 {
 		r.MeanScore = a.scoreSum / float64(scored)
 	}
@@ -276,7 +286,7 @@ func (a *aggregator) report() *Report {
 	r.PassRate, r.Interval = a.passRate(all, r.Epochs)
 	if r.Epochs > 1 && a.opts.Resamples > 0 {
 		sums, weights := a.clusters(all)
-		iv := stats.BootstrapClusters(sums, toCountsTODO(weights), a.opts.Resamples, a.opts.Level, a.opts.Seed)
+		iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
 		r.Bootstrap = &iv
 	}
 	for k := 1; k <= r.Epochs; k++ {
@@ -308,7 +318,7 @@ func (a *aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	if epochs <= 1 && !a.weighted {
 		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
 	}
-	mean, se := stats.ClusteredMean(sums, toCountsTODO(weights), true)
+	mean, se := stats.ClusteredMean(sums, weights, true)
 	z := distuv.UnitNormal.Quantile(1 - (1-a.opts.Level)/2)
 	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: "cluster-robust (by sample)"}
 }
@@ -486,6 +496,9 @@ func (r *Report) write(out io.Writer, md bool) error {
 	row("samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
 	row("passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
 	row("errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
+	if r.NotSampled > 0 {
+		row("not sampled", fmt.Sprintf("%d (asymmetric sampling: weight 0 in the weighted pass rate)", r.NotSampled))
+	}
 	if r.Cancelled > 0 {
 		row("cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
 	}
@@ -567,12 +580,4 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-func toCountsTODO(w []float64) []int {
-	out := make([]int, len(w))
-	for i, x := range w {
-		out[i] = int(math.Round(x))
-	}
-	return out
 }

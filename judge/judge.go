@@ -1,6 +1,25 @@
 // Package judge decides whether an episode's output is right: the [Verdict],
 // the [Judge] interface, the [Func] adapter, and combinators that take and
 // return judges.
+//
+// # Combinators
+//
+// [All] and [Any] are AND and OR in three-valued logic (pass, fail,
+// unscored) and short-circuit in order; [Weighted] averages scored
+// criteria; [Cascade] runs a cheap judge first and an expensive one only
+// for what the cheap one cannot settle; [Sample] sends every suspected
+// failure and a seeded fraction of suspected successes to an expensive
+// judge, with inverse-probability weights that keep the pass rate
+// unbiased; [Vote] takes a majority of several judges or of repeated calls.
+//
+// # Model-graded judges
+//
+// [Rubric] asks a [Model] to grade an output against a prompt template and
+// reads a final "GRADE: X" line; an unreadable, refused or truncated answer
+// is unscored, never a failure. Providers live in subpackages:
+// judge/openai (Chat Completions and compatible servers) and
+// judge/anthropic (Messages). [Calibrate] measures a judge's agreement with
+// human labels before it is trusted.
 package judge
 
 import (

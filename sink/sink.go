@@ -36,6 +36,9 @@ const (
 	KindHarness   ErrorKind = "harness"
 	KindJudge     ErrorKind = "judge"
 	KindCancelled ErrorKind = "cancelled"
+	// KindNotSampled marks an unscored record that an asymmetric-sampling
+	// judge left out of the expensive judge: weight 0, not a judge failure.
+	KindNotSampled ErrorKind = "not_sampled"
 )
 
 // Record is the standard row: one per finished episode. Its JSON form (the

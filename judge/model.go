@@ -1,0 +1,126 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/proctor-evals/proctor/harness"
+)
+
+// Model is a language model a model-graded judge calls. Implementations
+// for provider APIs live in subpackages: judge/openai (Chat Completions, also
+// spoken by vLLM, llama.cpp and most gateways) and judge/anthropic
+// (Messages). Any other provider fits by implementing this one method.
+//
+// Complete is called concurrently and must honour ctx. It does its own
+// retries of transient faults; an error it returns is final for this call
+// and means the model could not be asked (an infrastructure fault), not
+// that its answer was bad.
+type Model interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// ModelFunc adapts a function to a Model: handy for tests and stand-ins.
+type ModelFunc func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f(ctx, req).
+func (f ModelFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"` // "user" or "assistant"
+	Content string `json:"content"`
+}
+
+// Request is one completion request.
+type Request struct {
+	System      string    `json:"system,omitempty"`
+	Messages    []Message `json:"messages"`
+	MaxTokens   int       `json:"max_tokens,omitempty"`  // 0: the provider package's default
+	Temperature *float64  `json:"temperature,omitempty"` // nil: the provider's default
+}
+
+// Response is a model's answer.
+type Response struct {
+	Text string `json:"text"`
+	// Usage is the call's tokens and cost, from the provider's usage
+	// fields and the provider package's price table.
+	Usage harness.Usage `json:"usage,omitzero"`
+	// StopReason is why the model stopped, normalized by the provider
+	// package to one of the Stop constants when it maps, else the
+	// provider's own value.
+	StopReason string `json:"stop_reason,omitempty"`
+	// Model is the model that answered, as the provider names it.
+	Model string `json:"model,omitempty"`
+}
+
+// Normalized stop reasons.
+const (
+	StopEnd       = "end"        // a natural end or a stop sequence
+	StopMaxTokens = "max_tokens" // truncated at the token limit
+	StopRefusal   = "refusal"    // refused or filtered
+)
+
+// APIError is a provider API's error response. Provider packages return it
+// (possibly wrapped) for a non-2xx status after their retries.
+type APIError struct {
+	Provider   string // "openai", "anthropic"
+	StatusCode int
+	Type       string // the provider's error type or code, if it gave one
+	Message    string // the provider's message, or the start of the body
+	// Retryable reports whether trying again later may succeed (429,
+	// 5xx, 529 overloaded), as opposed to a request that is wrong.
+	Retryable bool
+	// RetryAfter is the provider's Retry-After hint, 0 if none.
+	RetryAfter time.Duration
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: HTTP %d", e.Provider, e.StatusCode)
+	if e.Type != "" {
+		b.WriteString(" " + e.Type)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
+}
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	Input  float64 // per million input (prompt) tokens
+	Output float64 // per million output (completion) tokens
+}
+
+// Prices maps model names to prices. A model is looked up by its exact name,
+// else by the longest key that is a prefix of it followed by "-" (so
+// "gpt-4o" prices "gpt-4o-2024-08-06" but not "gpt-4o-mini", which needs its
+// own entry and has one).
+type Prices map[string]Price
+
+// Lookup returns the price of model and whether it is known.
+func (p Prices) Lookup(model string) (Price, bool) {
+	if pr, ok := p[model]; ok {
+		return pr, true
+	}
+	best, found := "", false
+	for k := range p {
+		if len(k) > len(best) && strings.HasPrefix(model, k+"-") {
+			best, found = k, true
+		}
+	}
+	return p[best], found
+}
+
+// Cost returns the cost of u's tokens on model; 0 for an unknown model:
+// a price is never guessed.
+func (p Prices) Cost(model string, in, out int64) float64 {
+	pr, ok := p.Lookup(model)
+	if !ok {
+		return 0
+	}
+	return (float64(in)*pr.Input + float64(out)*pr.Output) / 1e6
+}

@@ -1,0 +1,52 @@
+package stats_test
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// BenchmarkBootstrapClusters: 1,000 resamples over 100,000 clusters (1M
+// episodes: 100k samples × 10 epochs), the report's workload (P7).
+func BenchmarkBootstrapClusters(b *testing.B) {
+	sums, counts := clusteredData(100_000, 10, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		stats.BootstrapClusters(sums, counts, 1000, 0.95, 1)
+	}
+}
+
+// BenchmarkClusteredMean: mean and clustered SE of 1M records in 100k
+// clusters, from the per-cluster totals an incremental aggregator keeps.
+func BenchmarkClusteredMean(b *testing.B) {
+	sums, counts := clusteredData(100_000, 10, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		stats.ClusteredMean(sums, counts, true)
+	}
+}
+
+// BenchmarkClusteredSE: the same from 1M raw scores and string cluster
+// IDs, grouping included.
+func BenchmarkClusteredSE(b *testing.B) {
+	const clusters, epochs = 100_000, 10
+	rng := rand.New(rand.NewPCG(1, 1))
+	scores := make([]float64, 0, clusters*epochs)
+	ids := make([]string, 0, clusters*epochs)
+	names := make([]string, clusters)
+	for c := range names {
+		names[c] = "sample-" + strconv.Itoa(c)
+	}
+	for e := 0; e < epochs; e++ {
+		for c := range clusters {
+			scores = append(scores, float64(rng.IntN(2)))
+			ids = append(ids, names[c])
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		stats.ClusteredSE(scores, ids)
+	}
+}
