@@ -93,7 +93,7 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 	r.agg.samples = make([]sampleStats, len(samples))
 	for i := range samples {
 		r.agg.index[samples[i].ID] = i
-		r.agg.samples[i].tags = samples[i].Tags
+		r.agg.samples[i].id, r.agg.samples[i].tags = samples[i].ID, samples[i].Tags
 	}
 	r.runID = cfg.RunID
 	if cfg.Log != "" {

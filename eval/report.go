@@ -64,7 +64,36 @@ type Report struct {
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Config.MaxFailures
 	Warnings        []string  `json:"warnings,omitempty"`
 	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
+
+	samples []SampleResult // per-sample outcomes, for comparisons; not marshalled
 }
+
+// SampleResult is one sample's outcomes over its epochs in a run.
+type SampleResult struct {
+	ID       string
+	Tags     map[string]string
+	Passed   int
+	Failed   int
+	Errored  int
+	Unscored int
+	ScoreSum float64 // sum of the scores of scored (passed or failed) episodes
+}
+
+// Scored is the number of passed and failed episodes.
+func (s SampleResult) Scored() int { return s.Passed + s.Failed }
+
+// PassRate is Passed / Scored, NaN when nothing was scored.
+func (s SampleResult) PassRate() float64 {
+	if s.Scored() == 0 {
+		return math.NaN()
+	}
+	return float64(s.Passed) / float64(s.Scored())
+}
+
+// SampleResults returns the per-sample outcomes the report was computed
+// from, in first-record order (dataset order for a run), for paired
+// comparisons. A report decoded from JSON has none.
+func (r *Report) SampleResults() []SampleResult { return r.samples }
 
 // KValue is a metric at k tries.
 type KValue struct {
@@ -175,7 +204,9 @@ type aggregator struct {
 }
 
 type sampleStats struct {
+	id                           string
 	tags                         map[string]string
+	scoreSum                     float64
 	pass, fail, errored, unscore int
 	wPass, wSum                  float64 // weighted passes and weights of scored episodes
 }
@@ -191,7 +222,7 @@ func (a *aggregator) add(r *sink.Record) {
 	if !ok {
 		i = len(a.samples)
 		a.index[r.SampleID] = i
-		a.samples = append(a.samples, sampleStats{tags: r.Tags})
+		a.samples = append(a.samples, sampleStats{id: r.SampleID, tags: r.Tags})
 	}
 	a.addAt(i, r)
 }
@@ -232,6 +263,7 @@ func (a *aggregator) addAt(i int, r *sink.Record) {
 	}
 	if r.Status == sink.Pass || r.Status == sink.Fail {
 		a.scoreSum += r.Score
+		s.scoreSum += r.Score
 	}
 	a.latency.add(r.DurationMS)
 	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
@@ -297,6 +329,14 @@ func (a *aggregator) report() *Report {
 		}
 	}
 	r.ByTag = a.byTag(r.Epochs)
+	r.samples = make([]SampleResult, 0, recorded)
+	for i := range a.samples {
+		s := &a.samples[i]
+		if s.records() > 0 {
+			r.samples = append(r.samples, SampleResult{ID: s.id, Tags: s.tags, Passed: s.pass, Failed: s.fail,
+				Errored: s.errored, Unscored: s.unscore, ScoreSum: s.scoreSum})
+		}
+	}
 	return r
 }
 
