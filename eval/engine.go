@@ -50,17 +50,19 @@ type runner[T, O any] struct {
 	left      []atomic.Int32 // episodes of each sample not yet settled
 	sandboxes chan struct{}  // capacity tokens; nil when unbounded
 
-	out       chan finished
-	log       *jsonl.Writer
-	traces    *jsonl.Writer
-	logSize   int64 // committed bytes of the log when the run started
-	sinks     []sink.Sink
-	sinkErr   error
-	agg       *aggregator
-	warnings  []string
-	resumed   int
-	budgetHit atomic.Bool
-	cancelled atomic.Int64
+	out          chan finished
+	log          *jsonl.Writer
+	traces       *jsonl.Writer
+	logSize      int64 // committed bytes of the log when the run started
+	sinks        []sink.Sink
+	sinkErr      error
+	agg          *aggregator
+	warnings     []string
+	resumed      int
+	parentRunID  string // set when rejudging
+	budgetHit    atomic.Bool
+	spentNanoUSD atomic.Int64 // cost of the episodes this run finished
+	cancelled    atomic.Int64
 }
 
 type envSlot struct {
@@ -325,6 +327,14 @@ func (r *runner[T, O]) settle(j *job) *job {
 		// finished episodes only.
 		r.cancelled.Add(1)
 	} else {
+		if r.cfg.MaxCostUSD > 0 && rec.CostUSD > 0 {
+			// Counted here, not by the consumer, so that scheduling stops
+			// as soon as the budget is spent, whatever the backlog.
+			spent := r.spentNanoUSD.Add(int64(rec.CostUSD * 1e9))
+			if float64(spent)/1e9 >= r.cfg.MaxCostUSD {
+				r.budgetHit.Store(true)
+			}
+		}
 		r.out <- finished{sample: j.sample, rec: *rec, events: j.events}
 	}
 	if r.left != nil && r.left[j.sample].Add(-1) == 0 {
@@ -406,7 +416,11 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState, j *job) b
 		}
 		j.rec = r.record(ep, start, sink.Unscored, kind, "", v, out)
 	default:
-		j.rec = r.record(ep, start, sink.Error, fault, err.Error(), v, out)
+		var got any // an output is recorded only when the harness produced one
+		if fault == sink.KindJudge {
+			got = out
+		}
+		j.rec = r.record(ep, start, sink.Error, fault, err.Error(), v, got)
 	}
 	j.events = ep.Events()
 	return true
@@ -539,7 +553,7 @@ func (r *runner[T, O]) record(ep *harness.Episode[T], start time.Time, status si
 		Tags:  ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
-		Seed: ep.Seed,
+		Seed: ep.Seed, ParentRunID: r.parentRunID,
 	}
 	if status != sink.Error || out != nil {
 		rec.Output = encodeJSON(out)

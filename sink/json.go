@@ -72,6 +72,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = appendOptString(b, "trace", r.Trace)
+	b = appendOptString(b, "parent_run_id", r.ParentRunID)
 	return append(b, '}')
 }
 

@@ -138,6 +138,40 @@ func Records(path string) iter.Seq2[sink.Record, error] {
 // Read is Records over any reader; name is used in errors.
 func Read(f io.Reader, path string) iter.Seq2[sink.Record, error] {
 	return func(yield func(sink.Record, error) bool) {
+		for e, err := range readEntries(f, path) {
+			if !yield(e.Record, err) {
+				return
+			}
+		}
+	}
+}
+
+// Entry is a record with the offset of its line, which ReadLineAt reads
+// back: an index of a log needs to keep only offsets, not outputs.
+type Entry struct {
+	sink.Record
+	Offset int64
+}
+
+// Entries is Records with each record's offset.
+func Entries(path string) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		f, err := os.Open(path)
+		if err != nil {
+			yield(Entry{}, fmt.Errorf("jsonl: %w", err))
+			return
+		}
+		defer f.Close()
+		for e, err := range readEntries(f, path) {
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}
+
+func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
 		stopped := errors.New("stopped")
 		err := scanLines(path, f, func(l line) error {
 			if len(bytes.TrimSpace(l.data)) == 0 {
@@ -153,13 +187,13 @@ func Read(f io.Reader, path string) iter.Seq2[sink.Record, error] {
 			if r.Schema != sink.SchemaVersion {
 				return &SchemaError{Path: path, Line: l.num, Schema: r.Schema}
 			}
-			if !yield(r, nil) {
+			if !yield(Entry{r, l.offset}, nil) {
 				return stopped
 			}
 			return nil
 		})
 		if err != nil && err != stopped {
-			yield(sink.Record{}, err)
+			yield(Entry{}, err)
 		}
 	}
 }

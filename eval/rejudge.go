@@ -1,0 +1,134 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// Rejudge runs only e's Judge over the outputs recorded in the log at
+// fromLog — a new judge, or the same one after the grader failed — and
+// records a new run (cfg.Log, cfg.Sinks) without calling the harness again.
+// Each record of the new run links to the original run by parent_run_id,
+// and its transcript starts with a link to the original transcript.
+//
+// Inputs and outputs are decoded from the log into T and O; e.Harness and
+// e.Dataset are not used. Episodes that ended in error before the judge ran
+// (no output was recorded) cannot be judged: they are left out, counted in
+// a warning of the report. Judges that need the episode's sandbox cannot
+// rejudge (Episode.Sandbox is nil). Rejudging resumes like Run: with the
+// same cfg.Log only what is missing runs.
+//
+// Memory holds each sample's input and each episode's log offset, never the
+// outputs, which are read back one at a time.
+func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*Report, error) {
+	if e.Judge == nil || e.Name == "" {
+		return nil, &ConfigError{"Rejudge needs a Name and a Judge"}
+	}
+	cfg = cfg.withDefaults()
+	cfg.Sandbox = nil
+	src, err := indexOutputs[T](fromLog)
+	if err != nil {
+		return nil, err
+	}
+	if len(src.samples) == 0 {
+		return nil, fmt.Errorf("eval: %s holds no records to rejudge", fromLog)
+	}
+	cfg.Epochs = src.epochs
+	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](fromLog, src)}
+	r, err := newRunner(ctx, d, cfg, src.samples)
+	if err != nil {
+		return nil, err
+	}
+	r.parentRunID = src.runID
+	// Episodes with nothing to judge count as done.
+	if r.done == nil {
+		r.done = map[sink.Key]struct{}{}
+	}
+	for _, s := range src.samples {
+		for ep := range src.epochs {
+			if _, ok := src.outputs[sink.Key{SampleID: s.ID, Epoch: ep}]; !ok {
+				r.done[sink.Key{SampleID: s.ID, Epoch: ep}] = struct{}{}
+			}
+		}
+	}
+	if src.unjudgeable > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%d episodes of %s ended in error before the judge and have no output to rejudge", src.unjudgeable, src.runID))
+	}
+	return r.run()
+}
+
+type outputIndex[T any] struct {
+	runID       string
+	samples     []dataset.Sample[T]
+	epochs      int
+	outputs     map[sink.Key]located // episodes with an output
+	unjudgeable int
+}
+
+type located struct {
+	offset int64
+	trace  string
+}
+
+func indexOutputs[T any](path string) (*outputIndex[T], error) {
+	idx := &outputIndex[T]{outputs: map[sink.Key]located{}}
+	seen := map[string]bool{}
+	for e, err := range jsonl.Entries(path) {
+		var torn *jsonl.TornTailError
+		if errors.As(err, &torn) {
+			break // the committed records before it are all there is
+		}
+		if err != nil {
+			return nil, fmt.Errorf("eval: rejudging: %w", err)
+		}
+		idx.runID = e.RunID
+		if !seen[e.SampleID] {
+			seen[e.SampleID] = true
+			s := dataset.Sample[T]{ID: e.SampleID, Tags: e.Tags}
+			if len(e.Input) > 0 {
+				if err := json.Unmarshal(e.Input, &s.Input); err != nil {
+					return nil, fmt.Errorf("eval: rejudging: %s: input of sample %q: %w", path, e.SampleID, err)
+				}
+			}
+			idx.samples = append(idx.samples, s)
+		}
+		idx.epochs = max(idx.epochs, e.Epoch+1)
+		if e.Status == sink.Error && e.ErrorKind != sink.KindJudge || len(e.Output) == 0 {
+			idx.unjudgeable++
+			continue
+		}
+		idx.outputs[e.Key()] = located{e.Offset, e.Trace}
+	}
+	return idx, nil
+}
+
+// replay is the harness of a rejudged run: it returns the output the
+// original run recorded for the episode.
+func replay[T, O any](path string, idx *outputIndex[T]) harness.Harness[T, O] {
+	return harness.Func[T, O](func(ctx context.Context, ep *harness.Episode[T]) (O, error) {
+		var out O
+		loc := idx.outputs[sink.Key{SampleID: ep.Sample.ID, Epoch: ep.Epoch}]
+		line, err := jsonl.ReadLineAt(path, loc.offset)
+		if err != nil {
+			return out, err
+		}
+		var rec sink.Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return out, fmt.Errorf("rejudging: %s at %d: %w", path, loc.offset, err)
+		}
+		if err := json.Unmarshal(rec.Output, &out); err != nil {
+			return out, fmt.Errorf("rejudging: output of %s epoch %d: %w", ep.Sample.ID, ep.Epoch, err)
+		}
+		ep.Seed = rec.Seed // the judge sees the original episode's seed
+		link, _ := json.Marshal(map[string]string{"run_id": rec.RunID, "trace": loc.trace})
+		ep.Record(harness.Event{Kind: "note", Name: "rejudged", Input: link})
+		return out, nil
+	})
+}
