@@ -39,7 +39,12 @@ type runner[T, O any] struct {
 	runID   string
 	start   time.Time
 	samples []dataset.Sample[T]
-	done    map[sink.Key]struct{} // episodes the log already holds
+	index   map[string]int // sample ID → position in samples
+
+	// Episodes the log already holds, by index sample*Epochs + epoch: a
+	// bitset, so that resuming a million-record log needs no map of keys.
+	done      []uint64
+	doneCount int64
 
 	next  atomic.Int64 // the next episode index to claim: sample*Epochs + epoch
 	total int64
@@ -49,6 +54,9 @@ type runner[T, O any] struct {
 	envs      []envSlot
 	left      []atomic.Int32 // episodes of each sample not yet settled
 	sandboxes chan struct{}  // capacity tokens; nil when unbounded
+
+	workersMu sync.Mutex
+	workers   []*workerState[T]
 
 	out          chan finished
 	log          *jsonl.Writer
@@ -86,15 +94,16 @@ type finished struct {
 	events []harness.Event
 }
 
-func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T]) (*runner[T, O], error) {
-	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, start: time.Now(),
+// newRunner prepares a run of samples, which index maps by ID to their
+// positions (as checkSamples returns them).
+func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T], index map[string]int) (*runner[T, O], error) {
+	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, index: index, start: time.Now(),
 		total: int64(len(samples)) * int64(cfg.Epochs), agg: newAggregator(cfg.Report)}
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	r.agg.index = make(map[string]int, len(samples))
+	r.agg.index = index
 	r.agg.samples = make([]sampleStats, len(samples))
 	for i := range samples {
-		r.agg.index[samples[i].ID] = i
 		r.agg.samples[i].id, r.agg.samples[i].tags = samples[i].ID, samples[i].Tags
 	}
 	r.runID = cfg.RunID
@@ -110,9 +119,9 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 	if p := cfg.Sandbox; p != nil {
 		r.envs = make([]envSlot, len(samples))
 		r.left = make([]atomic.Int32, len(samples))
-		for i, s := range samples {
+		for i := range samples {
 			for ep := range cfg.Epochs {
-				if _, ok := r.done[sink.Key{SampleID: s.ID, Epoch: ep}]; !ok {
+				if !r.isDone(int64(i)*int64(cfg.Epochs) + int64(ep)) {
 					r.left[i].Add(1)
 				}
 			}
@@ -127,7 +136,14 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 
 // openLog recovers the log and adopts (or checks) the run it holds.
 func (r *runner[T, O]) openLog() error {
-	w, rec, err := jsonl.Open(r.cfg.Log, true, nil)
+	foreign := 0 // records of samples or epochs this run does not have
+	w, rec, err := jsonl.Open(r.cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
+		if i, ok := r.index[string(id)]; ok && epoch < r.cfg.Epochs {
+			r.markDone(int64(i)*int64(r.cfg.Epochs) + int64(epoch))
+		} else {
+			foreign++
+		}
+	}})
 	if err != nil {
 		return fmt.Errorf("eval: opening the log: %w", err)
 	}
@@ -146,7 +162,9 @@ func (r *runner[T, O]) openLog() error {
 	if rec.Dropped > 0 {
 		r.cfg.Logger.Info("proctor: retrying errored episodes from the log", "log", r.cfg.Log, "episodes", rec.Dropped)
 	}
-	r.done = rec.Done
+	if foreign > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("the log holds %d records of samples or epochs this run does not have: they stay in the log and the report", foreign))
+	}
 	r.log = w
 	r.logSize = w.Size()
 	traces, err := jsonl.Append(tracePath(r.cfg.Log), nil)
@@ -179,13 +197,16 @@ func (r *runner[T, O]) run() (*Report, error) {
 		r.consume()
 	}()
 
-	pending := r.total - int64(len(r.done))
+	pending := r.total - r.doneCount
 	workers := min(int64(r.cfg.Concurrency), max(pending, 0))
 	r.wg.Add(int(workers))
 	for range workers {
 		go r.worker(nil)
 	}
+	stopWatchdog := make(chan struct{})
+	go r.watchdog(stopWatchdog)
 	r.wg.Wait()
+	close(stopWatchdog)
 	close(r.out)
 	<-consumed
 
@@ -224,19 +245,14 @@ func (r *runner[T, O]) run() (*Report, error) {
 // worker runs jobs until none is left. A worker that replaces an abandoned
 // one starts by settling the abandoned job's outcome.
 func (r *runner[T, O]) worker(abandonedJob *job) {
-	// Each worker derives its attempts' contexts from a context of its own,
-	// so that thousands of workers do not contend on the run context's
-	// lock; one callback per worker, not per attempt, abandons the attempt
-	// in flight when the run is canceled.
-	w := &workerState{}
-	ctx, cancel := context.WithCancel(r.ctx)
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		if a := w.current.Load(); a != nil {
-			a.abandon(sink.KindCancelled)
-		}
-	})
-	defer stop()
+	w := &workerState[T]{}
+	r.register(w)
+	defer r.unregister(w)
+	// Attempts' contexts keep the run context's values but not its
+	// cancellation: the watchdog cancels them when the run is canceled.
+	// Their parent is never done, so creating and canceling one touches no
+	// shared state: thousands of workers do not contend on a lock.
+	ctx := context.WithoutCancel(r.ctx)
 	j := abandonedJob
 	if j != nil {
 		j = r.settle(j)
@@ -255,23 +271,34 @@ func (r *runner[T, O]) worker(abandonedJob *job) {
 	}
 }
 
-type workerState struct {
-	job     job // reused from episode to episode
-	current atomic.Pointer[attemptState]
+// workerState is a worker's attempt in flight, as the watchdog sees it.
+// The worker writes the fields, then publishes them by setting phase to
+// running; the watchdog reads them only after winning the phase from
+// running to abandoned, after which the worker no longer touches them.
+type workerState[T any] struct {
+	job      job           // reused from episode to episode
+	phase    atomic.Uint64 // attempt sequence << 2 | running, returned or abandoned
+	deadline atomic.Int64  // Unix ns when the running attempt times out; 0 for none
+	index    int           // in runner.workers
+
+	cur    *job
+	ep     *harness.Episode[T]
+	start  time.Time
+	cancel context.CancelCauseFunc
 }
 
-// attemptState decides, once, whether an attempt returned or was abandoned.
-type attemptState struct {
-	state   atomic.Int32
-	abandon func(kind sink.ErrorKind)
-}
+const (
+	running uint64 = iota
+	returned
+	abandoned
+)
 
 // errTimeout is the cancellation cause of an attempt that timed out.
 var errTimeout = errors.New("episode timed out")
 
-// attemptCtx is an attempt's context: a plain cancel context (cheaper than
-// a timer context plus an AfterFunc registration per attempt) that reports
-// its deadline and DeadlineExceeded like one.
+// attemptCtx is an attempt's context: a plain cancel context that reports
+// its deadline and DeadlineExceeded like a timer context, without a timer
+// per attempt (the watchdog enforces deadlines).
 type attemptCtx struct {
 	context.Context
 	deadline time.Time
@@ -287,6 +314,102 @@ func (c *attemptCtx) Err() error {
 	return err
 }
 
+func (r *runner[T, O]) register(w *workerState[T]) {
+	r.workersMu.Lock()
+	w.index = len(r.workers)
+	r.workers = append(r.workers, w)
+	r.workersMu.Unlock()
+}
+
+func (r *runner[T, O]) unregister(w *workerState[T]) {
+	r.workersMu.Lock()
+	last := r.workers[len(r.workers)-1]
+	r.workers[w.index], last.index = last, w.index
+	r.workers = r.workers[:len(r.workers)-1]
+	r.workersMu.Unlock()
+}
+
+// watchdog abandons the attempts that outlive their deadline, and all
+// running attempts once the run is canceled: one goroutine scanning the
+// workers, instead of a timer per attempt. Deadlines are enforced within
+// a twentieth of the timeout (at least 1 ms, at most 250 ms).
+func (r *runner[T, O]) watchdog(stop <-chan struct{}) {
+	tick := 250 * time.Millisecond
+	if r.cfg.Timeout > 0 {
+		tick = min(max(r.cfg.Timeout/20, time.Millisecond), tick)
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var expired []*workerState[T]
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-r.ctx.Done():
+		}
+		now, canceled := time.Now().UnixNano(), r.ctx.Err() != nil
+		expired = expired[:0]
+		r.workersMu.Lock()
+		for _, w := range r.workers {
+			if d := w.deadline.Load(); canceled || d != 0 && now >= d {
+				expired = append(expired, w)
+			}
+		}
+		r.workersMu.Unlock()
+		for _, w := range expired {
+			kind := sink.KindTimeout
+			if canceled {
+				kind = sink.KindCancelled
+			}
+			r.abandon(w, kind)
+		}
+		if canceled {
+			t.Reset(tick) // keep sweeping: a worker may start one last attempt
+		}
+	}
+}
+
+// abandon gives up on the attempt w runs, if it is still running: the
+// attempt is recorded as a timeout (or cancellation), its sandbox closed,
+// and a new worker takes over its job and its place.
+func (r *runner[T, O]) abandon(w *workerState[T], kind sink.ErrorKind) {
+	p := w.phase.Load()
+	if p&3 != running || !w.phase.CompareAndSwap(p, p&^3|abandoned) {
+		return
+	}
+	j := w.cur
+	msg := fmt.Sprintf("timed out after %v (abandoned: it did not return when its context expired)", r.cfg.Timeout)
+	cause := errTimeout
+	if kind == sink.KindCancelled {
+		msg = fmt.Sprintf("run canceled: %v", context.Cause(r.ctx))
+		cause = context.Canceled
+	}
+	w.cancel(cause)
+	j.rec = r.record(w.ep, w.start, sink.Error, kind, msg, judge.Verdict{}, nil)
+	j.events = w.ep.Events()
+	j.mu.Lock()
+	if j.sb != nil {
+		j.sb.Close() // may unblock the abandoned harness; the engine won't wait for it
+	}
+	j.mu.Unlock()
+	go r.worker(j)
+}
+
+func (r *runner[T, O]) markDone(i int64) {
+	if r.done == nil {
+		r.done = make([]uint64, (r.total+63)/64)
+	}
+	if r.done[i/64]&(1<<(i%64)) == 0 {
+		r.done[i/64] |= 1 << (i % 64)
+		r.doneCount++
+	}
+}
+
+func (r *runner[T, O]) isDone(i int64) bool {
+	return r.done != nil && r.done[i/64]&(1<<(i%64)) != 0
+}
+
 // claim returns the next episode that has no final record yet.
 func (r *runner[T, O]) claim(j *job) *job {
 	epochs := int64(r.cfg.Epochs)
@@ -295,12 +418,10 @@ func (r *runner[T, O]) claim(j *job) *job {
 		if i >= r.total {
 			return nil
 		}
-		s, ep := int(i/epochs), int(i%epochs)
-		if len(r.done) > 0 {
-			if _, ok := r.done[sink.Key{SampleID: r.samples[s].ID, Epoch: ep}]; ok {
-				continue
-			}
+		if r.isDone(i) {
+			continue
 		}
+		s, ep := int(i/epochs), int(i%epochs)
 		*j = job{sample: s, epoch: ep}
 		return j
 	}
@@ -343,58 +464,29 @@ func (r *runner[T, O]) settle(j *job) *job {
 	return nil
 }
 
-const (
-	running int32 = iota
-	returned
-	abandoned
-)
-
 // attempt runs one attempt of j and stores its outcome in j.rec. It returns
 // false when the attempt was abandoned (its harness or judge ignored the
 // expiry of its context): then another goroutine has taken over j.
-func (r *runner[T, O]) attempt(parent context.Context, w *workerState, j *job) bool {
+func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job) bool {
 	s := &r.samples[j.sample]
 	ep := &harness.Episode[T]{RunID: r.runID, Sample: *s, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(r.cfg.Seed, s.ID, j.epoch)}
 	start := time.Now()
 	base, cancel := context.WithCancelCause(parent)
 	ctx := context.Context(base)
-	a := &attemptState{}
-	a.abandon = func(kind sink.ErrorKind) {
-		if !a.state.CompareAndSwap(running, abandoned) {
-			return
-		}
-		msg := fmt.Sprintf("timed out after %v (abandoned: it did not return when its context expired)", r.cfg.Timeout)
-		if kind == sink.KindCancelled {
-			msg = fmt.Sprintf("run canceled: %v", context.Cause(r.ctx))
-		}
-		j.rec = r.record(ep, start, sink.Error, kind, msg, judge.Verdict{}, nil)
-		j.events = ep.Events()
-		j.mu.Lock()
-		if j.sb != nil {
-			j.sb.Close() // may unblock the abandoned harness; the engine won't wait for it
-		}
-		j.mu.Unlock()
-		r.worker(j) // this goroutine takes the abandoned worker's place
-	}
-	var timer *time.Timer
+	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
 	if r.cfg.Timeout > 0 {
-		ctx = &attemptCtx{Context: base, deadline: start.Add(r.cfg.Timeout)}
-		timer = time.AfterFunc(r.cfg.Timeout, func() {
-			cancel(errTimeout)
-			a.abandon(sink.KindTimeout)
-		})
+		deadline := start.Add(r.cfg.Timeout)
+		ctx = &attemptCtx{Context: base, deadline: deadline}
+		w.deadline.Store(deadline.UnixNano())
 	}
-	w.current.Store(a)
+	phase := (w.phase.Load()>>2+1)<<2 | running
+	w.phase.Store(phase)
 	out, v, fault, err := r.call(ctx, j, ep)
-	w.current.Store(nil)
-	if !a.state.CompareAndSwap(running, returned) {
-		cancel(nil) // already canceled; releases the context
-		return false
+	if !w.phase.CompareAndSwap(phase, phase&^3|returned) {
+		return false // the watchdog abandoned it
 	}
-	if timer != nil {
-		timer.Stop()
-	}
+	w.deadline.Store(0)
 	cancel(nil)
 	switch {
 	case err == nil:

@@ -137,11 +137,11 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, &ConfigError{"Eval needs a Name"}
 	}
 	cfg = cfg.withDefaults()
-	samples, err := loadSamples(ctx, e.Dataset)
+	samples, index, err := loadSamples(ctx, e.Dataset)
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(ctx, e, cfg, samples)
+	r, err := newRunner(ctx, e, cfg, samples, index)
 	if err != nil {
 		return nil, err
 	}
@@ -149,35 +149,36 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // loadSamples reads the dataset and checks it before anything runs.
-func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], error) {
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], map[string]int, error) {
 	if s, ok := d.(dataset.Slice[T]); ok {
 		return checkSamples(s)
 	}
 	var samples []dataset.Sample[T]
 	for s, err := range d.Samples(ctx) {
 		if err != nil {
-			return nil, fmt.Errorf("eval: reading dataset: %w", err)
+			return nil, nil, fmt.Errorf("eval: reading dataset: %w", err)
 		}
 		samples = append(samples, s)
 	}
 	return checkSamples(samples)
 }
 
-// checkSamples rejects an empty dataset, empty IDs and duplicate IDs.
-func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], error) {
+// checkSamples rejects an empty dataset, empty IDs and duplicate IDs, and
+// returns the samples with their index by ID.
+func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], map[string]int, error) {
 	if len(samples) == 0 {
-		return nil, errors.New("eval: the dataset is empty")
+		return nil, nil, errors.New("eval: the dataset is empty")
 	}
 	seen := make(map[string]int, len(samples))
 	for i := range samples {
 		id := samples[i].ID
 		if id == "" {
-			return nil, fmt.Errorf("eval: dataset sample %d has an empty ID", i+1)
+			return nil, nil, fmt.Errorf("eval: dataset sample %d has an empty ID", i+1)
 		}
 		if prev, dup := seen[id]; dup {
-			return nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
+			return nil, nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
 		}
 		seen[id] = i
 	}
-	return samples, nil
+	return samples, seen, nil
 }

@@ -42,19 +42,20 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	}
 	cfg.Epochs = src.epochs
 	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](fromLog, src)}
-	r, err := newRunner(ctx, d, cfg, src.samples)
+	samples, index, err := checkSamples(src.samples)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(ctx, d, cfg, samples, index)
 	if err != nil {
 		return nil, err
 	}
 	r.parentRunID = src.runID
 	// Episodes with nothing to judge count as done.
-	if r.done == nil {
-		r.done = map[sink.Key]struct{}{}
-	}
-	for _, s := range src.samples {
+	for i, s := range samples {
 		for ep := range src.epochs {
 			if _, ok := src.outputs[sink.Key{SampleID: s.ID, Epoch: ep}]; !ok {
-				r.done[sink.Key{SampleID: s.ID, Epoch: ep}] = struct{}{}
+				r.markDone(int64(i)*int64(src.epochs) + int64(ep))
 			}
 		}
 	}

@@ -134,7 +134,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const crashSamples, crashEpochs = 4000, 2
+const crashSamples, crashEpochs = 6000, 2
 
 func crashChild(log string) {
 	inputs := make([]string, crashSamples)
@@ -176,7 +176,7 @@ func TestKill9AtRandomMomentsThenResume(t *testing.T) {
 	for range 8 {
 		cmd := child()
 		require.NoError(t, cmd.Start())
-		time.Sleep(time.Duration(30+rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(150+rng.IntN(900)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		b, _ := os.ReadFile(log)

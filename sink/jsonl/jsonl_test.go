@@ -76,7 +76,7 @@ func TestTornTailIsReportedAfterCommittedRecords(t *testing.T) {
 	require.Equal(t, int64(len(full)), torn.Offset)
 
 	// Open cuts it and says so; appending then gives a clean log.
-	w, recov, err := jsonl.Open(path, false, nil)
+	w, recov, err := jsonl.Open(path, nil)
 	require.NoError(t, err)
 	require.NotNil(t, recov.Torn)
 	require.Equal(t, int64(len(third)/2), recov.Torn.Bytes)
@@ -96,7 +96,7 @@ func TestCompleteButUnparseableLastLineIsTorn(t *testing.T) {
 	require.NoError(t, err)
 	f.WriteString(`{"schema":1,"run_id":"run-1","eval":"e","sample_id":"s9","epoch":0,"attempt":0,"status":"pass","score":1,"tags":{"k":` + "\n")
 	f.Close()
-	_, recov, err := jsonl.Open(path, false, nil)
+	_, recov, err := jsonl.Open(path, nil)
 	require.NoError(t, err)
 	require.NotNil(t, recov.Torn)
 	require.Equal(t, 1, recov.Records)
@@ -115,7 +115,7 @@ func TestCorruptLineInTheMiddleIsAnError(t *testing.T) {
 	require.ErrorAs(t, err, &corrupt)
 	require.Equal(t, 2, corrupt.Line)
 
-	_, _, err = jsonl.Open(path, true, nil)
+	_, _, err = jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true})
 	require.ErrorAs(t, err, &corrupt, "nothing behind a corrupt line may be dropped")
 	after, _ := os.ReadFile(path)
 	require.Equal(t, before, after, "a corrupt log is left untouched")
@@ -125,7 +125,7 @@ func TestOpenDropsErrorRecordsAndIndexesTheRest(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "log.jsonl")
 	write(t, path, rec(0, sink.Pass), rec(1, sink.Error), rec(2, sink.Fail), rec(3, sink.Unscored), rec(4, sink.Error))
-	w, recov, err := jsonl.Open(path, true, nil)
+	w, recov, err := jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true})
 	require.NoError(t, err)
 	require.NoError(t, w.Close(context.Background()))
 	require.Equal(t, "run-1", recov.RunID)
@@ -147,7 +147,7 @@ func TestOpenRefusesAMixOfRuns(t *testing.T) {
 	other := rec(1, sink.Pass)
 	other.RunID = "run-2"
 	write(t, path, rec(0, sink.Pass), other)
-	_, _, err := jsonl.Open(path, false, nil)
+	_, _, err := jsonl.Open(path, nil)
 	require.ErrorContains(t, err, "one log holds one run")
 }
 
@@ -160,7 +160,7 @@ func TestSchemaVersionIsChecked(t *testing.T) {
 	_, err := readAll(t, path)
 	var se *jsonl.SchemaError
 	require.ErrorAs(t, err, &se)
-	_, _, err = jsonl.Open(path, false, nil)
+	_, _, err = jsonl.Open(path, nil)
 	require.ErrorAs(t, err, &se)
 }
 
@@ -170,7 +170,7 @@ func TestEscapedKeysTakeTheSlowPath(t *testing.T) {
 	r := rec(0, sink.Pass)
 	r.SampleID = `quote"and\backslash`
 	write(t, path, r)
-	_, recov, err := jsonl.Open(path, false, nil)
+	_, recov, err := jsonl.Open(path, nil)
 	require.NoError(t, err)
 	require.Contains(t, recov.Done, sink.Key{SampleID: r.SampleID, Epoch: 0})
 }

@@ -12,27 +12,49 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
+// OpenOptions tune Open. The zero value (or nil) keeps error records,
+// collects Recovery.Done and uses the default writer Options.
+type OpenOptions struct {
+	Options
+	// DropErrors removes records whose status is error (the file is
+	// rewritten atomically) so that a resumed run retries those episodes
+	// and the log still holds each episode once.
+	DropErrors bool
+	// Visit, when set, receives the key of every kept record instead of
+	// Recovery.Done being filled: a caller with its own index of episodes
+	// (the engine's bitset over the dataset) saves a map of every key.
+	// sampleID is valid only during the call.
+	Visit func(sampleID []byte, epoch int)
+}
+
 // Recovery is what Open found in an existing log.
 type Recovery struct {
 	RunID   string                // the run the log belongs to; "" for an empty log
 	Records int                   // committed records kept
-	Done    map[sink.Key]struct{} // episodes with a final record (any status but error)
+	Done    map[sink.Key]struct{} // episodes with a final record (any status but error); nil with OpenOptions.Visit
 	Dropped int                   // error records removed so that their episodes run again
 	Torn    *TornTailError        // the torn tail that was cut off, if any
 }
 
 // Open recovers the log at path and opens it for appending, creating it if
 // missing. A torn tail is cut off and reported in Recovery.Torn. With
-// dropErrors, records whose status is error are removed (the file is
-// rewritten atomically) so that a resumed run retries those episodes and the
-// log still holds each episode once. A log holding more than one run, a
-// corrupt line with records after it, or a record of another schema is an
-// error: nothing is cut or rewritten then.
+// DropErrors, error records are removed (see OpenOptions). A log holding
+// more than one run, a corrupt line with records after it, or a record of
+// another schema is an error: nothing is cut or rewritten then.
 //
 // Open reads only each line's key fields, not its outputs, so that resuming
 // a log of a million records starts new work in well under a second.
-func Open(path string, dropErrors bool, opts *Options) (*Writer, *Recovery, error) {
-	rec, err := scanIndex(path)
+func Open(path string, opts *OpenOptions) (*Writer, *Recovery, error) {
+	if opts == nil {
+		opts = &OpenOptions{}
+	}
+	visit := opts.Visit
+	rec := &Recovery{}
+	if visit == nil {
+		rec.Done = map[sink.Key]struct{}{}
+		visit = func(id []byte, epoch int) { rec.Done[sink.Key{SampleID: string(id), Epoch: epoch}] = struct{}{} }
+	}
+	err := scanIndex(path, rec, visit)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, err
 	}
@@ -41,7 +63,7 @@ func Open(path string, dropErrors bool, opts *Options) (*Writer, *Recovery, erro
 			return nil, nil, fmt.Errorf("jsonl: cutting torn tail: %w", err)
 		}
 	}
-	if dropErrors && rec.Dropped > 0 {
+	if opts.DropErrors && rec.Dropped > 0 {
 		if err := dropErrorRecords(path); err != nil {
 			return nil, nil, err
 		}
@@ -49,7 +71,7 @@ func Open(path string, dropErrors bool, opts *Options) (*Writer, *Recovery, erro
 		rec.Records += rec.Dropped
 		rec.Dropped = 0
 	}
-	w, err := Append(path, opts)
+	w, err := Append(path, &opts.Options)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,11 +79,10 @@ func Open(path string, dropErrors bool, opts *Options) (*Writer, *Recovery, erro
 }
 
 // scanIndex reads the key fields of every line.
-func scanIndex(path string) (*Recovery, error) {
-	rec := &Recovery{Done: map[sink.Key]struct{}{}}
+func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	defer f.Close()
 	err = scanLines(path, f, func(l line) error {
@@ -82,8 +103,8 @@ func scanIndex(path string) (*Recovery, error) {
 			return &SchemaError{Path: path, Line: l.num, Schema: k.schema}
 		}
 		if rec.RunID == "" {
-			rec.RunID = k.runID
-		} else if k.runID != rec.RunID {
+			rec.RunID = string(k.runID)
+		} else if string(k.runID) != rec.RunID {
 			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, l.num, k.runID, rec.RunID)
 		}
 		if k.status == sink.Error {
@@ -91,7 +112,7 @@ func scanIndex(path string) (*Recovery, error) {
 			return nil
 		}
 		rec.Records++
-		rec.Done[sink.Key{SampleID: k.sampleID, Epoch: k.epoch}] = struct{}{}
+		visit(k.sampleID, k.epoch)
 		return nil
 	})
 	var torn *TornTailError
@@ -100,9 +121,9 @@ func scanIndex(path string) (*Recovery, error) {
 			torn.Bytes = st.Size() - torn.Offset
 		}
 		rec.Torn = torn
-		return rec, nil
+		return nil
 	}
-	return rec, err
+	return err
 }
 
 // dropErrorRecords rewrites the log without its error records: a new file
@@ -146,8 +167,8 @@ func dropErrorRecords(path string) error {
 
 type lineKey struct {
 	schema   int
-	runID    string
-	sampleID string
+	runID    []byte // aliases the line
+	sampleID []byte // aliases the line
 	epoch    int
 	status   sink.Status
 }
@@ -172,7 +193,7 @@ func parseKey(b []byte) (lineKey, error) {
 	if r.SampleID == "" {
 		return lineKey{}, errors.New(`record without "sample_id"`)
 	}
-	return lineKey{r.Schema, r.RunID, r.SampleID, r.Epoch, r.Status}, nil
+	return lineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status}, nil
 }
 
 func parseKeyFast(b []byte) (k lineKey, ok bool) {
@@ -186,8 +207,8 @@ func parseKeyFast(b []byte) (k lineKey, ok bool) {
 	k.sampleID = p.str(`,"sample_id":`)
 	k.epoch = p.int(`,"epoch":`)
 	p.int(`,"attempt":`)
-	k.status = sink.Status(p.str(`,"status":`))
-	return k, p.ok && k.sampleID != ""
+	k.status = statusOf(p.str(`,"status":`))
+	return k, p.ok && len(k.sampleID) > 0
 }
 
 type fieldParser struct {
@@ -222,18 +243,28 @@ func (p *fieldParser) int(name string) int {
 }
 
 // str reads a JSON string without escapes; one with escapes sends the line
-// to the slow path.
-func (p *fieldParser) str(name string) string {
+// to the slow path. The result aliases the line.
+func (p *fieldParser) str(name string) []byte {
 	if !p.prefix(name) || p.i >= len(p.b) || p.b[p.i] != '"' {
 		p.ok = false
-		return ""
+		return nil
 	}
 	rest := p.b[p.i+1:]
 	j := bytes.IndexByte(rest, '"')
 	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
 		p.ok = false
-		return ""
+		return nil
 	}
 	p.i += j + 2
-	return string(rest[:j])
+	return rest[:j]
+}
+
+// statusOf maps a status to its constant without allocating.
+func statusOf(b []byte) sink.Status {
+	for _, s := range [...]sink.Status{sink.Pass, sink.Fail, sink.Error, sink.Unscored} {
+		if string(b) == string(s) {
+			return s
+		}
+	}
+	return sink.Status(b)
 }
