@@ -84,8 +84,25 @@ type job struct {
 	rec                    sink.Record // the outcome of the latest attempt
 	events                 []harness.Event
 
-	mu sync.Mutex
-	sb sandbox.Sandbox // the open sandbox of the attempt in flight
+	mu      sync.Mutex
+	sb      sandbox.Sandbox // the open sandbox of the attempt in flight
+	release func()          // gives back its capacity slot
+}
+
+// freeSandbox closes the attempt's sandbox and gives back its capacity
+// slot, once: when the attempt returns or when it is abandoned, whichever
+// comes first, so that a hung harness holds no slot.
+func (j *job) freeSandbox() {
+	j.mu.Lock()
+	sb, release := j.sb, j.release
+	j.sb, j.release = nil, nil
+	j.mu.Unlock()
+	if sb != nil {
+		sb.Close()
+	}
+	if release != nil {
+		release()
+	}
 }
 
 type finished struct {
@@ -288,7 +305,8 @@ type workerState[T any] struct {
 }
 
 const (
-	running uint64 = iota
+	idle uint64 = iota // a new worker, before its first attempt
+	running
 	returned
 	abandoned
 )
@@ -388,11 +406,7 @@ func (r *runner[T, O]) abandon(w *workerState[T], kind sink.ErrorKind) {
 	w.cancel(cause)
 	j.rec = r.record(w.ep, w.start, sink.Error, kind, msg, judge.Verdict{}, nil)
 	j.events = w.ep.Events()
-	j.mu.Lock()
-	if j.sb != nil {
-		j.sb.Close() // may unblock the abandoned harness; the engine won't wait for it
-	}
-	j.mu.Unlock()
+	j.freeSandbox() // may unblock the abandoned harness; the engine won't wait for it
 	go r.worker(j)
 }
 
@@ -471,6 +485,16 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job
 	s := &r.samples[j.sample]
 	ep := &harness.Episode[T]{RunID: r.runID, Sample: *s, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(r.cfg.Seed, s.ID, j.epoch)}
+	if r.cfg.Sandbox != nil {
+		opened := time.Now()
+		sb, kind, err := r.openSandbox(j)
+		if err != nil {
+			j.rec = r.record(ep, opened, sink.Error, kind, err.Error(), judge.Verdict{}, nil)
+			j.events = nil
+			return true
+		}
+		ep.Sandbox = sb
+	}
 	start := time.Now()
 	base, cancel := context.WithCancelCause(parent)
 	ctx := context.Context(base)
@@ -488,6 +512,7 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job
 	}
 	w.deadline.Store(0)
 	cancel(nil)
+	j.freeSandbox()
 	switch {
 	case err == nil:
 		status := sink.Fail
@@ -521,21 +546,12 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job
 // call runs the harness and the judge for one attempt, inside the
 // episode's sandbox, turning a panic into an error of kind panic.
 func (r *runner[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T]) (out O, v judge.Verdict, fault sink.ErrorKind, err error) {
-	stage := "sandbox"
+	stage := "harness"
 	defer func() {
 		if p := recover(); p != nil {
 			fault, err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", stage, p, debug.Stack())
 		}
 	}()
-	if r.cfg.Sandbox != nil {
-		sb, release, err := r.fork(ctx, j)
-		if err != nil {
-			return out, v, r.classify(ctx, err, sink.KindSandbox), err
-		}
-		defer release()
-		ep.Sandbox = sb
-	}
-	stage = "harness"
 	out, err = r.e.Harness.Run(ctx, ep)
 	if err != nil {
 		return out, v, r.classify(ctx, err, sink.KindHarness), err
@@ -567,40 +583,52 @@ func (r *runner[T, O]) classify(ctx context.Context, err error, def sink.ErrorKi
 	return def
 }
 
-// fork gives the attempt its own sandbox from the sample's environment.
-func (r *runner[T, O]) fork(ctx context.Context, j *job) (sandbox.Sandbox, func(), error) {
-	env, err := r.environment(ctx, j.sample)
-	if err != nil {
-		return nil, nil, err
-	}
+// openSandbox gives the attempt its own sandbox, forked from the sample's
+// environment, before the attempt's clock starts: waiting for a capacity
+// slot or for provisioning is not the agent's time. Provisioning and
+// forking have a bound of their own, the episode timeout.
+func (r *runner[T, O]) openSandbox(j *job) (sb sandbox.Sandbox, fault sink.ErrorKind, err error) {
+	fault = sink.KindSandbox
+	defer func() {
+		if p := recover(); p != nil {
+			fault, err = sink.KindPanic, fmt.Errorf("sandbox provider panicked: %v\n%s", p, debug.Stack())
+		}
+		if r.ctx.Err() != nil {
+			fault = sink.KindCancelled
+		}
+	}()
 	if r.sandboxes != nil {
 		select {
 		case r.sandboxes <- struct{}{}:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+		case <-r.ctx.Done():
+			return nil, fault, r.ctx.Err()
 		}
 	}
-	sb, err := env.Fork(ctx)
+	ctx, cancel := r.ctx, context.CancelFunc(func() {})
+	if r.cfg.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.Timeout)
+	}
+	defer cancel()
+	env, err := r.environment(ctx, j.sample)
+	if err == nil {
+		sb, err = env.Fork(ctx)
+		if err != nil {
+			err = fmt.Errorf("forking the sandbox: %w", err)
+		}
+	}
 	if err != nil {
 		if r.sandboxes != nil {
 			<-r.sandboxes
 		}
-		return nil, nil, fmt.Errorf("forking the sandbox: %w", err)
+		return nil, fault, err
 	}
 	j.mu.Lock()
 	j.sb = sb
+	if r.sandboxes != nil {
+		j.release = func() { <-r.sandboxes }
+	}
 	j.mu.Unlock()
-	return sb, func() {
-		j.mu.Lock()
-		if j.sb == sb {
-			j.sb = nil
-		}
-		j.mu.Unlock()
-		sb.Close()
-		if r.sandboxes != nil {
-			<-r.sandboxes
-		}
-	}, nil
+	return sb, "", nil
 }
 
 // environment provisions a sample's environment once; a failed provision
