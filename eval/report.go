@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
@@ -614,9 +615,13 @@ func ms(f float64) string {
 	return time.Duration(f * float64(time.Millisecond)).Round(10 * time.Microsecond).String()
 }
 
+// clip fits s on one table line: white space folded, at most n bytes.
 func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\t", " ")
+	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
 		return s[:n] + "…"
 	}
 	return s

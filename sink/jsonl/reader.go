@@ -3,7 +3,6 @@ package jsonl
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -178,7 +177,9 @@ func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
 				return nil
 			}
 			var r sink.Record
-			if err := json.Unmarshal(l.data, &r); err != nil {
+			// UnmarshalJSON validates as it decodes: calling it directly
+			// skips encoding/json's separate validation pass.
+			if err := r.UnmarshalJSON(l.data); err != nil {
 				if l.last {
 					return &TornTailError{Path: path, Line: l.num, Offset: l.offset, Bytes: int64(len(l.data)) + 1}
 				}

@@ -1,0 +1,437 @@
+package sink
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// exactRecord compares records bit for bit: floats by their bits (so -0
+// differs from 0), times by instant, location name and offset, nil maps
+// and slices apart from empty ones.
+var exactRecord = cmp.Options{
+	cmp.Comparer(func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }),
+	cmp.Comparer(func(a, b time.Time) bool {
+		an, ao := a.Zone()
+		bn, bo := b.Zone()
+		return a.Equal(b) && an == bn && ao == bo && a.Location().String() == b.Location().String()
+	}),
+}
+
+func benchRecord() Record {
+	return Record{
+		Schema:       SchemaVersion,
+		RunID:        "r-1a2b3c",
+		Eval:         "gsm8k",
+		SampleID:     "gsm8k-00421",
+		Epoch:        2,
+		Attempt:      1,
+		Status:       Pass,
+		Score:        1,
+		Input:        json.RawMessage(`{"q":"What is 17 * 23?"}`),
+		Output:       json.RawMessage(`{"answer":"391"}`),
+		Tags:         map[string]string{"model": "claude-4", "split": "test"},
+		StartedAt:    time.Date(2024, 5, 1, 12, 34, 56, 789123000, time.UTC),
+		DurationMS:   1834.25,
+		InputTokens:  512,
+		OutputTokens: 128,
+		CostUSD:      0.00342,
+		Seed:         1234567890123,
+	}
+}
+
+func roundTripRecords() []Record {
+	full := Record{
+		Schema:       SchemaVersion,
+		RunID:        "run \"quoted\" <tag> & \u2028 é 😀",
+		Eval:         "eval\twith\ncontrol\x01chars",
+		SampleID:     "s-1",
+		Epoch:        -7,
+		Attempt:      3,
+		Status:       Fail,
+		Score:        -0.25,
+		Scores:       map[string]float64{"exact": 1, "f1": 0.8333333333333334, "tiny": 1e-9, "huge": 1.5e300, "neg": -2},
+		Weight:       12.5,
+		Reason:       strings.Repeat("long reason \\ ", 40),
+		Error:        "boom",
+		ErrorKind:    KindTimeout,
+		Input:        json.RawMessage(`{"a": [1, 2, {"b": null}], "c": "\u00e9"}`),
+		Output:       json.RawMessage(`"plain string"`),
+		Tags:         map[string]string{"model": "m", "": "empty key", "ü": "ünïcode"},
+		StartedAt:    time.Date(2024, 5, 1, 12, 34, 56, 123456789, time.FixedZone("", 2*3600)),
+		DurationMS:   0.001,
+		InputTokens:  math.MaxInt64,
+		OutputTokens: math.MinInt64,
+		CostUSD:      1e21,
+		Seed:         math.MaxUint64,
+		Trace:        "https://example.com/t?a=1&b=2",
+	}
+	return []Record{
+		{},
+		benchRecord(),
+		full,
+		{Schema: 1, Status: Error, ErrorKind: "custom-kind"},
+		{Schema: 1, Status: "custom", Score: math.SmallestNonzeroFloat64, Weight: math.MaxFloat64, StartedAt: time.Unix(0, 0).UTC()},
+	}
+}
+
+func TestUnmarshalRecordRoundTrip(t *testing.T) {
+	for i, want := range roundTripRecords() {
+		line := want.AppendJSON(nil)
+		var got Record
+		if err := json.Unmarshal(line, &got); err != nil {
+			t.Fatalf("%d: %s: %v", i, line, err)
+		}
+		if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+			t.Errorf("%d: round trip (-want +got):\n%s", i, diff)
+		}
+		// The hand-written path, not the fallback, decodes every line
+		// AppendJSON writes.
+		var fast Record
+		if err := decodeRecord(line, &fast); err != nil {
+			t.Errorf("%d: decodeRecord(%s) fell back: %v", i, line, err)
+		}
+	}
+}
+
+func nested(depth int) string {
+	return strings.Repeat("[", depth) + strings.Repeat("]", depth)
+}
+
+// equivalentInputs are valid JSON documents: both decoders accept them (or,
+// for type mismatches listed in invalidInputs, both reject them).
+var equivalentInputs = []string{
+	`{}`,
+	`null`,
+	" \t\r\n null \n",
+	" \t\r\n{ \"schema\" : 1 , \"run_id\"\t:\n\"r\" } \n",
+	`{"seed":3,"trace":"t","cost_usd":0.5,"output_tokens":2,"input_tokens":1,"duration_ms":9.5,"started_at":"2024-05-01T12:34:56Z","tags":{"b":"2","a":"1"},"output":{},"input":[],"error_kind":"panic","error":"e","reason":"r","weight":2,"scores":{"z":1,"a":0},"score":0.5,"status":"fail","attempt":1,"epoch":4,"sample_id":"s","eval":"e","run_id":"r","schema":1}`,
+	`{"x":{"a":[1,2,{"b":null}],"c":"\u00e9\ud83d"},"schema":1,"y":[[],{},[{}]],"z":true,"w":false,"v":-1.5e-3,"u":"\"}","t":null}`,
+	`{"run_id":"a","run_id":"b","scores":{"a":1,"a":3},"scores":{"b":2},"tags":{"x":"1"},"tags":{"x":"2","y":"3"},"input":[1],"input":{"k":2}}`,
+	`{"schema":1,"SCHEMA":2}`,
+	`{"SCHEMA":1,"Run_ID":"x","` + "\u017f" + `ample_id":"s","input_to` + "\u212a" + `ens":5,"EpOcH":2,"\u0073eed":9,"stArted_AT":"2024-05-01T12:34:56Z"}`,
+	`{"sch` + "\xff" + `ema":1,"s\u00e9ed":1,"input_tokens ":1,"` + "\u212a" + `":1}`,
+	`{"schema":null,"run_id":null,"eval":null,"sample_id":null,"epoch":null,"attempt":null,"status":null,"score":null,"scores":null,"weight":null,"reason":null,"error":null,"error_kind":null,"input":null,"output":null,"tags":null,"started_at":null,"duration_ms":null,"input_tokens":null,"output_tokens":null,"cost_usd":null,"seed":null,"trace":null}`,
+	`{"scores":{"a":null,"b":1},"tags":{"a":null,"b":"x"}}`,
+	`{"scores":{"a":1},"scores":null}`,
+	`{"scores":{},"tags":{}}`,
+	`{"run_id":"a\"b\\c\/d\be\ff\ng\rh\ti\u0041\u00e9\u2028\u0000","eval":"\u003c\u003e\u0026","sample_id":"\uFFFD\ufffe"}`,
+	`{"run_id":"\ud83d\ude00","eval":"\uD83D\uDE00","sample_id":"\ud83d","reason":"\ude00x","error":"\ud83d\ud83d\ude00","trace":"\ud83d\n","status":"\ud83dx\ude00","error_kind":"\ud800\udc00\udbff\udfff"}`,
+	`{"tags":{"\ud83d":"\ude00","\ud83d\ude00":"k"},"scores":{"\u00e9":1}}`,
+	"{\"run_id\":\"\xff\",\"eval\":\"a\xed\xa0\x80b\",\"sample_id\":\"\xe2\x82\",\"reason\":\"\xc0\xaf\",\"error\":\"ok é \xf0\x9f\x98\x80\",\"tags\":{\"\xfe\":\"\xff\xfe\"},\"trace\":\"\\n\xff\"}",
+	"{\"run_id\":\"\x7f\",\"input\":\"\xff\"}",
+	`{"score":1e2,"weight":1.5E-3,"duration_ms":-0,"cost_usd":1e-400,"scores":{"a":2.5e+10,"b":-0.0,"c":0e0,"d":1E+0}}`,
+	`{"score":123456789012345678901234567890,"weight":9007199254740993,"duration_ms":999999999999999,"cost_usd":-999999999999999}`,
+	`{"score":0.1,"weight":2.2250738585072011e-308,"duration_ms":4.9e-324,"cost_usd":1.7976931348623157e308}`,
+	`{"epoch":-3,"attempt":-0,"input_tokens":-9223372036854775808,"output_tokens":9223372036854775807,"schema":123456789012345678}`,
+	`{"seed":18446744073709551615}`,
+	`{"seed":0,"epoch":0}`,
+	`{"input":{"a":[1,{"b":"c"}],"d":null},"output":[1, 2 ,"x", {"y" : [ ] } ]}`,
+	`{"input":"str","output":42}`,
+	`{"input":null,"output":true}`,
+	`{"input":-1.5e+7,"output":"\u00e9\ud83d"}`,
+	`{"status":"weird","error_kind":"other"}`,
+	`{"status":"p\u0061ss","error_kind":"t\u0069meout"}`,
+	`{"status":"pass","error_kind":"cancelled"}`,
+	`{"started_at":"2024-05-01T12:34:56.789+02:00"}`,
+	`{"started_at":"2024-05-01T12:34:56.123456789-07:30"}`,
+	`{"started_at":"2024-02-29T00:00:00Z","started_at":null}`,
+	`{"reason":"` + strings.Repeat(`ab\"\u00e9`, 100) + `"}`,
+	`{"reason":"` + strings.Repeat("x", 1000) + `"}`,
+	`{"tags":{"` + strings.Repeat(`k\n`, 50) + `":"v"}}`,
+	`{"x":` + nested(maxJSONDepth-1) + `}`,
+	`{"input":` + nested(maxJSONDepth-1) + `}`,
+}
+
+// invalidInputs are rejected by encoding/json: syntax errors and values
+// that do not fit their field.
+var invalidInputs = []string{
+	``,
+	` `,
+	`{`,
+	`}`,
+	`{"schema":1`,
+	`{"schema":1,}`,
+	`{"schema":1}x`,
+	`{"schema":1}{}`,
+	`{"schema":1}}`,
+	`{"schema" 1}`,
+	`{"schema":}`,
+	`{"schema"}`,
+	`{,}`,
+	`{"a":1 "b":2}`,
+	`{"run_id":"abc}`,
+	`{"run_id":"abc`,
+	`{"run_id":"abc\`,
+	"{\"run_id\":\"a\x01b\"}",
+	"{\"run_id\":\"a\nb\"}",
+	"{\"x\":\"a\tb\"}",
+	`{"run_id":"\q"}`,
+	`{"run_id":"\'"}`,
+	`{"run_id":"\u12"}`,
+	`{"run_id":"\u12G4"}`,
+	`{"x":"\u"}`,
+	`{"x":tru}`,
+	`{"x":nul}`,
+	`{"x":True}`,
+	`{"x":nulll}`,
+	`{"x":01}`,
+	`{"x":-01}`,
+	`{"x":1.}`,
+	`{"x":.5}`,
+	`{"x":1e}`,
+	`{"x":1e+}`,
+	`{"x":+1}`,
+	`{"x":-}`,
+	`{"x":0x10}`,
+	`{"x":NaN}`,
+	`{"x":Infinity}`,
+	`{"x":[1,]}`,
+	`{"x":[,1]}`,
+	`{"x":[1 2]}`,
+	`{"x":{"a"}}`,
+	`{"x":{"a":1,}}`,
+	`{"x":{1:1}}`,
+	`{"x":[}`,
+	`{"x":{]}`,
+	`{schema:1}`,
+	`{'a':1}`,
+	"\xef\xbb\xbf{}",
+	"{}\x00",
+	"\x00{}",
+	`nullx`,
+	`nul`,
+	`[]`,
+	`[{}]`,
+	`"str"`,
+	`1`,
+	`true`,
+	`{"schema":"1"}`,
+	`{"epoch":"x"}`,
+	`{"epoch":1.5}`,
+	`{"epoch":1e2}`,
+	`{"epoch":1.0}`,
+	`{"epoch":true}`,
+	`{"epoch":[]}`,
+	`{"epoch":99999999999999999999}`,
+	`{"seed":-1}`,
+	`{"seed":-0}`,
+	`{"seed":1.5}`,
+	`{"seed":18446744073709551616}`,
+	`{"seed":99999999999999999999}`,
+	`{"input_tokens":9223372036854775808}`,
+	`{"output_tokens":-9223372036854775809}`,
+	`{"score":"1"}`,
+	`{"score":1e400}`,
+	`{"score":-1e309}`,
+	`{"score":true}`,
+	`{"score":{}}`,
+	`{"run_id":5}`,
+	`{"run_id":true}`,
+	`{"run_id":{}}`,
+	`{"run_id":[]}`,
+	`{"status":5}`,
+	`{"error_kind":[]}`,
+	`{"scores":[]}`,
+	`{"scores":{"a":"x"}}`,
+	`{"scores":{"a":true}}`,
+	`{"scores":{"a":1e999}}`,
+	`{"scores":5}`,
+	`{"scores":"x"}`,
+	`{"scores":{"a":1}`,
+	`{"scores":{"a":1,}}`,
+	`{"tags":{"a":1}}`,
+	`{"tags":{"a":{}}}`,
+	`{"tags":"x"}`,
+	`{"tags":{"a":"b"`,
+	`{"tags":{"a" "b"}}`,
+	`{"started_at":"yesterday"}`,
+	`{"started_at":5}`,
+	`{"started_at":{}}`,
+	`{"started_at":"2024-05-01T12:34:56\u005a"}`,
+	`{"started_at":"2024-05-01 12:34:56Z"}`,
+	`{"input":}`,
+	`{"input":[1,2}`,
+	`{"input":{"a":}}`,
+	`{"output":"\x"}`,
+	`{"x":` + nested(maxJSONDepth) + `}`,
+	`{"input":` + nested(maxJSONDepth) + `}`,
+	`{"x":` + strings.Repeat(`{"a":`, maxJSONDepth) + `1` + strings.Repeat(`}`, maxJSONDepth) + `}`,
+}
+
+// prefilled is a non-zero record to decode into: encoding/json keeps what
+// the document does not set, adds to existing maps and reuses RawMessages.
+func prefilled() Record {
+	r := benchRecord()
+	r.Scores = map[string]float64{"old": 1}
+	r.Tags = map[string]string{"old": "tag", "model": "x"}
+	r.Weight = 3
+	r.ErrorKind = KindJudge
+	return r
+}
+
+// checkDecode asserts that b decodes as encoding/json decodes it into a
+// record without UnmarshalJSON: the hand-written path directly (accepting
+// and rejecting the same documents) and UnmarshalJSON with its fallback,
+// into a zero and into a non-zero record.
+func checkDecode(t *testing.T, b []byte) {
+	t.Helper()
+	for _, start := range []func() Record{func() Record { return Record{} }, prefilled} {
+		var want reflectRecord = reflectRecord(start())
+		wantErr := json.Unmarshal(b, &want)
+
+		got := start()
+		err := decodeRecord(b, &got)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("decodeRecord(%q): err %v, encoding/json err %v", b, err, wantErr)
+		}
+		if err == nil {
+			if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
+				t.Fatalf("decodeRecord(%q) (-encoding/json +got):\n%s", b, diff)
+			}
+		}
+
+		for _, decode := range []func(*Record) error{
+			func(r *Record) error { return r.UnmarshalJSON(b) },
+			func(r *Record) error { return json.Unmarshal(b, r) },
+		} {
+			got := start()
+			err := decode(&got)
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("UnmarshalJSON(%q): err %v, encoding/json err %v", b, err, wantErr)
+			}
+			if err == nil {
+				if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
+					t.Fatalf("UnmarshalJSON(%q) (-encoding/json +got):\n%s", b, diff)
+				}
+			}
+		}
+	}
+}
+
+func TestUnmarshalRecordMatchesEncodingJSON(t *testing.T) {
+	for _, in := range equivalentInputs {
+		if err := json.Unmarshal([]byte(in), new(reflectRecord)); err != nil {
+			t.Errorf("encoding/json rejects equivalence case %q: %v", in, err)
+		}
+		checkDecode(t, []byte(in))
+	}
+	for _, r := range roundTripRecords() {
+		checkDecode(t, r.AppendJSON(nil))
+	}
+}
+
+func TestUnmarshalRecordInvalid(t *testing.T) {
+	for _, in := range invalidInputs {
+		if err := json.Unmarshal([]byte(in), new(reflectRecord)); err == nil {
+			t.Errorf("encoding/json accepts invalid case %q", in)
+		}
+		var r Record
+		if err := decodeRecord([]byte(in), &r); err == nil {
+			t.Errorf("decodeRecord accepts %q", in)
+		}
+		if err := r.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("UnmarshalJSON accepts %q", in)
+		}
+		checkDecode(t, []byte(in))
+	}
+}
+
+// TestUnmarshalRecordErrors checks that errors are encoding/json's own.
+func TestUnmarshalRecordErrors(t *testing.T) {
+	var r Record
+	err := json.Unmarshal([]byte(`{"epoch":"x"}`), &r)
+	var te *json.UnmarshalTypeError
+	if !asError(err, &te) || te.Field != "epoch" {
+		t.Errorf("type mismatch: got %T %v, want *json.UnmarshalTypeError for epoch", err, err)
+	}
+	err = r.UnmarshalJSON([]byte(`{"epoch":1`))
+	var se *json.SyntaxError
+	if !asError(err, &se) {
+		t.Errorf("truncated: got %T %v, want *json.SyntaxError", err, err)
+	}
+}
+
+func asError[T error](err error, target *T) bool {
+	e, ok := err.(T)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestUnmarshalRecordAllocs(t *testing.T) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	n := testing.AllocsPerRun(100, func() {
+		var r Record
+		if err := r.UnmarshalJSON(line); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// sample_id, input, output and the tags map; status is a constant and
+	// run_id, eval and the tags' keys and values are interned.
+	if n > 8 {
+		t.Errorf("%v allocations per decode, want at most 8", n)
+	}
+}
+
+func FuzzUnmarshalRecord(f *testing.F) {
+	for _, in := range equivalentInputs {
+		f.Add([]byte(in))
+	}
+	for _, in := range invalidInputs {
+		f.Add([]byte(in))
+	}
+	for _, r := range roundTripRecords() {
+		f.Add(r.AppendJSON(nil))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkDecode(t, b)
+	})
+}
+
+func BenchmarkUnmarshalRecord(b *testing.B) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var r Record
+		if err := r.UnmarshalJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshalRecordViaJSON is what the log reader does: json.Unmarshal
+// (which validates the line first) calling UnmarshalJSON.
+func BenchmarkUnmarshalRecordViaJSON(b *testing.B) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshalRecordReflect(b *testing.B) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var r reflectRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
