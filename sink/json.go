@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -109,7 +110,56 @@ func appendRaw(b []byte, name string, v json.RawMessage) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	return append(b, v...)
+	return AppendRawJSON(b, v)
+}
+
+// AppendRawJSON appends the JSON value v as encoding/json writes a
+// json.RawMessage: compacted (so that a record stays on one line) and with
+// <, >, & and U+2028/2029 escaped. A value that is not valid JSON cannot be
+// written as it is; it is written as a JSON string holding its text, so the
+// record stays readable.
+func AppendRawJSON(b []byte, v []byte) []byte {
+	if rawIsClean(v) {
+		return append(b, v...)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return AppendString(b, string(v))
+	}
+	var out bytes.Buffer
+	json.HTMLEscape(&out, buf.Bytes())
+	return append(b, out.Bytes()...)
+}
+
+// rawIsClean reports whether v needs neither compacting nor escaping: no
+// white space outside strings and nothing encoding/json would escape. It
+// does not validate; valid input is the writer's contract, and the engine
+// only produces valid JSON.
+func rawIsClean(v []byte) bool {
+	inString, escaped := false, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xE2 && i+2 < len(v) && v[i+1] == 0x80 && (v[i+2] == 0xA8 || v[i+2] == 0xA9):
+			return false // U+2028, U+2029
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 func appendFloat(b []byte, f float64) []byte {
@@ -122,7 +172,15 @@ func appendFloat(b []byte, f float64) []byte {
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
 	}
-	return strconv.AppendFloat(b, f, format, -1, 64)
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// As encoding/json: e-07 becomes e-7.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 const hexDigits = "0123456789abcdef"
@@ -149,6 +207,10 @@ func AppendString(b []byte, s string) []byte {
 				b = append(b, '\\', 'r')
 			case '\t':
 				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}

@@ -1,0 +1,53 @@
+package parquet_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/sinktest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []parquet.Option
+		many int
+	}{
+		{"Defaults", nil, 0},
+		// Tiny row groups and files: every case crosses row-group and file
+		// boundaries.
+		{"SmallGroupsAndFiles", []parquet.Option{parquet.WithRowGroupRows(3), parquet.WithFileRows(50), parquet.WithCompression(parquet.Snappy)}, 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sinktest.Run(t, sinktest.Harness{
+				New: func(t *testing.T, dir string) sink.Sink {
+					w, err := parquet.New(dir, tc.opts...)
+					require.NoError(t, err)
+					return w
+				},
+				Read:          readAll,
+				TimePrecision: time.Microsecond,
+				NonFinite:     sinktest.NonFiniteExact,
+				InvalidUTF8:   sinktest.InvalidUTF8Replaced,
+				Concurrent:    true,
+				Many:          tc.many,
+			})
+		})
+	}
+}
+
+func readAll(t *testing.T, dir string) []sink.Record {
+	t.Helper()
+	var recs []sink.Record
+	for r, err := range parquet.Records(dir) {
+		require.NoError(t, err)
+		recs = append(recs, r)
+	}
+	return recs
+}

@@ -1,0 +1,179 @@
+package parquet_test
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/parquet"
+)
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestRolling checks the file set while writing: finished files under their
+// final names, the open one only as .tmp, so that a crash at any point
+// leaves whole files plus at most one .tmp, which readers skip.
+func TestRolling(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := parquet.New(dir, parquet.WithRowGroupRows(4), parquet.WithFileRows(10))
+	require.NoError(t, err)
+	ctx := context.Background()
+	recs := benchRecords(25)
+	for i, r := range recs[:15] {
+		require.NoError(t, w.Write(ctx, r), i)
+	}
+	// 15 written: file 0 finished, file 1 open with one row group flushed.
+	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet.tmp"}, names(t, dir))
+	// A crash now: readers see exactly the finished file.
+	got := readAll(t, dir)
+	require.Len(t, got, 10)
+
+	for _, r := range recs[15:] {
+		require.NoError(t, w.Write(ctx, r))
+	}
+	require.NoError(t, w.Close(ctx))
+	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"}, names(t, dir))
+	got = readAll(t, dir)
+	require.Len(t, got, 25)
+	for i := range got {
+		require.Equal(t, recs[i].SampleID, got[i].SampleID)
+	}
+
+	// Each file reads on its own too.
+	n := 0
+	for _, err := range parquet.Records(filepath.Join(dir, "part-00002.parquet")) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Equal(t, 5, n)
+}
+
+// TestExactMultipleOfFileRows: a run that ends on a file boundary leaves
+// no trailing empty file.
+func TestExactMultipleOfFileRows(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := parquet.New(dir, parquet.WithFileRows(5))
+	require.NoError(t, err)
+	for _, r := range benchRecords(10) {
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet"}, names(t, dir))
+}
+
+func TestEmptyRunLeavesOneFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := parquet.New(dir)
+	require.NoError(t, err)
+	require.NoError(t, w.Close(t.Context()))
+	require.Equal(t, []string{"part-00000.parquet"}, names(t, dir))
+	rdr, err := file.OpenParquetFile(filepath.Join(dir, "part-00000.parquet"), false)
+	require.NoError(t, err)
+	defer rdr.Close()
+	require.Equal(t, int64(0), rdr.NumRows())
+	require.Equal(t, 24, rdr.MetaData().Schema.NumColumns()-2) // scores and tags hold 2 leaves each
+}
+
+func TestNewRefusesUsedDir(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"part-00000.parquet", "part-00003.parquet.tmp"} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+		_, err := parquet.New(dir)
+		require.ErrorIs(t, err, fs.ErrExist, name)
+	}
+	// Other files are fine; a missing dir is created.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.jsonl"), nil, 0o644))
+	w, err := parquet.New(filepath.Join(dir, "a", "b"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close(t.Context()))
+}
+
+func TestWriteAfterClose(t *testing.T) {
+	t.Parallel()
+	w, err := parquet.New(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, w.Close(t.Context()))
+	err = w.Write(t.Context(), sink.Record{})
+	require.ErrorIs(t, err, sink.ErrClosed)
+	require.True(t, strings.HasPrefix(err.Error(), "parquet: "), err.Error())
+}
+
+// TestRowGroupBytes: large outputs end a row group before its row limit,
+// so buffered memory stays bounded by WithRowGroupBytes.
+func TestRowGroupBytes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := parquet.New(dir, parquet.WithRowGroupBytes(1<<20))
+	require.NoError(t, err)
+	big := json.RawMessage(`"` + strings.Repeat("x", 300<<10) + `"`)
+	for i := range 10 {
+		r := benchRecords(1)[0]
+		r.Output = big
+		r.Epoch = i
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	rdr, err := file.OpenParquetFile(filepath.Join(dir, "part-00000.parquet"), false)
+	require.NoError(t, err)
+	defer rdr.Close()
+	require.Equal(t, 3, rdr.NumRowGroups()) // 4 + 4 + 2 rows (4 × 300 KiB ≥ 1 MiB)
+	require.Equal(t, int64(10), rdr.NumRows())
+}
+
+func TestRecordsErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var n int
+	for _, err := range parquet.Records(filepath.Join(dir, "missing")) {
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		n++
+	}
+	require.Equal(t, 1, n)
+
+	notParquet := filepath.Join(dir, "x.parquet")
+	require.NoError(t, os.WriteFile(notParquet, []byte("not parquet at all"), 0o644))
+	for _, err := range parquet.Records(notParquet) {
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "parquet: ")
+	}
+
+	// An empty directory holds zero records and no error.
+	for _, err := range parquet.Records(t.TempDir()) {
+		t.Fatalf("unexpected item, err %v", err)
+	}
+
+	// Stopping early is fine.
+	d2 := t.TempDir()
+	w, err := parquet.New(d2)
+	require.NoError(t, err)
+	for _, r := range benchRecords(100) {
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	for _, err := range parquet.Records(d2) {
+		require.NoError(t, err)
+		break
+	}
+}
