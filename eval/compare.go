@@ -1,0 +1,582 @@
+package eval
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/proctor-evals/proctor/sink/jsonl"
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// MethodPairedT names the inference [Compare] uses for its differences.
+const MethodPairedT = "paired t over samples"
+
+// CompareOptions tune a [Compare]. The zero value is valid.
+type CompareOptions struct {
+	// Level is the confidence level of the intervals; default 0.95.
+	Level float64
+	// Margin is the non-inferiority margin, as a pass-rate difference
+	// (0.02 = 2 points): the head is non-inferior when the interval's lower
+	// bound is above −Margin. Default 0, which asks for evidence that the
+	// head is at least as good; a gate usually wants a small positive
+	// margin.
+	Margin float64
+	// MaxFlips bounds the flipped samples listed; default 50, negative for
+	// none. Their counts are always complete.
+	MaxFlips int
+}
+
+func (o CompareOptions) withDefaults() CompareOptions {
+	if o.Level <= 0 || o.Level >= 1 {
+		o.Level = 0.95
+	}
+	if o.MaxFlips == 0 {
+		o.MaxFlips = 50
+	}
+	if o.MaxFlips < 0 {
+		o.MaxFlips = 0
+	}
+	return o
+}
+
+// Comparison is a paired comparison of a base run and a head run of an
+// eval over the samples both runs scored. Differences are head − base:
+// negative means the head is worse.
+//
+// Each sample is one paired observation: its pass rate (or mean score)
+// over its scored epochs in each run. Epochs of one sample are correlated,
+// so averaging them within the sample first treats them as a cluster, and
+// pairing by sample removes the between-sample variance both runs share
+// (a hard sample is hard for both). Comparing the two runs' pass rates as
+// independent proportions would ignore both, and is wrong here.
+//
+// It marshals to JSON; statistics that are undefined (NaN, e.g. the
+// interval of fewer than two pairs) are written as null.
+type Comparison struct {
+	BaseEval   string `json:"base_eval"`
+	BaseRunID  string `json:"base_run_id"`
+	BaseEpochs int    `json:"base_epochs"`
+	HeadEval   string `json:"head_eval"`
+	HeadRunID  string `json:"head_run_id"`
+	HeadEpochs int    `json:"head_epochs"`
+
+	Level  float64 `json:"level"`
+	Margin float64 `json:"margin"`
+	Method string  `json:"method"` // MethodPairedT
+
+	// Paired is the number of samples scored (passed or failed at least
+	// once) in both runs: the N of every statistic below.
+	Paired int `json:"paired"`
+	// OnlyBase lists the samples scored in the base but missing from the
+	// head or not scored there (only errored or unscored episodes), in the
+	// base's order; OnlyHead the reverse, in the head's order. They are
+	// left out of every statistic, and Warnings says so.
+	OnlyBase []string `json:"only_base,omitempty"`
+	OnlyHead []string `json:"only_head,omitempty"`
+
+	// PassRate is the paired difference of the per-sample pass rates
+	// (passed / scored epochs): [stats.Paired] with N = Paired.
+	PassRate stats.Difference `json:"pass_rate"`
+	// Score is the paired difference of the per-sample mean scores.
+	Score stats.Difference `json:"score"`
+
+	// McNemarP is the exact McNemar p-value ([stats.McNemar]) of the
+	// discordant samples. A sample passes in a run when its pass rate there
+	// is at least 0.5 — with one epoch, when it passed. BaseOnly counts the
+	// samples that pass in the base and not in the head (regressions),
+	// HeadOnly the reverse (improvements).
+	McNemarP float64 `json:"mcnemar_p"`
+	BaseOnly int     `json:"base_only"`
+	HeadOnly int     `json:"head_only"`
+	// Flips lists the discordant samples: regressions first, then
+	// improvements, each by decreasing change of pass rate, at most
+	// CompareOptions.MaxFlips of them; FlipsOmitted counts the rest.
+	Flips        []Flip `json:"flips,omitempty"`
+	FlipsOmitted int    `json:"flips_omitted,omitempty"`
+
+	// ByTag is the pass-rate difference within each (tag, value) group of
+	// the paired samples, by tag then value, with Holm-adjusted p-values
+	// across all the groups.
+	ByTag []TagDifference `json:"by_tag,omitempty"`
+
+	// Regressed reports that the head is significantly worse: the upper
+	// bound PassRate.Hi of the interval is below 0.
+	Regressed bool `json:"regressed"`
+	// NonInferior reports that the head is not worse than the base by the
+	// margin or more: PassRate.Lo > −Margin. When every paired difference is
+	// zero (PassRate.Mean = 0, SE = 0, e.g. identical runs) the head is
+	// non-inferior whatever the margin. Both are false when the interval is
+	// undefined (fewer than two paired samples).
+	NonInferior bool `json:"non_inferior"`
+
+	// Warnings describe what may bias the comparison: samples on one side
+	// only, different evals, epochs, or error rates, torn logs.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Flip is a sample that passes in one run and not in the other.
+type Flip struct {
+	SampleID   string  `json:"sample_id"`
+	Regression bool    `json:"regression"` // pass in base, fail in head
+	Base       float64 `json:"base"`       // the sample's pass rate in the base
+	Head       float64 `json:"head"`       // and in the head
+}
+
+// TagDifference is the paired pass-rate difference within the samples that
+// share a tag value.
+type TagDifference struct {
+	Tag   string `json:"tag"`
+	Value string `json:"value"`
+	// PassRate is [stats.Paired] over the group's paired samples; its P
+	// is the group's paired-t p-value, unadjusted.
+	PassRate stats.Difference `json:"pass_rate"`
+	// HolmP is PassRate.P adjusted by [stats.Holm] across all the groups
+	// of ByTag (NaN when P is).
+	HolmP float64 `json:"holm_p"`
+}
+
+// Compare pairs the samples of two runs of an eval by sample ID and
+// compares them; see [Comparison]. It reads the reports' SampleResults, so
+// it works on reports from Run and from ReportFromRecords, not on reports
+// decoded from JSON (which have none: a warning says so).
+func Compare(base, head *Report, opts CompareOptions) *Comparison {
+	opts = opts.withDefaults()
+	c := &Comparison{
+		BaseEval: base.Eval, BaseRunID: base.RunID, BaseEpochs: base.Epochs,
+		HeadEval: head.Eval, HeadRunID: head.RunID, HeadEpochs: head.Epochs,
+		Level: opts.Level, Margin: opts.Margin, Method: MethodPairedT,
+	}
+	bs, hs := base.SampleResults(), head.SampleResults()
+	if bs == nil && base.Episodes > 0 {
+		c.warnf("the base report has no per-sample results (a report decoded from JSON has none): compare reports from Run or ReportFromRecords")
+	}
+	if hs == nil && head.Episodes > 0 {
+		c.warnf("the head report has no per-sample results (a report decoded from JSON has none): compare reports from Run or ReportFromRecords")
+	}
+	if base.Eval != head.Eval {
+		c.warnf("comparing different evals: base %q, head %q", base.Eval, head.Eval)
+	}
+	if base.Epochs != head.Epochs && base.Epochs > 0 && head.Epochs > 0 {
+		c.warnf("different epochs: base %d, head %d: per-sample pass rates are averaged over different numbers of tries", base.Epochs, head.Epochs)
+	}
+
+	baseIndex, headIndex := indexByID(bs), indexByID(hs)
+	var pairs []pair
+	neither := 0
+	for i := range bs {
+		b := &bs[i]
+		j, ok := headIndex[b.ID]
+		headScored := ok && hs[j].Scored() > 0
+		switch {
+		case b.Scored() > 0 && headScored:
+			pairs = append(pairs, pair{b, &hs[j]})
+		case b.Scored() > 0:
+			c.OnlyBase = append(c.OnlyBase, b.ID)
+		case !headScored:
+			neither++
+		}
+	}
+	for i := range hs {
+		h := &hs[i]
+		j, ok := baseIndex[h.ID]
+		baseScored := ok && bs[j].Scored() > 0
+		switch {
+		case h.Scored() > 0 && !baseScored:
+			c.OnlyHead = append(c.OnlyHead, h.ID)
+		case h.Scored() == 0 && !ok:
+			neither++
+		}
+	}
+	c.Paired = len(pairs)
+	c.warnOneSided("base", "head", c.OnlyBase)
+	c.warnOneSided("head", "base", c.OnlyHead)
+	if neither > 0 {
+		c.warnf("%d samples scored in neither run", neither)
+	}
+	c.warnRate("errored", base.Errored, base.Episodes, head.Errored, head.Episodes)
+	c.warnRate("unscored", base.Unscored, base.Episodes, head.Unscored, head.Episodes)
+	for _, w := range base.Warnings {
+		c.warnf("base: %s", w)
+	}
+	for _, w := range head.Warnings {
+		c.warnf("head: %s", w)
+	}
+	if c.Paired == 0 && (len(bs) > 0 || len(hs) > 0) {
+		c.warnf("no sample was scored in both runs: nothing to compare")
+	}
+
+	rates, scores := pairedValues(pairs)
+	c.PassRate = stats.Paired(rates[0], rates[1], opts.Level)
+	c.Score = stats.Paired(scores[0], scores[1], opts.Level)
+	c.Regressed = c.PassRate.Hi < 0
+	c.NonInferior = c.PassRate.Lo > -opts.Margin || (c.PassRate.Mean == 0 && c.PassRate.SE == 0)
+
+	var regressions, improvements []Flip
+	for i, p := range pairs {
+		b, h := rates[0][i], rates[1][i]
+		switch bp, hp := b >= 0.5, h >= 0.5; {
+		case bp && !hp:
+			regressions = append(regressions, Flip{SampleID: p.base.ID, Regression: true, Base: b, Head: h})
+		case !bp && hp:
+			improvements = append(improvements, Flip{SampleID: p.base.ID, Base: b, Head: h})
+		}
+	}
+	c.BaseOnly, c.HeadOnly = len(regressions), len(improvements)
+	c.McNemarP = stats.McNemar(c.BaseOnly, c.HeadOnly)
+	byChange := func(x, y Flip) int { return cmp.Compare(math.Abs(y.Head-y.Base), math.Abs(x.Head-x.Base)) }
+	slices.SortStableFunc(regressions, byChange)
+	slices.SortStableFunc(improvements, byChange)
+	flips := append(regressions, improvements...)
+	if len(flips) > opts.MaxFlips {
+		c.FlipsOmitted = len(flips) - opts.MaxFlips
+		flips = flips[:opts.MaxFlips]
+	}
+	c.Flips = flips
+	c.ByTag = byTagDifferences(pairs, rates, opts.Level)
+	return c
+}
+
+func indexByID(rs []SampleResult) map[string]int {
+	m := make(map[string]int, len(rs))
+	for i := range rs {
+		m[rs[i].ID] = i
+	}
+	return m
+}
+
+type pair struct{ base, head *SampleResult }
+
+// pairedValues returns the per-sample pass rates and mean scores of the
+// pairs, base in [0] and head in [1].
+func pairedValues(pairs []pair) (rates, scores [2][]float64) {
+	for k := range 2 {
+		rates[k] = make([]float64, len(pairs))
+		scores[k] = make([]float64, len(pairs))
+	}
+	for i, p := range pairs {
+		for k, s := range [2]*SampleResult{p.base, p.head} {
+			rates[k][i] = s.PassRate()
+			scores[k][i] = s.ScoreSum / float64(s.Scored())
+		}
+	}
+	return rates, scores
+}
+
+func byTagDifferences(pairs []pair, rates [2][]float64, level float64) []TagDifference {
+	groups := map[string]map[string][]int{} // tag → value → pair indexes
+	for i, p := range pairs {
+		tags := p.base.Tags
+		if tags == nil {
+			tags = p.head.Tags
+		}
+		for k, v := range tags {
+			if groups[k] == nil {
+				groups[k] = map[string][]int{}
+			}
+			groups[k][v] = append(groups[k][v], i)
+		}
+	}
+	var out []TagDifference
+	var ps []float64
+	for _, tag := range sortedKeys(groups) {
+		for _, value := range sortedKeys(groups[tag]) {
+			idx := groups[tag][value]
+			a, b := make([]float64, len(idx)), make([]float64, len(idx))
+			for j, i := range idx {
+				a[j], b[j] = rates[0][i], rates[1][i]
+			}
+			d := stats.Paired(a, b, level)
+			out = append(out, TagDifference{Tag: tag, Value: value, PassRate: d})
+			ps = append(ps, d.P)
+		}
+	}
+	for i, p := range stats.Holm(ps) {
+		out[i].HolmP = p
+	}
+	return out
+}
+
+func (c *Comparison) warnf(format string, args ...any) {
+	c.Warnings = append(c.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (c *Comparison) warnOneSided(side, other string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	const show = 10
+	list := strings.Join(ids[:min(show, len(ids))], ", ")
+	if len(ids) > show {
+		list += fmt.Sprintf(", … (%d more)", len(ids)-show)
+	}
+	c.warnf("%d samples scored in the %s only (missing from the %s, or only errored or unscored there), left out of the comparison: %s",
+		len(ids), side, other, list)
+}
+
+// warnRate warns when the fraction of episodes of a kind differs by more
+// than 2 percentage points between the runs: excluded episodes (a flaky
+// provider, retries exhausted on one side) shift which samples are
+// compared, and can bias the difference.
+func (c *Comparison) warnRate(kind string, nb, eb, nh, eh int) {
+	rb, rh := frac(nb, eb), frac(nh, eh)
+	if math.Abs(rb-rh) > 0.02 {
+		c.warnf("%s episodes differ: base %d/%d (%s), head %d/%d (%s): the samples they leave out may bias the comparison",
+			kind, nb, eb, pct(rb), nh, eh, pct(rh))
+	}
+}
+
+func frac(n, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// CompareLogs compares the runs recorded in two JSONL logs: the report of
+// each is ReportFromRecords(jsonl.Records(path), …), and a torn tail is a
+// warning of the comparison.
+func CompareLogs(basePath, headPath string, opts CompareOptions) (*Comparison, error) {
+	ro := ReportOptions{Level: opts.Level, Resamples: -1}
+	base, err := ReportFromRecords(jsonl.Records(basePath), ro)
+	if err != nil {
+		return nil, fmt.Errorf("eval: compare: base: %w", err)
+	}
+	head, err := ReportFromRecords(jsonl.Records(headPath), ro)
+	if err != nil {
+		return nil, fmt.Errorf("eval: compare: head: %w", err)
+	}
+	return Compare(base, head, opts), nil
+}
+
+// WriteText prints the comparison as a readable table.
+func (c *Comparison) WriteText(w io.Writer) error { return c.write(w, false) }
+
+// WriteMarkdown prints the comparison as Markdown, for CI job summaries.
+func (c *Comparison) WriteMarkdown(w io.Writer) error { return c.write(w, true) }
+
+// String returns the text form.
+func (c *Comparison) String() string {
+	var b strings.Builder
+	c.WriteText(&b)
+	return b.String()
+}
+
+// Verdict returns the comparison's conclusions as sentences: whether the
+// head regressed and whether it is non-inferior at the margin.
+func (c *Comparison) Verdict() []string {
+	lv := fmt.Sprintf("%g%%", 100*c.Level)
+	d := c.PassRate
+	if math.IsNaN(d.Lo) {
+		return []string{fmt.Sprintf("undecided: %d paired samples, too few for an interval", c.Paired)}
+	}
+	var out []string
+	if c.Regressed {
+		out = append(out, fmt.Sprintf("REGRESSED: the head is significantly worse (%s CI upper bound %s < 0)", lv, pts(d.Hi)))
+	} else {
+		out = append(out, fmt.Sprintf("no significant regression (%s CI upper bound %s ≥ 0)", lv, pts(d.Hi)))
+	}
+	switch {
+	case c.NonInferior && d.SE == 0 && d.Mean == 0:
+		out = append(out, "non-inferior: no sample changed")
+	case c.NonInferior:
+		out = append(out, fmt.Sprintf("non-inferior at margin %.1f pts (CI lower bound %s > %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
+	default:
+		out = append(out, fmt.Sprintf("NOT non-inferior at margin %.1f pts (CI lower bound %s ≤ %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
+	}
+	return out
+}
+
+func (c *Comparison) write(out io.Writer, md bool) error {
+	var b strings.Builder
+	row := func(cells ...string) {
+		if md {
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		} else {
+			b.WriteString(strings.Join(cells, "\t") + "\n")
+		}
+	}
+	header := func(cells ...string) {
+		row(cells...)
+		if md {
+			b.WriteString(strings.Repeat("|---", len(cells)) + "|\n")
+		}
+	}
+	title := func(s string) {
+		if md {
+			fmt.Fprintf(&b, "\n### %s\n\n", s)
+		} else {
+			fmt.Fprintf(&b, "\n%s\n", s)
+		}
+	}
+	line := func(s string) {
+		if md {
+			b.WriteString("- " + s + "\n")
+		} else {
+			b.WriteString(s + "\n")
+		}
+	}
+	name := c.HeadEval
+	if c.BaseEval != c.HeadEval {
+		name = c.BaseEval + " → " + c.HeadEval
+	}
+	if md {
+		fmt.Fprintf(&b, "## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
+	} else {
+		fmt.Fprintf(&b, "compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
+	}
+	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
+	header("metric", "base", "head", "head − base", lv, "p")
+	row("paired samples", fmt.Sprint(c.Paired), "", "", "", "")
+	row("epochs", fmt.Sprint(c.BaseEpochs), fmt.Sprint(c.HeadEpochs), "", "", "")
+	d, s := c.PassRate, c.Score
+	row("pass rate", pct(d.MeanA), pct(d.MeanB), pts(d.Mean), fmt.Sprintf("[%s, %s]", pts(d.Lo), pts(d.Hi)), pval(d.P))
+	row("mean score", num(s.MeanA), num(s.MeanB), signed(s.Mean), fmt.Sprintf("[%s, %s]", signed(s.Lo), signed(s.Hi)), pval(s.P))
+	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.BaseOnly), fmt.Sprintf("%d fail→pass", c.HeadOnly), "", "", pval(c.McNemarP))
+	if !md {
+		b.WriteString("\n")
+	}
+	line(fmt.Sprintf("method: %s (one paired observation per sample: its pass rate over its scored epochs); McNemar: exact, a sample passes at a pass rate ≥ 50%%", MethodPairedT))
+	for _, v := range c.Verdict() {
+		line("verdict: " + v)
+	}
+	listed := func(regression bool) []Flip {
+		var fs []Flip
+		for _, f := range c.Flips {
+			if f.Regression == regression {
+				fs = append(fs, f)
+			}
+		}
+		return fs
+	}
+	for _, k := range []struct {
+		regression bool
+		title      string
+		total      int
+	}{{true, "regressions (pass → fail)", c.BaseOnly}, {false, "improvements (fail → pass)", c.HeadOnly}} {
+		if k.total == 0 {
+			continue
+		}
+		fs := listed(k.regression)
+		title(fmt.Sprintf("%s: %d (%d listed)", k.title, k.total, len(fs)))
+		if len(fs) == 0 {
+			continue
+		}
+		header("sample", "base", "head")
+		for _, f := range fs {
+			row(f.SampleID, pct(f.Base), pct(f.Head))
+		}
+	}
+	if len(c.ByTag) > 0 {
+		title(fmt.Sprintf("by tag (paired t per group; Holm-adjusted across %d groups)", len(c.ByTag)))
+		header("tag", "value", "n", "base", "head", "head − base", lv, "p", "Holm p")
+		for _, t := range c.ByTag {
+			g := t.PassRate
+			row(t.Tag, t.Value, fmt.Sprint(g.N), pct(g.MeanA), pct(g.MeanB), pts(g.Mean),
+				fmt.Sprintf("[%s, %s]", pts(g.Lo), pts(g.Hi)), pval(g.P), pval(t.HolmP))
+		}
+	}
+	for _, w := range c.Warnings {
+		fmt.Fprintf(&b, "\nwarning: %s\n", w)
+	}
+	if md {
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	io.WriteString(tw, b.String())
+	return tw.Flush()
+}
+
+// pts formats a pass-rate difference in percentage points.
+func pts(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f pts", 100*f)
+}
+
+func signed(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.3f", f)
+}
+
+func num(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", f)
+}
+
+func pval(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return "n/a"
+	case p < 1e-4:
+		return "<0.0001"
+	default:
+		return fmt.Sprintf("%.4f", p)
+	}
+}
+
+// jsonFloat marshals NaN and ±Inf, which encoding/json rejects, as null.
+type jsonFloat float64
+
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+// differenceJSON is the JSON form of a stats.Difference: snake_case, and
+// null for undefined statistics.
+type differenceJSON struct {
+	Mean        jsonFloat `json:"mean"`
+	SE          jsonFloat `json:"se"`
+	Lo          jsonFloat `json:"lo"`
+	Hi          jsonFloat `json:"hi"`
+	Level       float64   `json:"level"`
+	P           jsonFloat `json:"p"`
+	Correlation jsonFloat `json:"correlation"`
+	N           int       `json:"n"`
+	MeanBase    jsonFloat `json:"mean_base"`
+	MeanHead    jsonFloat `json:"mean_head"`
+}
+
+func toJSON(d stats.Difference) differenceJSON {
+	return differenceJSON{
+		Mean: jsonFloat(d.Mean), SE: jsonFloat(d.SE), Lo: jsonFloat(d.Lo), Hi: jsonFloat(d.Hi), Level: d.Level,
+		P: jsonFloat(d.P), Correlation: jsonFloat(d.Correlation), N: d.N,
+		MeanBase: jsonFloat(d.MeanA), MeanHead: jsonFloat(d.MeanB),
+	}
+}
+
+// MarshalJSON writes the comparison with its differences in snake_case
+// and undefined statistics as null.
+func (c Comparison) MarshalJSON() ([]byte, error) {
+	type plain Comparison // without the method
+	return json.Marshal(struct {
+		plain
+		PassRate differenceJSON `json:"pass_rate"`
+		Score    differenceJSON `json:"score"`
+	}{plain(c), toJSON(c.PassRate), toJSON(c.Score)})
+}
+
+// MarshalJSON writes the group's difference in snake_case and undefined
+// statistics as null.
+func (t TagDifference) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Tag      string         `json:"tag"`
+		Value    string         `json:"value"`
+		PassRate differenceJSON `json:"pass_rate"`
+		HolmP    jsonFloat      `json:"holm_p"`
+	}{t.Tag, t.Value, toJSON(t.PassRate), jsonFloat(t.HolmP)})
+}

@@ -1,0 +1,90 @@
+package evaltest
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// Baseline is the run a new run must not be worse than: the JSONL log of
+// a base run of the same eval, and the non-inferiority margin as a
+// pass-rate difference (0.03 = 3 points). See [NoRegression].
+type Baseline struct {
+	Log    string
+	Margin float64
+}
+
+// NoRegression compares head with the run recorded in baseLog, sample by
+// sample ([eval.Compare]), and fails t (without stopping it) unless the head
+// is non-inferior: unless the lower bound of the interval of the paired
+// pass-rate difference, head − base, is above −margin. The interval's level
+// is the one head's report used. A margin of 0 asks for evidence that the
+// head is at least as good, which a head no better than the base fails
+// almost always; a gate wants a small positive margin.
+//
+// The failure prints the evidence: the difference and its interval, the
+// McNemar p-value, and the samples that flipped, regressions first. The
+// comparison is logged with t.Log and returned; it is nil when baseLog
+// cannot be read, which fails t too.
+func NoRegression(t testing.TB, baseLog string, head *eval.Report, margin float64) *eval.Comparison {
+	t.Helper()
+	opts := eval.CompareOptions{Level: head.Interval.Level, Margin: margin}
+	base, err := eval.ReportFromRecords(jsonl.Records(baseLog), eval.ReportOptions{Level: opts.Level, Resamples: -1})
+	if err != nil {
+		t.Errorf("evaltest: base log: %v", err)
+		return nil
+	}
+	c := eval.Compare(base, head, opts)
+	t.Logf("evaltest: against base log %s\n%s", baseLog, c)
+	if c.NonInferior {
+		return c
+	}
+	t.Error(regressionMessage(baseLog, c))
+	return c
+}
+
+// RunAgainst is [Run] followed by [NoRegression] against the baseline: it
+// runs e with cfg inside t, checks the gate, then compares the run with
+// the baseline's log. Either check that fails fails t.
+func RunAgainst[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate, base Baseline) (*eval.Report, *eval.Comparison) {
+	t.Helper()
+	rep := Run(t, e, cfg, g)
+	if rep == nil {
+		return nil, nil
+	}
+	return rep, NoRegression(t, base.Log, rep, base.Margin)
+}
+
+func regressionMessage(baseLog string, c *eval.Comparison) string {
+	var b strings.Builder
+	d := c.PassRate
+	fmt.Fprintf(&b, "eval %s regressed against base log %s: not non-inferior at margin %.1f points\n", c.HeadEval, baseLog, 100*c.Margin)
+	if math.IsNaN(d.Lo) {
+		fmt.Fprintf(&b, "  %d samples were scored in both runs: too few for an interval\n", c.Paired)
+	} else {
+		fmt.Fprintf(&b, "  pass rate %.1f%% (base run %s) → %.1f%% (head run %s) over %d paired samples\n",
+			100*d.MeanA, c.BaseRunID, 100*d.MeanB, c.HeadRunID, c.Paired)
+		fmt.Fprintf(&b, "  difference %+.1f points, %g%% CI [%+.1f, %+.1f] (%s): lower bound ≤ %+.1f\n",
+			100*d.Mean, 100*c.Level, 100*d.Lo, 100*d.Hi, eval.MethodPairedT, -100*c.Margin)
+	}
+	fmt.Fprintf(&b, "  McNemar exact p = %.4g: %d samples pass→fail, %d fail→pass\n", c.McNemarP, c.BaseOnly, c.HeadOnly)
+	const show = 20 // flips printed; the comparison (logged) lists more
+	for _, f := range c.Flips[:min(show, len(c.Flips))] {
+		kind := "improvement"
+		if f.Regression {
+			kind = "regression "
+		}
+		fmt.Fprintf(&b, "  %s %s: %.0f%% → %.0f%%\n", kind, f.SampleID, 100*f.Base, 100*f.Head)
+	}
+	if more := c.BaseOnly + c.HeadOnly - min(show, len(c.Flips)); more > 0 {
+		fmt.Fprintf(&b, "  … %d more flipped samples\n", more)
+	}
+	for _, w := range c.Warnings {
+		fmt.Fprintf(&b, "  warning: %s\n", w)
+	}
+	return b.String()
+}
