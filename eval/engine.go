@@ -393,7 +393,16 @@ func (r *runner[T, O]) watchdog(stop <-chan struct{}) {
 // and a new worker takes over its job and its place.
 func (r *runner[T, O]) abandon(w *workerState[T], kind sink.ErrorKind) {
 	p := w.phase.Load()
-	if p&3 != running || !w.phase.CompareAndSwap(p, p&^3|abandoned) {
+	if p&3 != running {
+		return
+	}
+	// The watchdog saw an expired deadline, but that attempt may have
+	// returned and the next one begun since: the worker stores a deadline
+	// before it publishes the phase, so this reads the running attempt's.
+	if d := w.deadline.Load(); kind == sink.KindTimeout && (d == 0 || time.Now().UnixNano() < d) {
+		return
+	}
+	if !w.phase.CompareAndSwap(p, p&^3|abandoned) {
 		return
 	}
 	j := w.cur
