@@ -120,9 +120,7 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 	// record in needs no lookup by ID.
 	r.agg.index = index
 	r.agg.samples = make([]sampleStats, len(samples))
-	for i := range samples {
-		r.agg.samples[i].id, r.agg.samples[i].tags = samples[i].ID, samples[i].Tags
-	}
+	r.agg.meta = func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags }
 	r.runID = cfg.RunID
 	if cfg.Log != "" {
 		if err := r.openLog(); err != nil {
@@ -131,6 +129,11 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 	}
 	if r.runID == "" {
 		r.runID = newRunID()
+	}
+	if r.logSize == 0 {
+		// Only resuming needs to find samples by ID; a million-sample run
+		// need not keep the map.
+		r.index, r.agg.index = nil, nil
 	}
 	r.sinks = cfg.Sinks
 	if p := cfg.Sandbox; p != nil {

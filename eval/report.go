@@ -187,11 +187,16 @@ func isTornTail(err error) bool {
 // aggregator folds records into a report incrementally: memory grows with
 // the number of samples, never with episodes × output size.
 type aggregator struct {
-	opts       ReportOptions
-	eval       string
-	runID      string
-	index      map[string]int
-	samples    []sampleStats
+	opts    ReportOptions
+	eval    string
+	runID   string
+	index   map[string]int
+	samples []sampleStats
+	// IDs and tags by index: from the records (ids, tags), or from the
+	// engine's dataset (meta), which saves a copy per sample.
+	ids        []string
+	tags       []map[string]string
+	meta       func(i int) (string, map[string]string)
 	maxEpoch   int
 	counts     [4]int // pass, fail, error, unscored
 	notSampled int
@@ -204,15 +209,24 @@ type aggregator struct {
 	warnings   []string
 }
 
+// sampleStats is kept per sample for the whole run: 40 bytes, since a
+// million-sample run keeps a million of them. A sample's ID and tags come
+// from aggregator.meta.
 type sampleStats struct {
-	id                           string
-	tags                         map[string]string
 	scoreSum                     float64
-	pass, fail, errored, unscore int
+	pass, fail, errored, unscore int32
 	wPass, wSum                  float64 // weighted passes and weights of scored episodes
 }
 
-func (s *sampleStats) records() int { return s.pass + s.fail + s.errored + s.unscore }
+func (s *sampleStats) records() int { return int(s.pass + s.fail + s.errored + s.unscore) }
+
+// sampleMeta returns the ID and tags of the sample at index i.
+func (a *aggregator) sampleMeta(i int) (string, map[string]string) {
+	if a.meta != nil {
+		return a.meta(i)
+	}
+	return a.ids[i], a.tags[i]
+}
 
 func newAggregator(opts ReportOptions) *aggregator {
 	return &aggregator{opts: opts.withDefaults(), index: map[string]int{}}
@@ -223,7 +237,9 @@ func (a *aggregator) add(r *sink.Record) {
 	if !ok {
 		i = len(a.samples)
 		a.index[r.SampleID] = i
-		a.samples = append(a.samples, sampleStats{id: r.SampleID, tags: r.Tags})
+		a.samples = append(a.samples, sampleStats{})
+		a.ids = append(a.ids, r.SampleID)
+		a.tags = append(a.tags, r.Tags)
 	}
 	a.addAt(i, r)
 }
@@ -334,8 +350,9 @@ func (a *aggregator) report() *Report {
 	for i := range a.samples {
 		s := &a.samples[i]
 		if s.records() > 0 {
-			r.samples = append(r.samples, SampleResult{ID: s.id, Tags: s.tags, Passed: s.pass, Failed: s.fail,
-				Errored: s.errored, Unscored: s.unscore, ScoreSum: s.scoreSum})
+			id, tags := a.sampleMeta(i)
+			r.samples = append(r.samples, SampleResult{ID: id, Tags: tags, Passed: int(s.pass), Failed: int(s.fail),
+				Errored: int(s.errored), Unscored: int(s.unscore), ScoreSum: s.scoreSum})
 		}
 	}
 	return r
@@ -384,9 +401,9 @@ func (a *aggregator) passAtK(k int) (at, hat float64, ok bool) {
 	n := 0
 	for i := range a.samples {
 		s := &a.samples[i]
-		if scored := s.pass + s.fail; scored >= k {
-			at += stats.PassAtK(scored, s.pass, k)
-			hat += stats.PassHatK(scored, s.pass, k)
+		if scored := int(s.pass + s.fail); scored >= k {
+			at += stats.PassAtK(scored, int(s.pass), k)
+			hat += stats.PassHatK(scored, int(s.pass), k)
 			n++
 		}
 	}
@@ -402,7 +419,8 @@ func (a *aggregator) byTag(epochs int) []TagBreakdown {
 		if a.samples[i].records() == 0 {
 			continue
 		}
-		for k, v := range a.samples[i].tags {
+		_, tags := a.sampleMeta(i)
+		for k, v := range tags {
 			if groups[k] == nil {
 				groups[k] = map[string][]int{}
 			}
@@ -417,10 +435,10 @@ func (a *aggregator) byTag(epochs int) []TagBreakdown {
 			g := Group{Value: value, Samples: len(idx)}
 			for _, i := range idx {
 				s := &a.samples[i]
-				g.Passed += s.pass
-				g.Failed += s.fail
-				g.Errored += s.errored
-				g.Unscored += s.unscore
+				g.Passed += int(s.pass)
+				g.Failed += int(s.fail)
+				g.Errored += int(s.errored)
+				g.Unscored += int(s.unscore)
 			}
 			g.Episodes = g.Passed + g.Failed + g.Errored + g.Unscored
 			g.PassRate, g.Interval = a.passRate(idx, epochs)
