@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
@@ -393,42 +392,17 @@ func (c *Comparison) Verdict() []string {
 }
 
 func (c *Comparison) write(out io.Writer, md bool) error {
-	var b strings.Builder
-	row := func(cells ...string) {
-		if md {
-			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-		} else {
-			b.WriteString(strings.Join(cells, "\t") + "\n")
-		}
-	}
-	header := func(cells ...string) {
-		row(cells...)
-		if md {
-			b.WriteString(strings.Repeat("|---", len(cells)) + "|\n")
-		}
-	}
-	title := func(s string) {
-		if md {
-			fmt.Fprintf(&b, "\n### %s\n\n", s)
-		} else {
-			fmt.Fprintf(&b, "\n%s\n", s)
-		}
-	}
-	line := func(s string) {
-		if md {
-			b.WriteString("- " + s + "\n")
-		} else {
-			b.WriteString(s + "\n")
-		}
-	}
+	t := &table{md: md}
+	row, header, title := t.row, t.header, t.title
+	line := t.line
 	name := c.HeadEval
 	if c.BaseEval != c.HeadEval {
 		name = c.BaseEval + " → " + c.HeadEval
 	}
 	if md {
-		fmt.Fprintf(&b, "## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
 	} else {
-		fmt.Fprintf(&b, "compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
 	}
 	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
 	header("metric", "base", "head", "head − base", lv, "p")
@@ -439,7 +413,7 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	row("mean score", num(s.MeanA), num(s.MeanB), signed(s.Mean), fmt.Sprintf("[%s, %s]", signed(s.Lo), signed(s.Hi)), pval(s.P))
 	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.BaseOnly), fmt.Sprintf("%d fail→pass", c.HeadOnly), "", "", pval(c.McNemarP))
 	if !md {
-		b.WriteString("\n")
+		t.b.WriteString("\n")
 	}
 	line(fmt.Sprintf("method: %s (one paired observation per sample: its pass rate over its scored epochs); McNemar: exact, a sample passes at a pass rate ≥ 50%%", MethodPairedT))
 	for _, v := range c.Verdict() {
@@ -482,15 +456,9 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 		}
 	}
 	for _, w := range c.Warnings {
-		fmt.Fprintf(&b, "\nwarning: %s\n", w)
+		t.printf("\nwarning: %s\n", w)
 	}
-	if md {
-		_, err := io.WriteString(out, b.String())
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	io.WriteString(tw, b.String())
-	return tw.Flush()
+	return t.writeTo(out)
 }
 
 // pts formats a pass-rate difference in percentage points.

@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -525,31 +524,12 @@ func (r *Report) String() string {
 }
 
 func (r *Report) write(out io.Writer, md bool) error {
-	var b strings.Builder
-	row := func(cells ...string) {
-		if md {
-			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-		} else {
-			b.WriteString(strings.Join(cells, "\t") + "\n")
-		}
-	}
-	header := func(cells ...string) {
-		row(cells...)
-		if md {
-			b.WriteString(strings.Repeat("|---", len(cells)) + "|\n")
-		}
-	}
-	title := func(s string) {
-		if md {
-			fmt.Fprintf(&b, "\n### %s\n\n", s)
-		} else {
-			fmt.Fprintf(&b, "\n%s\n", s)
-		}
-	}
+	t := &table{md: md}
+	row, header, title := t.row, t.header, t.title
 	if md {
-		fmt.Fprintf(&b, "## eval %s (run %s)\n\n", r.Eval, r.RunID)
+		t.printf("## eval %s (run %s)\n\n", r.Eval, r.RunID)
 	} else {
-		fmt.Fprintf(&b, "eval %s  run %s\n", r.Eval, r.RunID)
+		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
 	header("metric", "value")
 	row("samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
@@ -611,15 +591,9 @@ func (r *Report) write(out io.Writer, md bool) error {
 		}
 	}
 	for _, w := range r.Warnings {
-		fmt.Fprintf(&b, "\nwarning: %s\n", w)
+		t.printf("\nwarning: %s\n", w)
 	}
-	if md {
-		_, err := io.WriteString(out, b.String())
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	io.WriteString(tw, b.String())
-	return tw.Flush()
+	return t.writeTo(out)
 }
 
 func pct(f float64) string {
