@@ -1,0 +1,62 @@
+// Package proctor is a Go SDK for evaluating AI agents at scale. This
+// package holds only documentation: the code lives in the packages below.
+//
+// # The idea
+//
+// Every evaluation is one standard value, an [eval.Eval]: a dataset of
+// samples, the harness that runs the agent on a sample, and the judge that
+// decides whether its output is right. Its Run drives bounded, concurrent
+// episodes (one sample × one epoch), each in its own sandbox if the eval
+// needs one, streams one record per episode to a crash-safe JSONL log and to
+// other sinks, and returns a standard report: pass rate with a confidence
+// interval that accounts for repeated epochs, pass@k, breakdowns by tag,
+// latency, tokens and cost, and the failures with links to their
+// transcripts. Kill a run at any moment and run it again with the same log:
+// only the missing episodes run, and every episode is recorded once.
+//
+// # The flow
+//
+//	dataset ──► episode (sample, epoch, seed) ──► sandbox ──► harness ──► judge ──► record ──► sinks
+//	                                                                                   └──────► report
+//
+// # The packages
+//
+//   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms.
+//   - harness: Episode (with its trace and usage recorder), Harness, Func,
+//     Command (an agent CLI run in the sandbox).
+//   - judge: Verdict, Judge, Func, Unscored; combinators (All, Any,
+//     Weighted, Cascade, Sample, Vote); model-graded Rubric judges over a
+//     small Model interface, with judge/openai and judge/anthropic clients;
+//     Calibrate against human labels.
+//   - scorer: deterministic judges: Exact, Normalized, Contains, Regex,
+//     Numeric, JSON, ExitCode.
+//   - sandbox: Provider, Environment, Sandbox; sandbox/local (overlayfs
+//     forks, the embedded default), sandbox/docker; sandbox/sandboxtest (the
+//     conformance suite and an in-memory fake).
+//   - stats: Wilson and Clopper–Pearson intervals, clustered standard
+//     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
+//     size, Holm.
+//   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
+//     log), sink/parquet, sink/sinktest (the conformance suite).
+//   - eval: Eval, Config, Run, Report, Compare, Rejudge, ReadTrace;
+//     eval/evaltest: the `go test` gate.
+//   - cmd/proctor: report, compare, export and trace from the command line.
+//
+// # A first eval
+//
+//	e := &eval.Eval[Q, string]{
+//		Name:    "capitals",
+//		Dataset: dataset.JSONL[Q]{Path: "capitals.jsonl"},
+//		Harness: harness.Func[Q, string](myAgent),
+//		Judge:   scorer.Normalized(func(q Q) string { return q.Answer }),
+//	}
+//	report, err := e.Run(ctx, eval.Config{Epochs: 3, Log: "runs/capitals.jsonl"})
+//
+// and, in a test, the gate on the lower confidence bound:
+//
+//	evaltest.Run(t, e, eval.Config{Epochs: 3}, evaltest.Gate{MinLowerBound: 0.85})
+//
+// See examples/quickstart for a complete program with no network and no key,
+// examples/coding for a SWE-bench-style eval in sandboxes, and
+// examples/llmjudge for a model-graded judge.
+package proctor
