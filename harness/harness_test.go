@@ -52,8 +52,12 @@ func TestCommandRunsTheAgentInTheSandbox(t *testing.T) {
 		return sandbox.Result{Stdout: []byte("did: " + string(statement) + " with " + strings.Join(cmd.Args, " "))}, nil
 	}}
 	h := harness.Command[task]{
-		Cmd:   func(ep *harness.Episode[task]) sandbox.Cmd { return sandbox.Cmd{Args: []string{"agent", "--task", "task.md"}} },
-		Files: func(ep *harness.Episode[task]) map[string][]byte { return map[string][]byte{"task.md": []byte(ep.Sample.Input.Statement)} },
+		Cmd: func(ep *harness.Episode[task]) sandbox.Cmd {
+			return sandbox.Cmd{Args: []string{"agent", "--task", "task.md"}}
+		},
+		Files: func(ep *harness.Episode[task]) map[string][]byte {
+			return map[string][]byte{"task.md": []byte(ep.Sample.Input.Statement)}
+		},
 	}
 	run := func(statement string) (harness.CommandOutput, *harness.Episode[task], error) {
 		sb, err := sandbox.Open(context.Background(), fake, sandbox.Spec{})
