@@ -603,8 +603,18 @@ func pct(f float64) string {
 	return fmt.Sprintf("%.1f%%", 100*f)
 }
 
+// ms prints a duration given in milliseconds to about three digits.
 func ms(f float64) string {
-	return time.Duration(f * float64(time.Millisecond)).Round(10 * time.Microsecond).String()
+	d := time.Duration(f * float64(time.Millisecond))
+	switch {
+	case d >= 10*time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		d = d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(10 * time.Microsecond)
+	}
+	return d.String()
 }
 
 // clip fits s on one table line: white space folded, at most n bytes.
