@@ -77,8 +77,9 @@ func WithCompressionLevel(level int) Option {
 }
 
 // WithRowGroupRows sets the maximum number of rows of a row group (default
-// [DefaultRowGroupRows]). The writer buffers one row group in memory as Arrow
-// arrays, so this bounds its memory together with [WithRowGroupBytes].
+// [DefaultRowGroupRows]). The writer holds at most two row groups in memory
+// as Arrow arrays (one buffering, one being written in the background), so
+// this bounds its memory together with [WithRowGroupBytes].
 // Values below 1 mean the default.
 func WithRowGroupRows(n int) Option {
 	return func(cfg *config) { cfg.rowGroupRows = n }
@@ -108,15 +109,27 @@ func WithFileRows(n int) Option {
 // wrote no record leaves one valid file with zero rows, so that readers find
 // the schema.
 //
-// The writer buffers records in Arrow builders and writes a row group when
-// [WithRowGroupRows] rows or [WithRowGroupBytes] bytes are buffered, so its
-// memory is bounded by one row group, whatever the number of records.
+// The writer buffers records in Arrow builders. When [WithRowGroupRows]
+// rows or [WithRowGroupBytes] bytes are buffered, it hands them, as one row
+// group, to a background goroutine that encodes, compresses and writes them
+// (and finishes the file when it is full), and goes on buffering in fresh
+// builders: on two cores, Write and the encoding overlap. It waits for a row
+// group's write before handing off the next, so at most one is in flight:
+// its memory is bounded by two row groups (the one buffering and the one
+// being written), plus the encoder's buffers and up to 64 MiB of recycled
+// buffers, whatever the number of records. Row groups reach the file in
+// order, and a file holds exactly [WithFileRows] rows (the last one fewer).
+// A full file is finished (fsynced and renamed) in the background too, after
+// its last row group: by the time the next file is created, at the hand-off
+// of its first row group, or by the time Close returns. The background
+// goroutine lives only while a row group is in flight, so a Writer that is
+// never closed leaks no goroutine (but leaves its open file as .tmp).
 //
 // Column mapping (names are the record's JSON names): schema, epoch, attempt,
 // input_tokens, output_tokens are int64; seed is uint64; score, weight,
 // duration_ms, cost_usd are float64; run_id, eval, sample_id, status,
-// reason, error, error_kind, trace, parent_run_id are strings (status,
-// error_kind and parent_run_id dictionary-encoded); scores is map<string, float64> and tags
+// reason, error, error_kind, trace, parent_run_id are strings (all
+// plain-encoded, then compressed); scores is map<string, float64> and tags
 // map<string, string>, keys sorted, null when empty; input and output are
 // strings holding the JSON text as given, null when absent; started_at is
 // timestamp[us, UTC]. The file's key-value metadata holds
@@ -132,10 +145,13 @@ func WithFileRows(n int) Option {
 //
 // A Writer is safe for concurrent use: a mutex serializes Write and Close,
 // and records from concurrent writers are stored in lock order. Write and
-// Close do local file I/O only and ignore their context; Close flushes even
-// when its context is canceled. After an I/O error the writer is broken:
-// every later Write returns that error, and Close removes the open .tmp
-// file.
+// Close do local file I/O only and ignore their context; Close waits for the
+// background write and flushes even when its context is canceled. After an
+// I/O error, in Write or in the background, the writer is broken: the next
+// Write (or Close) and every later one returns that error, and Close removes
+// the open .tmp file. A background error is seen by the first Write after it
+// happens, or by Close; the records written in the meantime are lost with
+// the file.
 type Writer struct {
 	mu     sync.Mutex
 	dir    string
@@ -143,9 +159,13 @@ type Writer struct {
 	props  *pq.WriterProperties
 	aprops pqarrow.ArrowWriterProperties
 
-	rb   *array.RecordBuilder
-	cols columns
-	keys []string // reused to sort map keys
+	rb      *array.RecordBuilder
+	cols    columns
+	strings []*array.StringBuilder // the string builders of cols
+	next    builderSizes           // to reserve for the next row group
+	// The sorted entries of the last record's scores and tags (reused).
+	scoreKeys, tagKeys, tagVals []string
+	scoreVals                   []float64
 
 	buffered      int // rows in the builders
 	bufferedBytes int // bytes of variable-length data in the builders
@@ -155,10 +175,21 @@ type Writer struct {
 	f        *os.File
 	bw       *bufio.Writer
 	fw       *pqarrow.FileWriter
+	files    int // finished files
 
-	files  int // finished files
+	// done, when not nil, receives the result of the row group being
+	// written in the background; until then the background goroutine owns
+	// part, f, bw, fw and files.
+	done chan error
+
 	err    error
 	closed bool
+}
+
+// builderSizes are the lengths of a row group's builders.
+type builderSizes struct {
+	rows, scoreEntries, tagEntries int
+	data                           [14]int // by w.strings
 }
 
 // columns are the typed builders of the record builder, by column.
@@ -220,9 +251,6 @@ func New(dir string, opts ...Option) (*Writer, error) {
 	if cfg.levelSet {
 		props = append(props, pq.WithCompressionLevel(cfg.level))
 	}
-	for _, c := range dictionaryColumns {
-		props = append(props, pq.WithDictionaryFor(c, true))
-	}
 	for _, c := range noStatsColumns {
 		props = append(props, pq.WithStatsFor(c, false))
 	}
@@ -265,6 +293,8 @@ func New(dir string, opts ...Option) (*Writer, error) {
 	w.cols.scoreValues = w.cols.scores.ItemBuilder().(*array.Float64Builder)
 	w.cols.tagKeys = w.cols.tags.KeyBuilder().(*array.StringBuilder)
 	w.cols.tagValues = w.cols.tags.ItemBuilder().(*array.StringBuilder)
+	c := &w.cols
+	w.strings = []*array.StringBuilder{c.runID, c.eval, c.sampleID, c.status, c.reason, c.errorMsg, c.errorKind, c.input, c.output, c.trace, c.parentRunID, c.scoreKeys, c.tagKeys, c.tagValues}
 	w.rb.Reserve(min(cfg.rowGroupRows, 4096))
 	return w, nil
 }
@@ -272,8 +302,9 @@ func New(dir string, opts ...Option) (*Writer, error) {
 // Dir returns the directory the writer writes into.
 func (w *Writer) Dir() string { return w.dir }
 
-// Write buffers r, writing a row group, and rolling to a new file, when a
-// limit is reached. It does not keep r's maps or slices.
+// Write buffers r, handing a row group to the background writer, and
+// rolling to a new file, when a limit is reached. It does not keep r's maps
+// or slices.
 func (w *Writer) Write(_ context.Context, r sink.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -283,6 +314,18 @@ func (w *Writer) Write(_ context.Context, r sink.Record) error {
 	if w.err != nil {
 		return w.err
 	}
+	if w.done != nil {
+		// A background write that ended in error breaks the writer now
+		// rather than at the next row group.
+		select {
+		case err := <-w.done:
+			w.done = nil
+			if err != nil {
+				return w.fail(err)
+			}
+		default:
+		}
+	}
 	w.append(&r)
 	w.buffered++
 	w.fileRows++
@@ -291,17 +334,13 @@ func (w *Writer) Write(_ context.Context, r sink.Record) error {
 			return w.fail(err)
 		}
 	}
-	if w.fileRows >= w.cfg.fileRows {
-		if err := w.finishFile(); err != nil {
-			return w.fail(err)
-		}
-	}
 	return nil
 }
 
-// Close writes the buffered records, finishes the open file and renames it
-// to its final name. It flushes whatever the state of ctx; it is safe to
-// call more than once (later calls return nil).
+// Close writes the buffered records, waits for the background write,
+// finishes the open file and renames it to its final name. It flushes
+// whatever the state of ctx; it is safe to call more than once (later calls
+// return nil).
 func (w *Writer) Close(_ context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -310,32 +349,28 @@ func (w *Writer) Close(_ context.Context) error {
 	}
 	w.closed = true
 	defer w.rb.Release()
+	if w.err == nil && w.buffered > 0 {
+		w.fail(w.flush())
+	}
+	// Wait even after an error: abort must not race the background write.
+	if err := w.wait(); err != nil {
+		w.fail(err)
+	}
+	if w.err == nil && w.fw == nil && w.files == 0 {
+		// An empty run still leaves a valid, readable file: the schema.
+		w.fail(w.open())
+	}
+	if w.err == nil && w.fw != nil {
+		w.fail(w.finishFile())
+	}
 	if w.err != nil {
 		w.abort()
-		return w.err
 	}
-	if w.files == 0 && w.fw == nil && w.buffered == 0 {
-		// An empty run still leaves a valid, readable file: the schema.
-		if err := w.open(); err != nil {
-			w.abort()
-			return w.fail(err)
-		}
-	}
-	if w.buffered > 0 {
-		if err := w.flush(); err != nil {
-			w.abort()
-			return w.fail(err)
-		}
-	}
-	if w.fw != nil {
-		if err := w.finishFile(); err != nil {
-			w.abort()
-			return w.fail(err)
-		}
-	}
-	return nil
+	return w.err
 }
 
+// fail records err, if not nil, as the writer's sticky error, and returns
+// the sticky error.
 func (w *Writer) fail(err error) error {
 	if w.err == nil {
 		w.err = err
@@ -343,7 +378,18 @@ func (w *Writer) fail(err error) error {
 	return w.err
 }
 
-// abort removes the open .tmp file after an error.
+// wait waits for the background write, if any, and returns its error.
+func (w *Writer) wait() error {
+	if w.done == nil {
+		return nil
+	}
+	err := <-w.done
+	w.done = nil
+	return err
+}
+
+// abort removes the open .tmp file after an error. No background write
+// may be running.
 func (w *Writer) abort() {
 	if w.f != nil {
 		name := w.f.Name()
@@ -357,7 +403,8 @@ func (w *Writer) partName(i int) string {
 	return filepath.Join(w.dir, fmt.Sprintf("part-%05d.parquet", i))
 }
 
-// open creates the next .tmp file and its Parquet writer.
+// open creates the next .tmp file and its Parquet writer. No background
+// write may be running.
 func (w *Writer) open() error {
 	name := w.partName(w.part) + ".tmp"
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -376,64 +423,78 @@ func (w *Writer) open() error {
 	return nil
 }
 
-// flush writes the buffered rows as one row group.
+// flush hands the buffered rows, as one row group, to a background
+// goroutine that encodes, compresses and writes them (and finishes the file
+// if it is full), while Write goes on filling the builders, emptied. It
+// first waits for the previous row group: at most one is in flight, so the
+// writer holds at most two row groups (the one being written and the one
+// being buffered), and row groups reach the file in order. The file is
+// opened here rather than in the background, so that it exists, as .tmp,
+// once Write returns.
+//
+// Until the background write is done (w.done), it alone uses the file
+// fields (f, bw, fw, part, files).
 func (w *Writer) flush() error {
+	if err := w.wait(); err != nil {
+		return err
+	}
 	if w.fw == nil {
 		if err := w.open(); err != nil {
 			return err
 		}
 	}
-	sizes := w.sizes()
+	w.sizes(w.buffered)
 	rec := w.rb.NewRecordBatch()
-	defer rec.Release()
+	finish := w.fileRows >= w.cfg.fileRows
 	w.buffered, w.bufferedBytes = 0, 0
-	if err := w.fw.Write(rec); err != nil {
-		return fmt.Errorf("parquet: %s: %w", w.f.Name(), err)
+	if finish {
+		w.fileRows = 0
 	}
-	w.reserve(sizes)
+	done := make(chan error, 1)
+	w.done = done
+	go func() {
+		defer rec.Release()
+		err := w.fw.Write(rec)
+		if err != nil {
+			err = fmt.Errorf("parquet: %s: %w", w.f.Name(), err)
+		} else if finish {
+			err = w.finishFile()
+		}
+		done <- err
+	}()
+	w.reserve()
 	return nil
 }
 
-// builderSizes are the lengths of a row group's builders: the next one
-// is likely alike, so the writer reserves as much, once, instead of
+// sizes records the lengths of the row group being handed off: the next
+// one is likely alike, so reserve reserves as much, once, instead of
 // growing (and copying) each buffer by doubling.
-type builderSizes struct {
-	rows, scoreEntries, tagEntries int
-	data                           map[*array.StringBuilder]int
-}
-
-func (w *Writer) stringBuilders() []*array.StringBuilder {
+func (w *Writer) sizes(rows int) {
 	c := &w.cols
-	return []*array.StringBuilder{c.runID, c.eval, c.sampleID, c.status, c.reason, c.errorMsg, c.errorKind, c.input, c.output, c.trace, c.parentRunID, c.scoreKeys, c.tagKeys, c.tagValues}
+	w.next.rows = rows
+	w.next.scoreEntries = c.scoreKeys.Len()
+	w.next.tagEntries = c.tagKeys.Len()
+	for i, b := range w.strings {
+		w.next.data[i] = b.DataLen()
+	}
 }
 
-func (w *Writer) sizes() builderSizes {
-	s := builderSizes{
-		rows:         w.buffered,
-		scoreEntries: w.cols.scoreKeys.Len(),
-		tagEntries:   w.cols.tagKeys.Len(),
-		data:         make(map[*array.StringBuilder]int, 16),
-	}
-	for _, b := range w.stringBuilders() {
-		s.data[b] = b.DataLen()
-	}
-	return s
-}
-
-func (w *Writer) reserve(s builderSizes) {
+func (w *Writer) reserve() {
+	s := &w.next
 	w.rb.Reserve(s.rows)
 	c := &w.cols
 	c.scoreKeys.Reserve(s.scoreEntries)
 	c.scoreValues.Reserve(s.scoreEntries)
 	c.tagKeys.Reserve(s.tagEntries)
 	c.tagValues.Reserve(s.tagEntries)
-	for b, n := range s.data {
-		b.ReserveData(n)
+	for i, b := range w.strings {
+		b.ReserveData(s.data[i])
 	}
 }
 
 // finishFile closes the open file, syncs it and renames it to its final
-// name. The buffered rows must have been flushed.
+// name. The file's last row group must have been written. It runs in the
+// background after that row group, or in Close.
 func (w *Writer) finishFile() error {
 	tmp := w.f.Name()
 	final := w.partName(w.part)
@@ -458,7 +519,6 @@ func (w *Writer) finishFile() error {
 	syncDir(w.dir)
 	w.part++
 	w.files++
-	w.fileRows = 0
 	return nil
 }
 
@@ -485,10 +545,10 @@ func (w *Writer) append(r *sink.Record) {
 		c.scores.AppendNull()
 	} else {
 		c.scores.Append(true)
-		w.keys = sortedKeysInto(w.keys[:0], r.Scores)
-		for _, k := range w.keys {
+		w.scoreKeys, w.scoreVals = sortedEntries(w.scoreKeys, w.scoreVals, r.Scores)
+		for i, k := range w.scoreKeys {
 			w.appendString(c.scoreKeys, k)
-			c.scoreValues.Append(r.Scores[k])
+			c.scoreValues.Append(w.scoreVals[i])
 		}
 	}
 	c.weight.Append(r.Weight)
@@ -501,10 +561,10 @@ func (w *Writer) append(r *sink.Record) {
 		c.tags.AppendNull()
 	} else {
 		c.tags.Append(true)
-		w.keys = sortedKeysInto(w.keys[:0], r.Tags)
-		for _, k := range w.keys {
+		w.tagKeys, w.tagVals = sortedEntries(w.tagKeys, w.tagVals, r.Tags)
+		for i, k := range w.tagKeys {
 			w.appendString(c.tagKeys, k)
-			w.appendString(c.tagValues, r.Tags[k])
+			w.appendString(c.tagValues, w.tagVals[i])
 		}
 	}
 	c.startedAt.Append(arrow.Timestamp(r.StartedAt.UnixMicro()))
@@ -517,12 +577,36 @@ func (w *Writer) append(r *sink.Record) {
 	w.appendString(c.parentRunID, r.ParentRunID)
 }
 
-func sortedKeysInto[V any](keys []string, m map[string]V) []string {
+// sortedEntries returns the entries of m sorted by key, reusing the slices
+// keys and vals, which hold the previous map's. Records mostly share their
+// key set (the same scorers, the same tags), so it first tries the previous
+// keys, already sorted: when m has as many keys and holds them all, they are
+// its keys, and the values come from as many lookups, with no iteration of
+// m and no sort.
+func sortedEntries[V any](keys []string, vals []V, m map[string]V) ([]string, []V) {
+	vals = vals[:0]
+	if len(keys) == len(m) {
+		for _, k := range keys {
+			v, ok := m[k]
+			if !ok {
+				break
+			}
+			vals = append(vals, v)
+		}
+		if len(vals) == len(keys) {
+			return keys, vals
+		}
+		vals = vals[:0]
+	}
+	keys = keys[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys
+	for _, k := range keys {
+		vals = append(vals, m[k])
+	}
+	return keys, vals
 }
 
 func (w *Writer) appendString(b *array.StringBuilder, s string) {
