@@ -385,9 +385,11 @@ func TestUnmarshalRecordAllocs(t *testing.T) {
 		}
 	})
 	// sample_id, input, output and the tags map; status is a constant and
-	// run_id, eval and the tags' keys and values are interned.
-	if n > 8 {
-		t.Errorf("%v allocations per decode, want at most 8", n)
+	// run_id, eval and the tags' keys and values are interned. The intern
+	// cache lives in a sync.Pool, which any GC may drop (other packages'
+	// tests run beside this one): refilling it costs one more.
+	if n > 9 {
+		t.Errorf("%v allocations per decode, want at most 9", n)
 	}
 }
 
