@@ -416,7 +416,7 @@ func (r *runner[T, O]) abandon(w *workerState[T], kind sink.ErrorKind) {
 		cause = context.Canceled
 	}
 	w.cancel(cause)
-	j.rec = r.record(w.ep, w.start, sink.Error, kind, msg, judge.Verdict{}, nil)
+	r.record(&j.rec, w.ep, w.start, sink.Error, kind, msg, &judge.Verdict{}, nil)
 	j.events = w.ep.Events()
 	j.freeSandbox() // may unblock the abandoned harness; the engine won't wait for it
 	go r.worker(j)
@@ -501,7 +501,7 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job
 		opened := time.Now()
 		sb, kind, err := r.openSandbox(j)
 		if err != nil {
-			j.rec = r.record(ep, opened, sink.Error, kind, err.Error(), judge.Verdict{}, nil)
+			r.record(&j.rec, ep, opened, sink.Error, kind, err.Error(), &judge.Verdict{}, nil)
 			j.events = nil
 			return true
 		}
@@ -518,68 +518,93 @@ func (r *runner[T, O]) attempt(parent context.Context, w *workerState[T], j *job
 	}
 	phase := (w.phase.Load()>>2+1)<<2 | running
 	w.phase.Store(phase)
-	out, v, fault, err := r.call(ctx, j, ep)
+	var res outcome[O]
+	r.call(ctx, j, ep, &res)
 	if !w.phase.CompareAndSwap(phase, phase&^3|returned) {
 		return false // the watchdog abandoned it
 	}
 	w.deadline.Store(0)
 	cancel(nil)
 	j.freeSandbox()
+	r.conclude(j, ep, start, &res)
+	return true
+}
+
+// outcome is what the harness and the judge returned for an attempt.
+type outcome[O any] struct {
+	out   O
+	v     judge.Verdict
+	fault sink.ErrorKind
+	err   error
+}
+
+// conclude records an attempt's outcome in j. It is kept out of attempt
+// (and out of line) so that its temporaries are not on the stack of every
+// worker while its harness waits: with thousands of workers, a smaller
+// frame lets goroutines start with the smallest stack.
+//
+//go:noinline
+func (r *runner[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) {
+	v, err := &res.v, res.err
 	switch {
 	case err == nil:
 		status := sink.Fail
 		if v.Pass {
 			status = sink.Pass
 		}
-		j.rec = r.record(ep, start, status, "", "", v, out)
+		r.record(&j.rec, ep, start, status, "", "", v, res.out)
 	case errors.Is(err, judge.ErrUnscored):
 		var ue *judge.UnscoredError
-		reason := err.Error()
+		v.Reason = err.Error()
 		if errors.As(err, &ue) {
-			reason = ue.Reason
+			v.Reason = ue.Reason
 		}
-		v.Reason = reason
 		var kind sink.ErrorKind
 		if errors.Is(err, judge.ErrNotSampled) {
 			kind = sink.KindNotSampled
 		}
-		j.rec = r.record(ep, start, sink.Unscored, kind, "", v, out)
+		r.record(&j.rec, ep, start, sink.Unscored, kind, "", v, res.out)
 	default:
 		var got any // an output is recorded only when the harness produced one
-		if fault == sink.KindJudge {
-			got = out
+		if res.fault == sink.KindJudge {
+			got = res.out
 		}
-		j.rec = r.record(ep, start, sink.Error, fault, err.Error(), v, got)
+		r.record(&j.rec, ep, start, sink.Error, res.fault, err.Error(), v, got)
 	}
 	j.events = ep.Events()
-	return true
 }
 
 // call runs the harness and the judge for one attempt, inside the
 // episode's sandbox, turning a panic into an error of kind panic.
-func (r *runner[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T]) (out O, v judge.Verdict, fault sink.ErrorKind, err error) {
+func (r *runner[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T], res *outcome[O]) {
 	stage := "harness"
 	defer func() {
 		if p := recover(); p != nil {
-			fault, err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", stage, p, debug.Stack())
+			res.fault, res.err = sink.KindPanic, panicError(stage, p)
 		}
 	}()
-	out, err = r.e.Harness.Run(ctx, ep)
-	if err != nil {
-		return out, v, r.classify(ctx, err, sink.KindHarness), err
+	var err error
+	if res.out, err = r.e.Harness.Run(ctx, ep); err != nil {
+		res.fault, res.err = r.classify(ctx, err, sink.KindHarness), err
+		return
 	}
 	stage = "judge"
-	v, err = r.e.Judge.Judge(ctx, ep, out)
-	if err != nil {
-		return out, v, r.classify(ctx, err, sink.KindJudge), err
+	v := &res.v
+	if *v, err = r.e.Judge.Judge(ctx, ep, res.out); err != nil {
+		res.fault, res.err = r.classify(ctx, err, sink.KindJudge), err
+		return
 	}
 	if v.Pass && v.Score == 0 {
 		v.Score = 1 // a judge that only says pass
 	}
 	if !(v.Score >= 0 && v.Score <= 1) {
-		return out, v, sink.KindJudge, fmt.Errorf("judge returned score %v, want a number in [0,1]", v.Score)
+		res.fault, res.err = sink.KindJudge, fmt.Errorf("judge returned score %v, want a number in [0,1]", v.Score)
 	}
-	return out, v, "", nil
+}
+
+// panicError turns a recovered panic into an error carrying the stack.
+func panicError(stage string, p any) error {
+	return fmt.Errorf("%s panicked: %v\n%s", stage, p, debug.Stack())
 }
 
 func (r *runner[T, O]) classify(ctx context.Context, err error, def sink.ErrorKind) sink.ErrorKind {
@@ -674,9 +699,10 @@ func (r *runner[T, O]) closeEnv(i int) {
 	}
 }
 
-func (r *runner[T, O]) record(ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v judge.Verdict, out any) sink.Record {
+// record fills rec with an attempt's outcome.
+func (r *runner[T, O]) record(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out any) {
 	u := ep.Usage()
-	rec := sink.Record{
+	*rec = sink.Record{
 		Schema: sink.SchemaVersion, RunID: r.runID, Eval: r.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
@@ -693,7 +719,6 @@ func (r *runner[T, O]) record(ep *harness.Episode[T], start time.Time, status si
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0
 	}
-	return rec
 }
 
 // encodeJSON encodes v for a record, with a fast path for the common
