@@ -299,12 +299,11 @@ func goEnv(gocache string) (map[string]string, error) {
 	}, nil
 }
 
-// hostGOROOT finds the Go toolchain on this host: the go command on PATH,
-// else the GOROOT this program was built with.
+// hostGOROOT finds the Go toolchain on this host: the go command on PATH.
 func hostGOROOT() (string, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("coding: the local Go tasks need the go command on PATH: %w", err)
 	}
 	out, err := exec.Command(goCmd, "env", "GOROOT").Output()
 	if err != nil {

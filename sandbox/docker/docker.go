@@ -71,10 +71,11 @@ const (
 // DefaultWorkDir is the workspace when Spec.WorkDir is empty.
 const DefaultWorkDir = "/workspace"
 
-// NewClient returns a client configured from the environment (DOCKER_HOST…)
-// that negotiates the API version with the engine.
+// NewClient returns a client configured from the environment (DOCKER_HOST…).
+// It negotiates the API version with the engine (the client's default), so
+// engines back to API 1.40 (Docker 19.03) work.
 func NewClient() (*client.Client, error) {
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,7 +137,7 @@ func dropErrorRecords(path string) error {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		w.Close(nil)
+		w.Close(context.Background())
 		return fmt.Errorf("jsonl: %w", err)
 	}
 	err = scanLines(path, f, func(l line) error {
@@ -148,7 +149,7 @@ func dropErrorRecords(path string) error {
 		return err
 	})
 	f.Close()
-	if cerr := w.Close(nil); err == nil {
+	if cerr := w.Close(context.Background()); err == nil {
 		err = cerr
 	}
 	if err == nil {
