@@ -34,6 +34,8 @@ type box struct {
 	mu     sync.Mutex
 	closed bool
 	n      int // names pid files
+
+	background sync.WaitGroup // internal execs still running (pid file removal)
 }
 
 func (b *box) check(op string) error {
@@ -280,11 +282,12 @@ func (b *box) kill(pidfile string) {
 
 func (b *box) rmPidfile(pidfile string) {
 	// Best effort and asynchronous: a leftover file in /tmp harms nobody.
-	go func() {
+	// Provision waits for these before it commits the container.
+	b.background.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		b.run(ctx, []string{"rm", "-f", pidfile})
-	}()
+	})
 }
 
 // run runs an internal command to completion, ignoring its output.

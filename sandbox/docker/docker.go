@@ -222,7 +222,13 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.En
 		}
 	}
 	labels := p.labels("environment")
+	// No internal exec may run during the commit, and the container is not
+	// paused for it: after Setup only the keep-alive loop runs, so there is
+	// nothing to freeze, and an exec caught in a paused container can hang
+	// the engine's commit and even a forced removal (seen with Engine 20.10).
+	b.background.Wait()
 	img, err := p.cli.ContainerCommit(ctx, id, client.ContainerCommitOptions{
+		NoPause: true,
 		Comment: "proctor environment",
 		Config:  &container.Config{Cmd: p.keepAlive, Labels: labels, WorkingDir: "/"},
 	})

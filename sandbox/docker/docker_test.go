@@ -61,7 +61,10 @@ func TestConformance(t *testing.T) {
 	cli := engine(t)
 	p := docker.New(cli)
 	t.Cleanup(func() {
-		if err := docker.Cleanup(context.Background(), cli, p.RunID()); err != nil {
+		// Bounded: a wedged engine must fail the test, not hang it.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := docker.Cleanup(ctx, cli, p.RunID()); err != nil {
 			t.Errorf("Cleanup: %v", err)
 		}
 	})
