@@ -192,6 +192,12 @@ func Compare(base, head *Report, opts CompareOptions) *Comparison {
 			neither++
 		}
 	}
+	// A report read from a log lists samples in the order episodes finished:
+	// sort, so that comparing the same two runs always gives the same
+	// lists and the same sums.
+	slices.SortFunc(pairs, func(x, y pair) int { return naturalCompare(x.base.ID, y.base.ID) })
+	slices.SortFunc(c.OnlyBase, naturalCompare)
+	slices.SortFunc(c.OnlyHead, naturalCompare)
 	c.Paired = len(pairs)
 	c.warnOneSided("base", "head", c.OnlyBase)
 	c.warnOneSided("head", "base", c.OnlyHead)
@@ -228,9 +234,16 @@ func Compare(base, head *Report, opts CompareOptions) *Comparison {
 	}
 	c.BaseOnly, c.HeadOnly = len(regressions), len(improvements)
 	c.McNemarP = stats.McNemar(c.BaseOnly, c.HeadOnly)
-	byChange := func(x, y Flip) int { return cmp.Compare(math.Abs(y.Head-y.Base), math.Abs(x.Head-x.Base)) }
-	slices.SortStableFunc(regressions, byChange)
-	slices.SortStableFunc(improvements, byChange)
+	// Largest changes first; ties in natural order of sample ID, so that
+	// the list does not depend on the order episodes finished in.
+	byChange := func(x, y Flip) int {
+		if c := cmp.Compare(math.Abs(y.Head-y.Base), math.Abs(x.Head-x.Base)); c != 0 {
+			return c
+		}
+		return naturalCompare(x.SampleID, y.SampleID)
+	}
+	slices.SortFunc(regressions, byChange)
+	slices.SortFunc(improvements, byChange)
 	flips := append(regressions, improvements...)
 	if len(flips) > opts.MaxFlips {
 		c.FlipsOmitted = len(flips) - opts.MaxFlips
@@ -459,6 +472,35 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 		t.printf("\nwarning: %s\n", w)
 	}
 	return t.writeTo(out)
+}
+
+// naturalCompare orders strings with their runs of digits compared by
+// value: "q5" before "q10".
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // pts formats a pass-rate difference in percentage points.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -482,4 +483,11 @@ func TestCompareLogs(t *testing.T) {
 
 	_, err = eval.CompareLogs(filepath.Join(t.TempDir(), "missing.jsonl"), headLog, eval.CompareOptions{})
 	require.ErrorContains(t, err, "eval: compare: base: ")
+}
+
+func TestNaturalCompare(t *testing.T) {
+	t.Parallel()
+	ids := []string{"q10", "q5", "q100", "q05x", "q5a", "p9", "q", "q0"}
+	slices.SortFunc(ids, eval.NaturalCompare)
+	require.Equal(t, []string{"p9", "q", "q0", "q5", "q5a", "q05x", "q10", "q100"}, ids)
 }

@@ -1,0 +1,4 @@
+package eval
+
+// NaturalCompare exposes naturalCompare to the external tests.
+var NaturalCompare = naturalCompare
