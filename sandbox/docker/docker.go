@@ -52,7 +52,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -243,20 +242,14 @@ type environment struct {
 	image string
 	spec  sandbox.Spec
 
-	mu     sync.Mutex
-	closed bool
-	forks  int // the image outlives the environment until its forks close
+	forks sandbox.Forks // the image outlives the environment until its forks close
 }
 
 // Fork implements [sandbox.Environment].
 func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("docker: fork: %w", sandbox.ErrClosed)
+	if err := e.forks.Add(); err != nil {
+		return nil, fmt.Errorf("docker: fork: %w", err)
 	}
-	e.forks++
-	e.mu.Unlock()
 	id, err := e.p.create(ctx, e.image, "fork", e.spec)
 	if err != nil {
 		e.release()
@@ -266,11 +259,7 @@ func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
 }
 
 func (e *environment) release() {
-	e.mu.Lock()
-	e.forks--
-	last := e.closed && e.forks == 0
-	e.mu.Unlock()
-	if last {
+	if e.forks.Done() {
 		e.removeImage()
 	}
 }
@@ -288,15 +277,7 @@ func (e *environment) removeImage() error {
 // Close implements [sandbox.Environment]: it removes the committed image,
 // once the last open fork is closed.
 func (e *environment) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	last := e.forks == 0
-	e.mu.Unlock()
-	if last {
+	if e.forks.Close() {
 		return e.removeImage()
 	}
 	return nil

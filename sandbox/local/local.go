@@ -197,10 +197,8 @@ type environment struct {
 	dir  string // holds base and the forks
 	base string
 
-	mu     sync.Mutex
-	closed bool
-	forks  int // open forks: the base outlives the environment until they close
-	n      int // names forks
+	forks sandbox.Forks // the base outlives the environment until its forks close
+	n     atomic.Int64  // names forks
 }
 
 func (e *environment) build(ctx context.Context) error {
@@ -251,15 +249,10 @@ func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: fork: %w", err)
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("local: fork: %w", sandbox.ErrClosed)
+	if err := e.forks.Add(); err != nil {
+		return nil, fmt.Errorf("local: fork: %w", err)
 	}
-	e.forks++
-	e.n++
-	dir := filepath.Join(e.dir, fmt.Sprintf("fork%d", e.n))
-	e.mu.Unlock()
+	dir := filepath.Join(e.dir, fmt.Sprintf("fork%d", e.n.Add(1)))
 
 	sb, err := e.fork(dir)
 	if err != nil {
@@ -298,11 +291,7 @@ func (e *environment) fork(dir string) (*sandboxImpl, error) {
 }
 
 func (e *environment) release() {
-	e.mu.Lock()
-	e.forks--
-	last := e.closed && e.forks == 0
-	e.mu.Unlock()
-	if last {
+	if e.forks.Done() {
 		e.remove()
 	}
 }
@@ -312,15 +301,7 @@ func (e *environment) remove() { os.RemoveAll(e.dir) }
 // Close implements [sandbox.Environment]. The base directory is removed when
 // the last open fork closes: an overlay's lower dir must outlive its mounts.
 func (e *environment) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	last := e.forks == 0
-	e.mu.Unlock()
-	if last {
+	if e.forks.Close() {
 		e.remove()
 	}
 	return nil
