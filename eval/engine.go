@@ -131,6 +131,9 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 
 // openLog recovers the log and adopts (or checks) the run it holds.
 func (r *runner[T, O]) openLog() error {
+	if err := os.MkdirAll(filepath.Dir(r.cfg.Log), 0o755); err != nil {
+		return fmt.Errorf("eval: the log's directory: %w", err)
+	}
 	foreign := 0 // records of samples or epochs this run does not have
 	w, rec, err := jsonl.Open(r.cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
 		if i, ok := r.index[string(id)]; ok && epoch < r.cfg.Epochs {

@@ -65,6 +65,15 @@ func TestResumeRunsOnlyMissingAndErroredEpisodes(t *testing.T) {
 	require.ErrorAs(t, err, &ce, "a log holds one run")
 }
 
+func TestLogDirectoryIsCreated(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "runs", "nested", "log.jsonl")
+	e := &eval.Eval[string, string]{Name: "dir", Dataset: samples("ok"), Harness: echo, Judge: wantOK}
+	_, err := e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	require.Len(t, logRecords(t, log), 1)
+}
+
 func TestSameSeedSameRecords(t *testing.T) {
 	t.Parallel()
 	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
