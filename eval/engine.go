@@ -1,323 +1,236 @@
 package eval
 
+// A run wires the parts: the recorder (log, sinks, exactly-once index,
+// report) and the scheduler (workers, attempts, stops) that feeds it.
+
 import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/harness"
-	"github.com/proctor-evals/proctor/sandbox"
-	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
-// runner is one execution of Run. Workers (at most Concurrency, plus the
-// replacements of abandoned ones) claim episodes from an atomic counter, so
-// no goroutine or channel entry exists per pending episode; finished
-// episodes go through one channel to a single consumer that writes the
-// traces, the log and the sinks, and folds the report.
-type runner[T, O any] struct {
-	e       *Eval[T, O]
-	cfg     Config
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	runID   string
-	start   time.Time
-	samples []dataset.Sample[T]
-	index   map[string]int // sample ID → position in samples
-
-	// Episodes the log already holds, by index sample*Epochs + epoch: a
-	// bitset, so that resuming a million-record log needs no map of keys.
-	done      []uint64
-	doneCount int64
-
-	next  atomic.Int64 // the next episode index to claim: sample*Epochs + epoch
-	total int64
-	wg    sync.WaitGroup
-
-	// Sandboxes: one environment per sample, closed after its last episode.
-	envs      []envSlot
-	left      []atomic.Int32 // episodes of each sample not yet settled
-	sandboxes chan struct{}  // capacity tokens; nil when unbounded
-
-	workersMu sync.Mutex
-	workers   []*workerState[T]
-
-	out          chan finished
-	log          *jsonl.Writer
-	traces       *jsonl.Writer
-	logSize      int64 // committed bytes of the log when the run started
-	sinks        []sink.Sink
-	sinkErr      error
-	agg          *aggregator
-	warnings     []string
-	resumed      int
-	parentRunID  string // set when rejudging
-	budgetHit    atomic.Bool
-	spentNanoUSD atomic.Int64 // cost of the episodes this run finished
-	cancelled    atomic.Int64
+// runSetup is what a run is given: the eval, its config and samples, and
+// for a rejudge the episodes already settled.
+type runSetup[T, O any] struct {
+	e           *Eval[T, O]
+	cfg         Config
+	samples     []dataset.Sample[T]
+	index       map[string]int // sample ID → position in samples
+	parentRunID string
+	skip        func(sample, epoch int) bool // episodes that count as done without running
+	warnings    []string
 }
 
-// job is one episode on its way through its attempts.
-type job struct {
-	sample, epoch, attempt int
-	rec                    sink.Record // the outcome of the latest attempt
-	events                 []harness.Event
+// execute runs the episodes of setup and returns the report.
+func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*Report, error) {
+	cfg, samples := setup.cfg, setup.samples
+	start := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
-	mu      sync.Mutex
-	sb      sandbox.Sandbox // the open sandbox of the attempt in flight
-	release func()          // gives back its capacity slot
-}
-
-type finished struct {
-	sample int // index in runner.samples
-	rec    sink.Record
-	events []harness.Event
-}
-
-// newRunner prepares a run of samples, which index maps by ID to their
-// positions (as checkSamples returns them).
-func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T], index map[string]int) (*runner[T, O], error) {
-	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, index: index, start: time.Now(),
-		total: int64(len(samples)) * int64(cfg.Epochs), agg: newAggregator(cfg.Report)}
+	total := int64(len(samples)) * int64(cfg.Epochs)
+	done := newDoneSet(total)
+	agg := newAggregator(cfg.Report)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	r.agg.index = index
-	r.agg.samples = make([]sampleStats, len(samples))
-	r.agg.meta = func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags }
-	r.runID = cfg.RunID
+	agg.index = setup.index
+	agg.samples = make([]sampleStats, len(samples))
+	agg.meta = func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags }
+	rec := newRecorder(done, cfg.Epochs, agg, func(err error) { cancel(err) })
+	rec.sinks = cfg.Sinks
+
+	runID, warnings := cfg.RunID, setup.warnings
+	var logSize int64
 	if cfg.Log != "" {
-		if err := r.openLog(); err != nil {
+		l, err := openLog(setup, done)
+		if err != nil {
 			return nil, err
 		}
+		rec.log, rec.traces, logSize = l.w, l.traces, l.size
+		runID = l.runID
+		warnings = append(warnings, l.warnings...)
 	}
-	if r.runID == "" {
-		r.runID = newRunID()
+	if runID == "" {
+		runID = newRunID()
 	}
-	if r.logSize == 0 {
-		// Only resuming needs to find samples by ID; a million-sample run
-		// need not keep the map.
-		r.index, r.agg.index = nil, nil
-	}
-	r.sinks = cfg.Sinks
-	if p := cfg.Sandbox; p != nil {
-		r.envs = make([]envSlot, len(samples))
-		r.left = make([]atomic.Int32, len(samples))
+	if setup.skip != nil {
 		for i := range samples {
 			for ep := range cfg.Epochs {
-				if !r.isDone(int64(i)*int64(cfg.Epochs) + int64(ep)) {
-					r.left[i].Add(1)
+				if setup.skip(i, ep) {
+					done.add(int64(i)*int64(cfg.Epochs) + int64(ep))
 				}
 			}
 		}
-		if n := p.Capacity(); n > 0 {
-			r.sandboxes = make(chan struct{}, n)
-		}
 	}
-	r.ctx, r.cancel = context.WithCancelCause(ctx)
-	return r, nil
+
+	var resumed, excluded int
+	var ingest func()
+	if logSize > 0 {
+		ingest = func() {
+			var err error
+			resumed, excluded, err = rec.ingestLog(cfg.Log, logSize, func(id string) (int, bool) {
+				i, ok := setup.index[id]
+				return i, ok
+			})
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("reading earlier records: %v", err))
+			}
+		}
+	} else {
+		// Only resuming needs to find samples by ID; a million-sample run
+		// need not keep the map.
+		agg.index = nil
+	}
+	rec.start(ingest)
+
+	s := newScheduler(setup.e, cfg, samples, done)
+	s.runID, s.parentRunID, s.out, s.cancel = runID, setup.parentRunID, rec, cancel
+	s.run(ctx)
+
+	// Cleanup runs even when the run was canceled, with a context that is
+	// not, so that every sink flushes what it was given.
+	recErr := rec.close(context.WithoutCancel(ctx))
+	rep := agg.report()
+	rep.Eval, rep.RunID = setup.e.Name, runID
+	rep.StartedAt, rep.Wall = start, time.Since(start)
+	rep.Cancelled = int(s.cancelled.Load())
+	rep.Resumed = resumed
+	rep.Excluded = excluded
+	rep.BudgetExhausted = s.budgetHit.Load()
+	if excluded > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", excluded))
+	}
+	if rec.duplicates > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d duplicate results of episodes already recorded were dropped", rec.duplicates))
+	}
+	rep.Warnings = append(warnings, rep.Warnings...)
+	if recErr != nil {
+		return rep, fmt.Errorf("eval: %w", recErr)
+	}
+	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+		return rep, cause
+	}
+	return rep, nil
 }
 
-// openLog recovers the log and adopts (or checks) the run it holds.
-func (r *runner[T, O]) openLog() error {
-	if err := os.MkdirAll(filepath.Dir(r.cfg.Log), 0o755); err != nil {
-		return fmt.Errorf("eval: the log's directory: %w", err)
+// openedLog is a log recovered for a run.
+type openedLog struct {
+	w, traces *jsonl.Writer
+	size      int64 // committed bytes when the run started
+	runID     string
+	warnings  []string
+}
+
+// openLog recovers the log, checks its manifest against this run (writing
+// it for a new log) and marks the episodes it holds as done.
+func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error) {
+	cfg := setup.cfg
+	if err := os.MkdirAll(filepath.Dir(cfg.Log), 0o755); err != nil {
+		return nil, fmt.Errorf("eval: the log's directory: %w", err)
 	}
-	foreign := 0 // records of samples or epochs this run does not have
-	w, rec, err := jsonl.Open(r.cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
-		if i, ok := r.index[string(id)]; ok && epoch < r.cfg.Epochs {
-			r.markDone(int64(i)*int64(r.cfg.Epochs) + int64(epoch))
-		} else {
-			foreign++
+	old, err := ReadManifest(cfg.Log)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	m := newManifest(setup)
+	if old != nil {
+		if d := m.diff(old); len(d) > 0 && !cfg.AllowChanged {
+			return nil, &ManifestMismatchError{Log: cfg.Log, Diffs: d}
+		}
+	}
+	epochs := int64(cfg.Epochs)
+	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
+		if i, ok := setup.index[string(id)]; ok && int64(epoch) < epochs {
+			done.add(int64(i)*epochs + int64(epoch))
 		}
 	}})
 	if err != nil {
-		return fmt.Errorf("eval: opening the log: %w", err)
+		return nil, fmt.Errorf("eval: opening the log: %w", err)
 	}
-	if rec.RunID != "" {
-		if r.runID != "" && r.runID != rec.RunID {
-			w.Close(context.Background())
-			return &ConfigError{fmt.Sprintf("the log %s holds run %q, not %q: resume with its run ID or use a new log", r.cfg.Log, rec.RunID, r.runID)}
+	l := &openedLog{w: w, size: w.Size(), runID: cfg.RunID}
+	fail := func(err error) (*openedLog, error) {
+		w.Close(context.Background())
+		if l.traces != nil {
+			l.traces.Close(context.Background())
 		}
-		r.runID = rec.RunID
+		return nil, err
+	}
+	logged := rec.RunID
+	if logged == "" && old != nil {
+		logged = old.RunID
+	}
+	if logged != "" {
+		if l.runID != "" && l.runID != logged {
+			return fail(&ConfigError{fmt.Sprintf("the log %s holds run %q, not %q: resume with its run ID or use a new log", cfg.Log, logged, l.runID)})
+		}
+		l.runID = logged
+	}
+	if l.runID == "" {
+		l.runID = newRunID()
+	}
+	if old == nil && rec.Records > 0 && rec.RunID != "" {
+		l.warnings = append(l.warnings, "the log has no manifest (written before manifests existed): adopting it")
+	}
+	if old == nil || cfg.AllowChanged || old.Dataset != m.Dataset || old.Epochs != m.Epochs {
+		if old != nil {
+			m.CreatedAt = old.CreatedAt
+		}
+		m.RunID = l.runID
+		if err := writeManifest(cfg.Log, m); err != nil {
+			return fail(err)
+		}
+	}
+	if old != nil && old.Dataset != m.Dataset {
+		l.warnings = append(l.warnings, fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", old.Dataset.Samples, m.Dataset.Samples))
 	}
 	if rec.Torn != nil {
-		msg := fmt.Sprintf("%v: cut off; those episodes run again", rec.Torn)
-		r.warnings = append(r.warnings, msg)
-		r.cfg.Logger.Warn("proctor: torn log tail cut", "log", r.cfg.Log, "line", rec.Torn.Line, "bytes", rec.Torn.Bytes)
+		l.warnings = append(l.warnings, fmt.Sprintf("%v: cut off; those episodes run again", rec.Torn))
+		cfg.Logger.Warn("proctor: torn log tail cut", "log", cfg.Log, "line", rec.Torn.Line, "bytes", rec.Torn.Bytes)
 	}
 	if rec.Dropped > 0 {
-		r.cfg.Logger.Info("proctor: retrying errored episodes from the log", "log", r.cfg.Log, "episodes", rec.Dropped)
+		cfg.Logger.Info("proctor: retrying errored episodes from the log", "log", cfg.Log, "episodes", rec.Dropped)
 	}
-	if foreign > 0 {
-		r.warnings = append(r.warnings, fmt.Sprintf("the log holds %d records of samples or epochs this run does not have: they stay in the log and the report", foreign))
-	}
-	r.log = w
-	r.logSize = w.Size()
-	traces, err := jsonl.Append(tracePath(r.cfg.Log), nil)
+	traces, err := jsonl.Append(tracePath(cfg.Log), nil)
 	if err != nil {
-		w.Close(context.Background())
-		return fmt.Errorf("eval: opening the trace store: %w", err)
+		return fail(fmt.Errorf("eval: opening the trace store: %w", err))
 	}
-	r.traces = traces
+	l.traces = traces
 	w.FlushFirst(traces)
-	return nil
+	return l, nil
+}
+
+func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
+	samples := setup.samples
+	return &Manifest{
+		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
+		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
+		Versions: setup.e.Versions, Proctor: proctorVersion(),
+		Dataset: datasetIdentity(len(samples),
+			func(i int) string { return samples[i].ID },
+			func(i int) []byte { return encodeJSON(samples[i].Input) }),
+	}
 }
 
 // tracePath is where the transcripts of the run logged at log go: one
 // append-only file beside the log, not one file per episode.
 func tracePath(log string) string {
-	return strings.TrimSuffix(log, filepath.Ext(log)) + ".traces.jsonl"
+	return trimExt(log) + ".traces.jsonl"
 }
+
+func trimExt(path string) string { return path[:len(path)-len(filepath.Ext(path))] }
 
 func newRunID() string {
 	var b [4]byte
 	crand.Read(b[:])
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-func (r *runner[T, O]) run() (*Report, error) {
-	r.out = make(chan finished, 1024)
-	consumed := make(chan struct{})
-	go func() {
-		defer close(consumed)
-		r.consume()
-	}()
-
-	pending := r.total - r.doneCount
-	workers := min(int64(r.cfg.Concurrency), max(pending, 0))
-	r.wg.Add(int(workers))
-	for range workers {
-		go r.worker(nil)
-	}
-	stopWatchdog := make(chan struct{})
-	go r.watchdog(stopWatchdog)
-	r.wg.Wait()
-	close(stopWatchdog)
-	close(r.out)
-	<-consumed
-
-	// Cleanup runs even when the run was canceled, with a context that is
-	// not, so that every sink flushes what it was given.
-	cleanup := context.WithoutCancel(r.ctx)
-	for i := range r.envs {
-		if env := r.envs[i].env; env != nil {
-			env.Close()
-		}
-	}
-	errs := []error{r.sinkErr}
-	if r.log != nil {
-		errs = append(errs, r.log.Close(cleanup), r.traces.Close(cleanup))
-	}
-	for _, s := range r.sinks {
-		errs = append(errs, s.Close(cleanup))
-	}
-	rep := r.agg.report()
-	rep.Eval, rep.RunID = r.e.Name, r.runID
-	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
-	rep.Cancelled = int(r.cancelled.Load())
-	rep.Resumed = r.resumed
-	rep.BudgetExhausted = r.budgetHit.Load()
-	rep.Warnings = append(r.warnings, rep.Warnings...)
-	if err := errors.Join(errs...); err != nil {
-		return rep, fmt.Errorf("eval: %w", err)
-	}
-	if cause := context.Cause(r.ctx); cause != nil && r.ctx.Err() != nil {
-		return rep, cause
-	}
-	r.cancel(nil)
-	return rep, nil
-}
-
-// consume writes each finished episode's trace, record and sinks, and folds
-// it into the report. A sink that fails stops the run: results that cannot
-// be recorded must not be computed.
-func (r *runner[T, O]) consume() {
-	if r.log != nil && r.logSize > 0 {
-		r.ingestLog()
-	}
-	ctx := context.WithoutCancel(r.ctx)
-	for f := range r.out {
-		if r.sinkErr != nil {
-			continue // draining: the run is stopping
-		}
-		if err := r.write(ctx, &f); err != nil {
-			r.sinkErr = err
-			r.cancel(fmt.Errorf("eval: recording results: %w", err))
-			continue
-		}
-		r.agg.addAt(f.sample, &f.rec)
-		if r.cfg.MaxCostUSD > 0 && r.agg.usage.CostUSD >= r.cfg.MaxCostUSD {
-			r.budgetHit.Store(true)
-		}
-	}
-}
-
-func (r *runner[T, O]) write(ctx context.Context, f *finished) error {
-	if r.traces != nil && len(f.events) > 0 {
-		line, err := json.Marshal(traceLine{RunID: r.runID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
-		if err != nil {
-			return err
-		}
-		off, err := r.traces.WriteLine(line)
-		if err != nil {
-			return err
-		}
-		f.rec.Trace = traceLink(r.traces.Path(), off)
-	}
-	if r.log != nil {
-		if err := r.log.Write(ctx, f.rec); err != nil {
-			return err
-		}
-	}
-	for _, s := range r.sinks {
-		if err := s.Write(ctx, f.rec); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ingestLog folds the records a resumed log already held into the report,
-// while new episodes already run.
-func (r *runner[T, O]) ingestLog() {
-	f, err := os.Open(r.cfg.Log)
-	if err != nil {
-		r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
-		return
-	}
-	defer f.Close()
-	for rec, err := range jsonl.Read(io.LimitReader(f, r.logSize), r.cfg.Log) {
-		if err != nil {
-			r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
-			return
-		}
-		r.agg.add(&rec)
-		r.resumed++
-	}
-}
-
-func (r *runner[T, O]) markDone(i int64) {
-	if r.done == nil {
-		r.done = make([]uint64, (r.total+63)/64)
-	}
-	if r.done[i/64]&(1<<(i%64)) == 0 {
-		r.done[i/64] |= 1 << (i % 64)
-		r.doneCount++
-	}
-}
-
-func (r *runner[T, O]) isDone(i int64) bool {
-	return r.done != nil && r.done[i/64]&(1<<(i%64)) != 0
 }

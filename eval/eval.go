@@ -32,6 +32,11 @@ type Eval[T, O any] struct {
 	// Sandbox returns the environment a sample needs when Config.Sandbox is
 	// set; nil means the zero Spec (an empty workspace).
 	Sandbox func(dataset.Sample[T]) sandbox.Spec
+	// Versions name the versions of the harness, the judge and the sandbox
+	// spec. They are stored in the log's manifest; resuming a log written
+	// under other versions is refused (its records would mix two evals)
+	// unless Config.AllowChanged is set.
+	Versions Versions
 }
 
 // Config tunes a run. The zero Config is valid: the defaults are given
@@ -71,9 +76,23 @@ type Config struct {
 	// Seed is the run seed; each episode's seed derives from it, the
 	// sample ID and the epoch.
 	Seed uint64
-	// MaxCostUSD stops scheduling new episodes once the recorded cost
-	// reaches it (episodes in flight finish); 0 means no budget.
+	// MaxCostUSD stops scheduling new episodes once the cost of the
+	// attempts made (retried ones included) reaches it; episodes in flight
+	// finish. 0 means no budget.
 	MaxCostUSD float64
+	// MaxErrorRate stops the run, with an [*ErrorRateError], when more than
+	// this fraction of its finished episodes ended in error, once
+	// ErrorRateAfter episodes have finished: a bad API key or a broken
+	// image stops a run within seconds instead of burning the dataset.
+	// Episodes in flight end as cancelled; running again with the same log
+	// resumes. Default 0.5; negative disables the check.
+	MaxErrorRate float64
+	// ErrorRateAfter is how many episodes must finish before MaxErrorRate
+	// applies; default 20.
+	ErrorRateAfter int
+	// AllowChanged resumes a log whose manifest names another eval, seed
+	// or component versions, instead of refusing it.
+	AllowChanged bool
 
 	// Report tunes the report (confidence level, failures listed…).
 	Report ReportOptions
@@ -84,19 +103,56 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultConcurrency = 16
-	DefaultTimeout     = 30 * time.Minute
-	DefaultRetries     = 2
-	DefaultBackoff     = time.Second
-	maxBackoff         = time.Minute
+	DefaultConcurrency    = 16
+	DefaultTimeout        = 30 * time.Minute
+	DefaultRetries        = 2
+	DefaultBackoff        = time.Second
+	DefaultMaxErrorRate   = 0.5
+	DefaultErrorRateAfter = 20
+	maxBackoff            = time.Minute
 )
 
+// validate rejects values that have no meaning; zero values are defaults.
+func (c Config) validate() error {
+	bad := func(field string, v any, want string) error {
+		return &ConfigError{fmt.Sprintf("Config.%s is %v: want %s", field, v, want)}
+	}
+	switch {
+	case c.Concurrency < 0:
+		return bad("Concurrency", c.Concurrency, "a positive number, or 0 for the default")
+	case c.Epochs < 0:
+		return bad("Epochs", c.Epochs, "a positive number, or 0 for the default")
+	case c.Backoff < 0:
+		return bad("Backoff", c.Backoff, "a positive duration, or 0 for the default")
+	case c.MaxCostUSD < 0 || c.MaxCostUSD != c.MaxCostUSD:
+		return bad("MaxCostUSD", c.MaxCostUSD, "a positive budget, or 0 for none")
+	case c.MaxErrorRate > 1 || c.MaxErrorRate != c.MaxErrorRate:
+		return bad("MaxErrorRate", c.MaxErrorRate, "a fraction in (0,1], 0 for the default or negative for none")
+	case c.ErrorRateAfter < 0:
+		return bad("ErrorRateAfter", c.ErrorRateAfter, "a positive count, or 0 for the default")
+	case c.Report.Level != 0 && !(c.Report.Level > 0 && c.Report.Level < 1):
+		return bad("Report.Level", c.Report.Level, "a confidence level in (0,1), or 0 for 0.95")
+	case c.Report.MaxFailures < 0:
+		return bad("Report.MaxFailures", c.Report.MaxFailures, "a positive count, or 0 for the default")
+	}
+	return nil
+}
+
 func (c Config) withDefaults() Config {
-	if c.Concurrency <= 0 {
+	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Epochs <= 0 {
+	if c.Epochs == 0 {
 		c.Epochs = 1
+	}
+	switch {
+	case c.MaxErrorRate == 0:
+		c.MaxErrorRate = DefaultMaxErrorRate
+	case c.MaxErrorRate < 0:
+		c.MaxErrorRate = 0
+	}
+	if c.ErrorRateAfter == 0 {
+		c.ErrorRateAfter = DefaultErrorRateAfter
 	}
 	switch {
 	case c.Timeout == 0:
@@ -110,7 +166,7 @@ func (c Config) withDefaults() Config {
 	case c.Retries < 0:
 		c.Retries = 0
 	}
-	if c.Backoff <= 0 {
+	if c.Backoff == 0 {
 		c.Backoff = DefaultBackoff
 	}
 	if c.Logger == nil {
@@ -136,16 +192,15 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
 	if e.Name == "" {
 		return nil, &ConfigError{"Eval needs a Name"}
 	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	samples, index, err := loadSamples(ctx, e.Dataset)
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(ctx, e, cfg, samples, index)
-	if err != nil {
-		return nil, err
-	}
-	return r.run()
+	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})
 }
 
 // loadSamples reads the dataset and checks it before anything runs.
@@ -172,8 +227,8 @@ func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], map[
 	seen := make(map[string]int, len(samples))
 	for i := range samples {
 		id := samples[i].ID
-		if id == "" {
-			return nil, nil, fmt.Errorf("eval: dataset sample %d has an empty ID", i+1)
+		if err := dataset.CheckID(id); err != nil {
+			return nil, nil, fmt.Errorf("eval: dataset sample %d: %w", i+1, err)
 		}
 		if prev, dup := seen[id]; dup {
 			return nil, nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)

@@ -13,11 +13,13 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// record fills rec with an attempt's outcome.
-func (r *runner[T, O]) record(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out any) {
-	u := ep.Usage()
+// buildRecord fills rec with an attempt's outcome. Tokens and cost are
+// those of every attempt of the episode: earlier is what the attempts
+// before this one used.
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out any, earlier harness.Usage) {
+	u := ep.Usage().Add(earlier)
 	*rec = sink.Record{
-		Schema: sink.SchemaVersion, RunID: r.runID, Eval: r.e.Name,
+		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
 		Error: errMsg, ErrorKind: kind,
@@ -25,7 +27,7 @@ func (r *runner[T, O]) record(rec *sink.Record, ep *harness.Episode[T], start ti
 		Tags:  ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
-		Seed: ep.Seed, ParentRunID: r.parentRunID,
+		Seed: ep.Seed, ParentRunID: s.parentRunID,
 	}
 	if status != sink.Error || out != nil {
 		rec.Output = encodeJSON(out)

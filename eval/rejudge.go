@@ -31,6 +31,9 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	if e.Judge == nil || e.Name == "" {
 		return nil, &ConfigError{"Rejudge needs a Name and a Judge"}
 	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	cfg.Sandbox = nil
 	src, err := indexOutputs[T](fromLog)
@@ -46,23 +49,16 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(ctx, d, cfg, samples, index)
-	if err != nil {
-		return nil, err
-	}
-	r.parentRunID = src.runID
-	// Episodes with nothing to judge count as done.
-	for i, s := range samples {
-		for ep := range src.epochs {
-			if _, ok := src.outputs[sink.Key{SampleID: s.ID, Epoch: ep}]; !ok {
-				r.markDone(int64(i)*int64(src.epochs) + int64(ep))
-			}
-		}
-	}
+	setup := &runSetup[T, O]{e: d, cfg: cfg, samples: samples, index: index, parentRunID: src.runID,
+		// Episodes with nothing to judge count as done.
+		skip: func(i, ep int) bool {
+			_, ok := src.outputs[sink.Key{SampleID: samples[i].ID, Epoch: ep}]
+			return !ok
+		}}
 	if src.unjudgeable > 0 {
-		r.warnings = append(r.warnings, fmt.Sprintf("%d episodes of %s ended in error before the judge and have no output to rejudge", src.unjudgeable, src.runID))
+		setup.warnings = append(setup.warnings, fmt.Sprintf("%d episodes of %s ended in error before the judge and have no output to rejudge", src.unjudgeable, src.runID))
 	}
-	return r.run()
+	return execute(ctx, setup)
 }
 
 type outputIndex[T any] struct {

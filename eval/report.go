@@ -40,6 +40,7 @@ type Report struct {
 	// not in Unscored.
 	NotSampled int `json:"not_sampled,omitempty"`
 	Resumed    int `json:"resumed,omitempty"` // records this run found in its log
+	Excluded   int `json:"excluded,omitempty"`
 
 	// PassRate is passed / (passed + failed): error and unscored episodes
 	// are excluded, and counted above. With sampled verdicts it is the

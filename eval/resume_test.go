@@ -159,7 +159,7 @@ func crashChild(log string) {
 		return ep.Sample.Input, nil
 	})
 	e := &eval.Eval[string, string]{Name: "crash", Dataset: samples(inputs...), Harness: h, Judge: wantOK}
-	_, err := e.Run(context.Background(), eval.Config{Epochs: crashEpochs, Concurrency: 8, Retries: -1, Log: log, Seed: 1})
+	_, err := e.Run(context.Background(), eval.Config{Epochs: crashEpochs, Concurrency: 8, Retries: -1, Log: log, Seed: 1, MaxErrorRate: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -38,26 +38,26 @@ func (j *job) freeSandbox() {
 // environment, before the attempt's clock starts: waiting for a capacity
 // slot or for provisioning is not the agent's time. Provisioning and
 // forking have a bound of their own, the episode timeout.
-func (r *runner[T, O]) openSandbox(j *job) (sb sandbox.Sandbox, fault sink.ErrorKind, err error) {
+func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job) (sb sandbox.Sandbox, fault sink.ErrorKind, err error) {
 	fault = sink.KindSandbox
 	defer func() {
 		if p := recover(); p != nil {
 			fault, err = sink.KindPanic, fmt.Errorf("sandbox provider panicked: %v\n%s", p, debug.Stack())
 		}
-		if r.ctx.Err() != nil {
+		if runCtx.Err() != nil {
 			fault = sink.KindCancelled
 		}
 	}()
 	if r.sandboxes != nil {
 		select {
 		case r.sandboxes <- struct{}{}:
-		case <-r.ctx.Done():
-			return nil, fault, r.ctx.Err()
+		case <-runCtx.Done():
+			return nil, fault, runCtx.Err()
 		}
 	}
-	ctx, cancel := r.ctx, context.CancelFunc(func() {})
+	ctx, cancel := runCtx, context.CancelFunc(func() {})
 	if r.cfg.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(r.ctx, r.cfg.Timeout)
+		ctx, cancel = context.WithTimeout(runCtx, r.cfg.Timeout)
 	}
 	defer cancel()
 	env, err := r.environment(ctx, j.sample)
@@ -84,7 +84,7 @@ func (r *runner[T, O]) openSandbox(j *job) (sb sandbox.Sandbox, fault sink.Error
 
 // environment provisions a sample's environment once; a failed provision
 // is tried again by the next attempt.
-func (r *runner[T, O]) environment(ctx context.Context, i int) (sandbox.Environment, error) {
+func (r *scheduler[T, O]) environment(ctx context.Context, i int) (sandbox.Environment, error) {
 	slot := &r.envs[i]
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
@@ -103,7 +103,7 @@ func (r *runner[T, O]) environment(ctx context.Context, i int) (sandbox.Environm
 	return env, nil
 }
 
-func (r *runner[T, O]) closeEnv(i int) {
+func (r *scheduler[T, O]) closeEnv(i int) {
 	slot := &r.envs[i]
 	slot.mu.Lock()
 	defer slot.mu.Unlock()

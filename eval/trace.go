@@ -22,13 +22,12 @@ type Trace struct {
 
 type traceLine = Trace
 
-// traceLink is a record's trace field: the trace store's path and the
-// transcript's byte offset in it, "PATH#OFFSET". Resolving it is one seek.
+// traceLink is a record's trace field: the trace store's file name and the
+// transcript's byte offset in it, "NAME#OFFSET". The name is relative to
+// the log's directory (the store lives beside the log), so that moving a
+// runs directory keeps every link working. Resolving it is one seek.
 func traceLink(path string, offset int64) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	return path + "#" + strconv.FormatInt(offset, 10)
+	return filepath.Base(path) + "#" + strconv.FormatInt(offset, 10)
 }
 
 // ReadTrace resolves a record's trace link to the transcript. A relative

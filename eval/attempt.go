@@ -1,0 +1,226 @@
+package eval
+
+// One attempt of an episode: its sandbox, the harness and the judge, and
+// the one function that decides the attempt's status and error kind.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// attempt runs one attempt of j and stores its outcome in j.rec. It returns
+// false when the attempt was abandoned (its harness or judge ignored the
+// expiry of its context, or called runtime.Goexit): then another goroutine
+// has taken over j.
+func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], j *job) bool {
+	smp := &s.samples[j.sample]
+	ep := &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
+		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
+	if j.kept != nil {
+		ep.Sandbox = j.kept.sb // the judge sees the world the harness left
+	} else if s.cfg.Sandbox != nil {
+		opened := time.Now()
+		sb, kind, err := s.openSandbox(ctx, j)
+		if err != nil {
+			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
+			return true
+		}
+		ep.Sandbox = sb
+	}
+	start := time.Now()
+	actx, cancel := context.WithCancelCause(base)
+	runCtx := ctx
+	ctx = actx
+	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
+	if s.cfg.Timeout > 0 {
+		deadline := start.Add(s.cfg.Timeout)
+		ctx = &attemptCtx{Context: actx, deadline: deadline}
+		w.deadline.Store(deadline.UnixNano())
+	}
+	phase := (w.phase.Load()>>2+1)<<2 | running
+	w.phase.Store(phase)
+	res := &outcome[O]{}
+	returned := false
+	defer func() {
+		if !returned { // runtime.Goexit in the harness or the judge
+			res.fault, res.err = sink.KindPanic, fmt.Errorf("%s called runtime.Goexit (t.FailNow or t.SkipNow from a harness or judge?)", res.stage)
+			if s.finish(w, phase, j, ep, start, res) {
+				go s.worker(runCtx, j) // this goroutine is ending: hand over j and its place
+			}
+		}
+	}()
+	s.call(ctx, j, ep, res)
+	returned = true
+	return s.finish(w, phase, j, ep, start, res)
+}
+
+// finish ends an attempt that returned: it reports false when the watchdog
+// abandoned it first (and owns j since).
+func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) bool {
+	if !w.phase.CompareAndSwap(phase, phase&^3|returned) {
+		return false
+	}
+	w.deadline.Store(0)
+	w.cancel(nil)
+	if res.fault == sink.KindJudge && res.haveOut && !permanentErr(res.err) {
+		// Keep the output, and the sandbox the judge needs, for a retry
+		// that judges again without running the agent again.
+		j.mu.Lock()
+		j.kept = &kept{out: res.out, sb: j.sb, release: j.release}
+		j.sb, j.release = nil, nil
+		j.mu.Unlock()
+	} else {
+		j.dropKept()
+	}
+	j.freeSandbox()
+	s.conclude(j, ep, start, res)
+	return true
+}
+
+// outcome is what the harness and the judge returned for an attempt.
+type outcome[O any] struct {
+	stage   string // "harness" or "judge": where it ended
+	out     O
+	haveOut bool // the harness returned out
+	v       judge.Verdict
+	fault   sink.ErrorKind
+	err     error
+}
+
+// call runs the harness (unless an earlier attempt's output is kept) and
+// the judge for one attempt, turning a panic into an error of kind panic.
+func (s *scheduler[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T], res *outcome[O]) {
+	res.stage = "harness"
+	defer func() {
+		if p := recover(); p != nil {
+			res.fault, res.err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", res.stage, p, debug.Stack())
+		}
+	}()
+	if k := j.kept; k != nil {
+		res.out, res.haveOut = k.out.(O), true
+	} else {
+		out, err := s.e.Harness.Run(ctx, ep)
+		if err != nil {
+			res.fault, res.err = s.classify(ctx, err, sink.KindHarness), err
+			return
+		}
+		res.out, res.haveOut = out, true
+	}
+	res.stage = "judge"
+	v, err := s.e.Judge.Judge(ctx, ep, res.out)
+	if v.Pass && v.Score == 0 {
+		v.Score = 1 // a judge that only says pass
+	}
+	res.v = v
+	switch {
+	case err != nil:
+		res.fault, res.err = s.classify(ctx, err, sink.KindJudge), err
+	case !(v.Score >= 0 && v.Score <= 1):
+		res.fault, res.err = sink.KindJudge, fmt.Errorf("judge returned score %v, want a number in [0,1]", v.Score)
+	}
+}
+
+func (s *scheduler[T, O]) classify(ctx context.Context, err error, def sink.ErrorKind) sink.ErrorKind {
+	if ctx.Err() != nil {
+		if context.Cause(ctx) == errTimeout {
+			return sink.KindTimeout
+		}
+		return sink.KindCancelled
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return sink.KindSandbox
+	}
+	return def
+}
+
+// conclude decides an attempt's status and error kind — the one place
+// that does — and stores its record in j. It is kept out of attempt (and
+// out of line) so that its temporaries are not on the stack of every
+// worker while its harness waits: with thousands of workers, a smaller
+// frame lets goroutines start with the smallest stack.
+//
+//go:noinline
+func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) {
+	v, err := &res.v, res.err
+	var status sink.Status
+	var kind sink.ErrorKind
+	var msg string
+	var out any // an output is recorded only when the harness produced one
+	if res.haveOut {
+		out = res.out
+	}
+	j.permanent = false
+	switch {
+	case err == nil:
+		status = sink.Fail
+		if v.Pass {
+			status = sink.Pass
+		}
+	case errors.Is(err, judge.ErrUnscored):
+		status = sink.Unscored
+		var ue *judge.UnscoredError
+		v.Reason = err.Error()
+		if errors.As(err, &ue) {
+			v.Reason = ue.Reason
+		}
+		if errors.Is(err, judge.ErrNotSampled) {
+			kind = sink.KindNotSampled
+		}
+	default:
+		status, kind, msg = sink.Error, res.fault, err.Error()
+		if permanentErr(err) {
+			j.permanent = true
+			msg += " (permanent: not retried)"
+		}
+	}
+	s.buildRecord(&j.rec, ep, start, status, kind, msg, v, out, j.usage)
+	j.events = ep.Events()
+	s.spend(ep.Usage().CostUSD)
+}
+
+// Permanent marks err as permanent: an episode that ends in it is not
+// retried (a bad request, a missing credential). Any error with a method
+// Permanent() bool that returns true is permanent too: the model clients'
+// HTTP errors for 400, 401, 403 and 404 are.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+func (permanentError) Permanent() bool { return true }
+
+func permanentErr(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// dropKept closes the sandbox kept for a judge retry, if any.
+func (j *job) dropKept() {
+	j.mu.Lock()
+	k := j.kept
+	j.kept = nil
+	j.mu.Unlock()
+	if k != nil && k.sb != nil {
+		k.sb.Close()
+	}
+	if k != nil && k.release != nil {
+		k.release()
+	}
+}
+
+func usageOf(rec *sink.Record) harness.Usage {
+	return harness.Usage{InputTokens: rec.InputTokens, OutputTokens: rec.OutputTokens, CostUSD: rec.CostUSD}
+}

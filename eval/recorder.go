@@ -1,0 +1,186 @@
+package eval
+
+// The recorder: the single writer of a run. It owns the log, the trace
+// store, the sinks, the exactly-once index and the aggregator. Workers do
+// the expensive part of recording in parallel (the transcript, encoding
+// the record's line); the recorder's goroutine only appends lines, marks
+// keys and folds records into the report, so that the work every record
+// passes through serially stays well under a microsecond.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+type recorder struct {
+	log    *jsonl.Writer // nil without a log
+	traces *jsonl.Writer
+	sinks  []sink.Sink
+	done   *doneSet // exactly once: a key already marked is dropped
+	epochs int64
+	agg    *aggregator
+	fail   func(error) // stops the run when results cannot be recorded
+
+	mu      sync.Mutex
+	queue   []*finished
+	spare   []*finished
+	wake    chan struct{} // a batch is waiting (cap 1)
+	closing bool
+	stopped chan struct{} // the goroutine has drained everything
+
+	err        error // the first write error; later records are dropped
+	duplicates int   // records of keys already committed, dropped
+}
+
+func newRecorder(done *doneSet, epochs int, agg *aggregator, fail func(error)) *recorder {
+	return &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
+		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// start runs the recorder's goroutine; ingest, when set, first folds the
+// records a resumed log already held into the report, while new episodes
+// already run.
+func (r *recorder) start(ingest func()) {
+	go func() {
+		defer close(r.stopped)
+		if ingest != nil {
+			ingest()
+		}
+		r.loop()
+	}()
+}
+
+// commit is called by workers, concurrently: it stores the transcript,
+// encodes the record and queues it for the recorder's goroutine.
+func (r *recorder) commit(f *finished) {
+	if r.traces != nil && len(f.events) > 0 {
+		line, err := json.Marshal(Trace{RunID: f.rec.RunID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
+		if err == nil {
+			var off int64
+			off, err = r.traces.WriteLine(line)
+			f.rec.Trace = traceLink(r.traces.Path(), off)
+		}
+		if err != nil {
+			r.fail(fmt.Errorf("eval: recording a transcript: %w", err))
+			return
+		}
+	}
+	f.events = nil
+	if r.log != nil {
+		f.line = f.rec.AppendJSON(make([]byte, 0, 512))
+	}
+	r.mu.Lock()
+	r.queue = append(r.queue, f)
+	first := len(r.queue) == 1
+	r.mu.Unlock()
+	if first {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *recorder) loop() {
+	ctx := context.Background() // sinks flush what they were given, whatever happened to the run
+	for {
+		r.mu.Lock()
+		batch, closing := r.queue, r.closing
+		r.queue, r.spare = r.spare[:0], nil
+		r.mu.Unlock()
+		for _, f := range batch {
+			r.write(ctx, f)
+		}
+		clear(batch)
+		r.mu.Lock()
+		r.spare = batch[:0]
+		r.mu.Unlock()
+		if len(batch) == 0 {
+			if closing {
+				return
+			}
+			<-r.wake
+		}
+	}
+}
+
+func (r *recorder) write(ctx context.Context, f *finished) {
+	if r.err != nil {
+		return // stopping: results that cannot be recorded are not kept
+	}
+	if !r.done.add(int64(f.sample)*r.epochs + int64(f.rec.Epoch)) {
+		r.duplicates++
+		return
+	}
+	if r.log != nil {
+		if _, err := r.log.WriteLine(f.line); err != nil {
+			r.setErr(err)
+			return
+		}
+	}
+	for _, s := range r.sinks {
+		if err := s.Write(ctx, f.rec); err != nil {
+			r.setErr(err)
+			return
+		}
+	}
+	r.agg.addAt(f.sample, &f.rec)
+}
+
+func (r *recorder) setErr(err error) {
+	r.err = err
+	r.fail(fmt.Errorf("eval: recording results: %w", err))
+}
+
+// close waits for every queued record, then flushes and closes the log,
+// the trace store and the sinks.
+func (r *recorder) close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	<-r.stopped
+	errs := []error{r.err}
+	if r.log != nil {
+		errs = append(errs, r.log.Close(ctx), r.traces.Close(ctx))
+	}
+	for _, s := range r.sinks {
+		errs = append(errs, s.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ingestLog folds the first size bytes of the log at path — the records a
+// resumed run already held — into the report. Records of samples or
+// epochs this run does not have stay in the log and are counted apart.
+func (r *recorder) ingestLog(path string, size int64, index func(id string) (int, bool)) (resumed, excluded int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	for rec, err := range jsonl.Read(io.LimitReader(f, size), path) {
+		if err != nil {
+			return resumed, excluded, err
+		}
+		i, ok := index(rec.SampleID)
+		if !ok || int64(rec.Epoch) >= r.epochs {
+			excluded++
+			continue
+		}
+		r.agg.addAt(i, &rec)
+		resumed++
+	}
+	return resumed, excluded, nil
+}

@@ -1,0 +1,422 @@
+package eval
+
+// The scheduler: which episode runs next, workers and their attempts,
+// timeouts (one watchdog, no timer per attempt), retries with backoff, and
+// the stops (budget, error rate, cancel). It hands every finished episode
+// to a committer and knows nothing of logs or reports, so that a
+// distributed worker is this scheduler with another committer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// committer receives finished episodes from many workers at once.
+type committer interface {
+	commit(f *finished)
+}
+
+// finished is an episode with its final record.
+type finished struct {
+	sample int // index in the scheduler's samples
+	rec    sink.Record
+	events []harness.Event
+	line   []byte // rec encoded, with its trace link, by the worker
+}
+
+// scheduler runs the episodes of one run. Workers (at most Concurrency,
+// plus the replacements of abandoned ones) claim episodes from an atomic
+// counter, so no goroutine or channel entry exists per pending episode.
+type scheduler[T, O any] struct {
+	e           *Eval[T, O]
+	cfg         Config
+	runID       string
+	parentRunID string // set when rejudging
+	samples     []dataset.Sample[T]
+	out         committer
+	cancel      context.CancelCauseFunc // cancels the run (the ctx workers get)
+
+	// done marks the episodes the log already holds (index sample*Epochs +
+	// epoch); claim skips them. The recorder marks what it commits.
+	done  *doneSet
+	next  atomic.Int64 // the next episode index to claim
+	total int64
+	wg    sync.WaitGroup
+
+	// Sandboxes: one environment per sample, closed after its last episode.
+	envs      []envSlot
+	left      []atomic.Int32 // episodes of each sample not yet settled
+	sandboxes chan struct{}  // capacity tokens; nil when unbounded
+
+	workersMu sync.Mutex
+	workers   []*workerState[T]
+
+	// Stops. stopped ends scheduling; the counters feed the budget and the
+	// error-rate check, and count what the report cannot see in records.
+	stopped      atomic.Bool
+	budgetHit    atomic.Bool
+	spentNanoUSD atomic.Int64 // cost of every attempt this run made
+	settled      atomic.Int64 // episodes finished this run
+	errored      atomic.Int64 // of which ended in error
+	cancelled    atomic.Int64 // started but not finished: they run on resume
+}
+
+// job is one episode on its way through its attempts.
+type job struct {
+	sample, epoch, attempt int
+	rec                    sink.Record // the outcome of the latest attempt
+	events                 []harness.Event
+	usage                  harness.Usage // of the attempts before the latest
+	// kept is the harness output of an attempt whose judge failed: the
+	// retry judges it again instead of running the agent again.
+	kept      *kept
+	permanent bool // the latest attempt's error must not be retried
+
+	mu      sync.Mutex
+	sb      sandbox.Sandbox // the open sandbox of the attempt in flight
+	release func()          // gives back its capacity slot
+}
+
+type kept struct {
+	out     any
+	sb      sandbox.Sandbox // the sandbox the harness left, for the judge
+	release func()          // its capacity slot
+}
+
+func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
+	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done,
+		total: int64(len(samples)) * int64(cfg.Epochs)}
+	if p := cfg.Sandbox; p != nil {
+		s.envs = make([]envSlot, len(samples))
+		s.left = make([]atomic.Int32, len(samples))
+		for i := range samples {
+			for ep := range cfg.Epochs {
+				if !done.has(int64(i)*int64(cfg.Epochs) + int64(ep)) {
+					s.left[i].Add(1)
+				}
+			}
+		}
+		if n := p.Capacity(); n > 0 {
+			s.sandboxes = make(chan struct{}, n)
+		}
+	}
+	return s
+}
+
+// run runs every episode not yet done and returns when all have settled
+// or been given up. ctx is the run's context: canceling it (or s.cancel)
+// stops scheduling and abandons the attempts in flight.
+func (s *scheduler[T, O]) run(ctx context.Context) {
+	pending := s.total - s.done.count()
+	workers := min(int64(s.cfg.Concurrency), max(pending, 0))
+	s.wg.Add(int(workers))
+	for range workers {
+		go s.worker(ctx, nil)
+	}
+	stopWatchdog := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watchdog(ctx, stopWatchdog)
+	}()
+	s.wg.Wait()
+	close(stopWatchdog)
+	<-watched
+	for i := range s.envs {
+		if env := s.envs[i].env; env != nil {
+			env.Close()
+		}
+	}
+}
+
+// worker runs jobs until none is left. A worker that replaces an abandoned
+// one starts by settling the abandoned job's outcome.
+func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
+	w := &workerState[T]{}
+	s.register(w)
+	defer s.unregister(w)
+	// Attempts' contexts keep the run context's values but not its
+	// cancellation: the watchdog cancels them when the run is canceled.
+	// Their parent is never done, so creating and canceling one touches no
+	// shared state: thousands of workers do not contend on a lock.
+	base := context.WithoutCancel(ctx)
+	j := abandonedJob
+	if j != nil {
+		j = s.settle(ctx, j)
+	}
+	for {
+		if j == nil {
+			if j = s.claim(ctx, &w.job); j == nil {
+				s.wg.Done()
+				return
+			}
+		}
+		if !s.attempt(ctx, base, w, j) {
+			return // abandoned: a replacement owns j and this worker's place
+		}
+		j = s.settle(ctx, j)
+	}
+}
+
+// workerState is a worker's attempt in flight, as the watchdog sees it.
+// The worker writes the fields, then publishes them by setting phase to
+// running; the watchdog reads them only after winning the phase from
+// running to abandoned, after which the worker no longer touches them.
+type workerState[T any] struct {
+	job      job           // reused from episode to episode
+	phase    atomic.Uint64 // attempt sequence << 2 | running, returned or abandoned
+	deadline atomic.Int64  // Unix ns when the running attempt times out; 0 for none
+	index    int           // in scheduler.workers
+
+	cur    *job
+	ep     *harness.Episode[T]
+	start  time.Time
+	cancel context.CancelCauseFunc
+}
+
+const (
+	idle uint64 = iota // a new worker, before its first attempt
+	running
+	returned
+	abandoned
+)
+
+// errTimeout is the cancellation cause of an attempt that timed out.
+var errTimeout = errors.New("episode timed out")
+
+// attemptCtx is an attempt's context: a plain cancel context that reports
+// its deadline and DeadlineExceeded like a timer context, without a timer
+// per attempt (the watchdog enforces deadlines).
+type attemptCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *attemptCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == errTimeout {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (s *scheduler[T, O]) register(w *workerState[T]) {
+	s.workersMu.Lock()
+	w.index = len(s.workers)
+	s.workers = append(s.workers, w)
+	s.workersMu.Unlock()
+}
+
+func (s *scheduler[T, O]) unregister(w *workerState[T]) {
+	s.workersMu.Lock()
+	last := s.workers[len(s.workers)-1]
+	s.workers[w.index], last.index = last, w.index
+	s.workers = s.workers[:len(s.workers)-1]
+	s.workersMu.Unlock()
+}
+
+// watchdog abandons the attempts that outlive their deadline, and all
+// running attempts once the run is canceled: one goroutine scanning the
+// workers, instead of a timer per attempt. Deadlines are enforced within
+// a twentieth of the timeout (at least 1 ms, at most 250 ms).
+func (s *scheduler[T, O]) watchdog(ctx context.Context, stop <-chan struct{}) {
+	tick := 250 * time.Millisecond
+	if s.cfg.Timeout > 0 {
+		tick = min(max(s.cfg.Timeout/20, time.Millisecond), tick)
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var expired []*workerState[T]
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		now, canceled := time.Now().UnixNano(), ctx.Err() != nil
+		expired = expired[:0]
+		s.workersMu.Lock()
+		for _, w := range s.workers {
+			if d := w.deadline.Load(); canceled || d != 0 && now >= d {
+				expired = append(expired, w)
+			}
+		}
+		s.workersMu.Unlock()
+		for _, w := range expired {
+			s.abandon(ctx, w, canceled)
+		}
+		if canceled {
+			t.Reset(tick) // keep sweeping: a worker may start one last attempt
+		}
+	}
+}
+
+// abandon gives up on the attempt w runs, if it is still running: the
+// attempt is recorded as a timeout (or cancellation), its sandbox closed,
+// and a new worker takes over its job and its place.
+func (s *scheduler[T, O]) abandon(ctx context.Context, w *workerState[T], canceled bool) {
+	p := w.phase.Load()
+	if p&3 != running {
+		return
+	}
+	// The watchdog saw an expired deadline, but that attempt may have
+	// returned and the next one begun since: the worker stores a deadline
+	// before it publishes the phase, so this reads the running attempt's.
+	if d := w.deadline.Load(); !canceled && (d == 0 || time.Now().UnixNano() < d) {
+		return
+	}
+	if !w.phase.CompareAndSwap(p, p&^3|abandoned) {
+		return
+	}
+	j := w.cur
+	res := &outcome[O]{fault: sink.KindTimeout, err: fmt.Errorf("timed out after %v (abandoned: it did not return when its context expired)", s.cfg.Timeout)}
+	cause := errTimeout
+	if canceled {
+		res.fault, res.err = sink.KindCancelled, fmt.Errorf("run canceled: %v", context.Cause(ctx))
+		cause = context.Canceled
+	}
+	w.cancel(cause)
+	s.conclude(j, w.ep, w.start, res)
+	j.dropKept()
+	j.freeSandbox() // may unblock the abandoned harness; the engine won't wait for it
+	go s.worker(ctx, j)
+}
+
+// claim returns the next episode that has no final record yet.
+func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
+	epochs := int64(s.cfg.Epochs)
+	for ctx.Err() == nil && !s.stopped.Load() {
+		i := s.next.Add(1) - 1
+		if i >= s.total {
+			return nil
+		}
+		if s.done.has(i) {
+			continue
+		}
+		*j = job{sample: int(i / epochs), epoch: int(i % epochs)}
+		return j
+	}
+	return nil
+}
+
+// settle decides what follows an attempt: a retry (returns j again, after
+// backoff) or the end of the episode (commits it and returns nil).
+func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
+	rec := &j.rec
+	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
+		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load()
+	if retry {
+		d := min(s.cfg.Backoff<<j.attempt, maxBackoff)
+		t := time.NewTimer(rand.N(d) + 1)
+		select {
+		case <-t.C:
+			j.usage = usageOf(rec)
+			j.attempt++
+			return j
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	j.dropKept()
+	if rec.ErrorKind == sink.KindCancelled || (rec.Status == sink.Error && ctx.Err() != nil) {
+		// Not finished: the episode runs on resume. Records are rows of
+		// finished episodes only.
+		s.cancelled.Add(1)
+	} else {
+		s.countSettled(rec)
+		s.out.commit(&finished{sample: j.sample, rec: *rec, events: j.events})
+	}
+	if s.left != nil && s.left[j.sample].Add(-1) == 0 {
+		s.closeEnv(j.sample)
+	}
+	return nil
+}
+
+// countSettled feeds the error-rate stop with a finished episode.
+func (s *scheduler[T, O]) countSettled(rec *sink.Record) {
+	n := s.settled.Add(1)
+	errs := s.errored.Load()
+	if rec.Status == sink.Error {
+		errs = s.errored.Add(1)
+	}
+	max := s.cfg.MaxErrorRate
+	if max > 0 && n >= int64(s.cfg.ErrorRateAfter) && float64(errs) > max*float64(n) {
+		s.stop(&ErrorRateError{Errors: int(errs), Episodes: int(n), Max: max, Last: rec.Error}, true)
+	}
+}
+
+// spend counts an attempt's cost against the budget, as soon as the
+// attempt ends, so that scheduling stops once it is spent whatever the
+// backlog and whatever is retried.
+func (s *scheduler[T, O]) spend(cost float64) {
+	if s.cfg.MaxCostUSD <= 0 || cost <= 0 {
+		return
+	}
+	spent := s.spentNanoUSD.Add(int64(cost * 1e9))
+	if float64(spent)/1e9 >= s.cfg.MaxCostUSD && !s.budgetHit.Swap(true) {
+		s.stop(nil, false)
+	}
+}
+
+// stop ends scheduling. With abort, the run is canceled with cause:
+// episodes in flight end as cancelled and run on resume. Without, they
+// finish (the budget: what is paid for is recorded).
+func (s *scheduler[T, O]) stop(cause error, abort bool) {
+	s.stopped.Store(true)
+	if abort {
+		s.cancel(cause)
+	}
+}
+
+// ErrorRateError stops a run whose episodes mostly end in error (a bad API
+// key, a broken sandbox image): continuing would burn the dataset. Fix the
+// cause and run again with the same log: the run resumes.
+type ErrorRateError struct {
+	Errors, Episodes int
+	Max              float64
+	Last             string // the latest error message
+}
+
+func (e *ErrorRateError) Error() string {
+	return fmt.Sprintf("eval: stopped: %d of the first %d finished episodes ended in error (more than Config.MaxErrorRate %.0f%%); the latest: %s",
+		e.Errors, e.Episodes, e.Max*100, firstLine(e.Last))
+}
+
+// doneSet marks episodes by index: a bitset, so that resuming a
+// million-record log needs no map of keys. add is safe for concurrent use
+// with has; the recorder uses it as the exactly-once index.
+type doneSet struct {
+	words []atomic.Uint64
+	n     atomic.Int64
+}
+
+func newDoneSet(total int64) *doneSet {
+	return &doneSet{words: make([]atomic.Uint64, (total+63)/64)}
+}
+
+// add marks episode i and reports whether it was not marked before.
+func (d *doneSet) add(i int64) bool {
+	bit := uint64(1) << (i % 64)
+	if d.words[i/64].Or(bit)&bit != 0 {
+		return false
+	}
+	d.n.Add(1)
+	return true
+}
+
+func (d *doneSet) has(i int64) bool { return d.words[i/64].Load()&(1<<(i%64)) != 0 }
+
+func (d *doneSet) count() int64 { return d.n.Load() }
