@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sink"
@@ -60,7 +61,7 @@ type runner[T, O any] struct {
 	logSize      int64 // committed bytes of the log when the run started
 	sinks        []sink.Sink
 	sinkErr      error
-	agg          *aggregator
+	agg          *report.Aggregator
 	warnings     []string
 	resumed      int
 	parentRunID  string // set when rejudging
@@ -90,12 +91,10 @@ type finished struct {
 // positions (as checkSamples returns them).
 func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples []dataset.Sample[T], index map[string]int) (*runner[T, O], error) {
 	r := &runner[T, O]{e: e, cfg: cfg, samples: samples, index: index, start: time.Now(),
-		total: int64(len(samples)) * int64(cfg.Epochs), agg: newAggregator(cfg.Report)}
+		total: int64(len(samples)) * int64(cfg.Epochs)}
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	r.agg.index = index
-	r.agg.samples = make([]sampleStats, len(samples))
-	r.agg.meta = func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags }
+	r.agg = report.NewIndexed(&cfg.Report, len(samples), func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags })
 	r.runID = cfg.RunID
 	if cfg.Log != "" {
 		if err := r.openLog(); err != nil {
@@ -108,7 +107,7 @@ func newRunner[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, samples
 	if r.logSize == 0 {
 		// Only resuming needs to find samples by ID; a million-sample run
 		// need not keep the map.
-		r.index, r.agg.index = nil, nil
+		r.index = nil
 	}
 	r.sinks = cfg.Sinks
 	if p := cfg.Sandbox; p != nil {
@@ -187,7 +186,7 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-func (r *runner[T, O]) run() (*Report, error) {
+func (r *runner[T, O]) run() (*report.Report, error) {
 	r.out = make(chan finished, 1024)
 	consumed := make(chan struct{})
 	go func() {
@@ -223,7 +222,7 @@ func (r *runner[T, O]) run() (*Report, error) {
 	for _, s := range r.sinks {
 		errs = append(errs, s.Close(cleanup))
 	}
-	rep := r.agg.report()
+	rep := r.agg.Report()
 	rep.Eval, rep.RunID = r.e.Name, r.runID
 	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
 	rep.Cancelled = int(r.cancelled.Load())
@@ -257,8 +256,8 @@ func (r *runner[T, O]) consume() {
 			r.cancel(fmt.Errorf("eval: recording results: %w", err))
 			continue
 		}
-		r.agg.addAt(f.sample, &f.rec)
-		if r.cfg.MaxCostUSD > 0 && r.agg.usage.CostUSD >= r.cfg.MaxCostUSD {
+		r.agg.AddAt(f.sample, &f.rec)
+		if r.cfg.MaxCostUSD > 0 && r.agg.Usage().CostUSD >= r.cfg.MaxCostUSD {
 			r.budgetHit.Store(true)
 		}
 	}
@@ -303,7 +302,7 @@ func (r *runner[T, O]) ingestLog() {
 			r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
 			return
 		}
-		r.agg.add(&rec)
+		r.agg.Add(&rec)
 		r.resumed++
 	}
 }
