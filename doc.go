@@ -38,8 +38,9 @@
 //     size, Holm.
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
 //     log), sink/parquet, sink/sinktest (the conformance suite).
-//   - eval: Eval, Config, Run, Report, Compare, Rejudge, ReadTrace;
-//     eval/evaltest: the `go test` gate.
+//   - eval: Eval, Config, Run, Rejudge, ReadTrace;
+//     eval/report: Report, FromRecords, Aggregator, Compare (the analysis
+//     half, without the engine); eval/evaltest: the `go test` gate.
 //   - cmd/proctor: report, compare, export and trace from the command line.
 //
 // # A first eval

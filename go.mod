@@ -1,6 +1,6 @@
 module github.com/proctor-evals/proctor
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/apache/arrow-go/v18 v18.8.0

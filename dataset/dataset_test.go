@@ -64,7 +64,7 @@ func TestMalformedRowsNameFileAndLine(t *testing.T) {
 		want    string
 	}{
 		"truncated":         {`{"id":"a","input":{"q":"x","a":1}}` + "\n" + `{"id":"b","input":{"q":` + "\n", 2, "unexpected EOF"},
-		"missing id":        {`{"input":{"q":"x","a":1}}`, 1, `missing "id"`},
+		"missing id":        {`{"input":{"q":"x","a":1}}`, 1, `field "id": missing`},
 		"wrong input type":  {`{"id":"a","input":{"q":"x","a":"two"}}`, 1, `"input"`},
 		"unknown field":     {`{"id":"a","input":{},"tag":{"x":"y"}}`, 1, `unknown field "tag"`},
 		"after blank lines": {"\n\n" + `{"id":"a",}`, 3, "invalid character"},

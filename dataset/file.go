@@ -13,21 +13,51 @@ import (
 	"os"
 )
 
+// DefaultMaxLineBytes is the longest JSONL line read when
+// [JSONL.MaxLineBytes] is zero.
+const DefaultMaxLineBytes = 256 << 20
+
+// bom is the UTF-8 byte-order mark some editors write at the start of a file.
+const bom = "\uFEFF"
+
 // JSONL is a dataset read from a JSON Lines file. Each non-blank line is one
-// sample:
+// sample, in proctor's shape:
 //
 //	{"id": "t1", "input": {...}, "tags": {"difficulty": "easy"}}
 //
-// "input" is decoded into T with encoding/json; unknown top-level fields are
-// an error, so a typo in "tags" does not silently drop a breakdown. A
-// malformed line is a *RowError naming the file and line.
+// or, with a [Mapping], any flat JSON object. "input" is decoded into T with
+// encoding/json. Fields that land nowhere (an unknown top-level field, an
+// input field T has no place for) are an error unless AllowUnknownFields is
+// set, so a typo in "tags" does not silently drop a breakdown. Lines must be
+// valid UTF-8 (encoding/json would silently rewrite invalid bytes); a
+// byte-order mark at the start of the file is skipped. A malformed line is a
+// *RowError naming the file, line and, where known, column and field.
 type JSONL[T any] struct {
 	Path string
+	// Mapping, when set, maps each line, a flat JSON object, to a sample.
+	// Nil means proctor's {"id","input","tags"} shape.
+	Mapping *Mapping
+	// AllowUnknownFields ignores fields that land nowhere instead of
+	// failing on them.
+	AllowUnknownFields bool
+	// MaxLineBytes bounds the length of a line, which is held in memory
+	// whole; a longer line is a *RowError. Zero means DefaultMaxLineBytes.
+	MaxLineBytes int
 }
+
+var errLineTooLong = errors.New("line too long")
 
 // Samples reads the file lazily, line by line.
 func (d JSONL[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 	return func(yield func(Sample[T], error) bool) {
+		limit := d.MaxLineBytes
+		if limit == 0 {
+			limit = DefaultMaxLineBytes
+		}
+		if limit < 0 {
+			yield(Sample[T]{}, fmt.Errorf("dataset: JSONL.MaxLineBytes is negative (%d)", limit))
+			return
+		}
 		f, err := os.Open(d.Path)
 		if err != nil {
 			yield(Sample[T]{}, fmt.Errorf("dataset: %w", err))
@@ -35,12 +65,28 @@ func (d JSONL[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 		}
 		defer f.Close()
 		r := bufio.NewReaderSize(f, 64<<10)
+		hasBOM := skipBOM(r)
+		var buf []byte
+		rows := 0
 		for line := 1; ; line++ {
-			b, err := r.ReadBytes('\n')
-			if len(bytes.TrimSpace(b)) > 0 {
-				s, perr := decodeJSONLRow[T](b)
-				if perr != nil {
-					yield(Sample[T]{}, &RowError{File: d.Path, Line: line, Err: perr})
+			if err := ctx.Err(); err != nil {
+				yield(Sample[T]{}, err)
+				return
+			}
+			buf, err = readLine(r, buf[:0], limit)
+			if errors.Is(err, errLineTooLong) {
+				yield(Sample[T]{}, &RowError{File: d.Path, Line: line, Err: fmt.Errorf("line longer than %d bytes (JSONL.MaxLineBytes)", limit)})
+				return
+			}
+			if len(bytes.TrimSpace(buf)) > 0 {
+				rows++
+				s, re := d.decodeLine(buf, rows)
+				if re != nil {
+					re.File, re.Line = d.Path, line
+					if line == 1 && hasBOM && re.Column > 0 {
+						re.Column += len(bom)
+					}
+					yield(Sample[T]{}, re)
 					return
 				}
 				if !yield(s, nil) {
@@ -54,40 +100,97 @@ func (d JSONL[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 				yield(Sample[T]{}, fmt.Errorf("dataset: %s: %w", d.Path, err))
 				return
 			}
-			if ctx.Err() != nil {
-				yield(Sample[T]{}, ctx.Err())
-				return
-			}
 		}
 	}
 }
 
-func decodeJSONLRow[T any](b []byte) (Sample[T], error) {
+// skipBOM discards a byte-order mark at the start of r.
+func skipBOM(r *bufio.Reader) bool {
+	if b, _ := r.Peek(len(bom)); string(b) == bom {
+		r.Discard(len(bom))
+		return true
+	}
+	return false
+}
+
+// readLine appends the next line of r, newline included, to buf. Lines of
+// any length up to limit are read; a longer one is errLineTooLong.
+func readLine(r *bufio.Reader, buf []byte, limit int) ([]byte, error) {
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(buf)+len(frag) > limit+1 { // +1: the newline is not part of the line
+			return buf, errLineTooLong
+		}
+		buf = append(buf, frag...)
+		if err != bufio.ErrBufferFull {
+			return buf, err
+		}
+	}
+}
+
+// decodeLine decodes the n-th non-blank line b. Its error has no position
+// but the column within b.
+func (d JSONL[T]) decodeLine(b []byte, n int) (Sample[T], *RowError) {
+	if i := invalidUTF8At(b); i >= 0 {
+		return Sample[T]{}, &RowError{Column: i + 1, Err: errors.New("invalid UTF-8")}
+	}
+	if d.Mapping != nil {
+		var row Row
+		if err := decode(b, &row, false); err != nil {
+			return Sample[T]{}, jsonError(err)
+		}
+		if row == nil {
+			return Sample[T]{}, &RowError{Err: errors.New("want a JSON object, got null")}
+		}
+		s, err := FromRow[T](*d.Mapping, row, n, d.AllowUnknownFields)
+		if err != nil {
+			return Sample[T]{}, err.(*RowError)
+		}
+		return s, nil
+	}
 	var row struct {
 		ID    *string           `json:"id"`
 		Input json.RawMessage   `json:"input"`
 		Tags  map[string]string `json:"tags"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&row); err != nil {
-		return Sample[T]{}, err
+	if err := decode(b, &row, !d.AllowUnknownFields); err != nil {
+		return Sample[T]{}, jsonError(err)
 	}
-	if row.ID == nil || *row.ID == "" {
-		return Sample[T]{}, errors.New(`missing "id"`)
+	if row.ID == nil {
+		return Sample[T]{}, &RowError{Field: "id", Err: errMissing}
+	}
+	if err := checkID(*row.ID); err != nil {
+		return Sample[T]{}, &RowError{Field: "id", Err: err}
 	}
 	s := Sample[T]{ID: *row.ID, Tags: row.Tags}
 	if len(row.Input) > 0 {
-		if err := json.Unmarshal(row.Input, &s.Input); err != nil {
-			return Sample[T]{}, fmt.Errorf(`"input": %w`, err)
+		if err := decode(row.Input, &s.Input, !d.AllowUnknownFields); err != nil {
+			return Sample[T]{}, &RowError{Field: "input", Err: err}
 		}
 	}
 	return s, nil
 }
 
+// jsonError positions a decoding error of a line where encoding/json says.
+func jsonError(err error) *RowError {
+	re := &RowError{Err: err}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		re.Column = int(se.Offset)
+	case errors.As(err, &te):
+		re.Column, re.Field = int(te.Offset), te.Field
+	}
+	return re
+}
+
 // CSV is a dataset read from a CSV file with a header row. Parse turns one
-// row (column name → value) into a sample; an error it returns, or a row
-// with the wrong number of fields, is a *RowError naming the file and line.
+// row (column name → value) into a sample. Every record must have as many
+// fields as the header, header names must be unique, and every field must be
+// valid UTF-8; a byte-order mark at the start of the file is skipped. An
+// error of Parse, a malformed record or a bad sample ID is a *RowError
+// naming the file, line and, where known, column.
 type CSV[T any] struct {
 	Path  string
 	Parse func(row map[string]string) (Sample[T], error)
@@ -96,47 +199,105 @@ type CSV[T any] struct {
 // Samples reads the file lazily, record by record.
 func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 	return func(yield func(Sample[T], error) bool) {
+		if d.Parse == nil {
+			yield(Sample[T]{}, errors.New("dataset: CSV.Parse is nil"))
+			return
+		}
 		f, err := os.Open(d.Path)
 		if err != nil {
 			yield(Sample[T]{}, fmt.Errorf("dataset: %w", err))
 			return
 		}
 		defer f.Close()
-		r := csv.NewReader(bufio.NewReader(f))
+		br := bufio.NewReader(f)
+		hasBOM := skipBOM(br)
+		r := csv.NewReader(br)
+		fail := func(re *RowError) {
+			re.File = d.Path
+			if re.Line == 1 && hasBOM && re.Column > 0 {
+				re.Column += len(bom)
+			}
+			yield(Sample[T]{}, re)
+		}
 		header, err := r.Read()
-		if err != nil {
-			yield(Sample[T]{}, &RowError{File: d.Path, Line: 1, Err: fmt.Errorf("header: %w", err)})
+		if err == io.EOF {
+			fail(&RowError{Line: 1, Err: errors.New("empty file, want a header row")})
 			return
 		}
+		if err != nil {
+			fail(csvError(err, 1))
+			return
+		}
+		seen := make(map[string]bool, len(header))
+		for i, name := range header {
+			if re := checkField(r, i, name, ""); re != nil {
+				fail(re)
+				return
+			}
+			if seen[name] {
+				line, col := r.FieldPos(i)
+				fail(&RowError{Line: line, Column: col, Field: name, Err: errors.New("duplicate column in the header")})
+				return
+			}
+			seen[name] = true
+		}
 		for {
+			if err := ctx.Err(); err != nil {
+				yield(Sample[T]{}, err)
+				return
+			}
 			rec, err := r.Read()
 			if err == io.EOF {
 				return
 			}
-			line, _ := r.FieldPos(0)
 			if err != nil {
 				var pe *csv.ParseError
-				if errors.As(err, &pe) {
-					line = pe.Line
+				if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+					fail(&RowError{Line: pe.StartLine, Err: fmt.Errorf("%d fields, but the header has %d", len(rec), len(header))})
+					return
 				}
-				yield(Sample[T]{}, &RowError{File: d.Path, Line: line, Err: err})
+				fail(csvError(err, 0))
 				return
 			}
+			line, _ := r.FieldPos(0) // a record read without error has len(header) ≥ 1 fields
 			row := make(map[string]string, len(header))
 			for i, name := range header {
+				if re := checkField(r, i, rec[i], name); re != nil {
+					fail(re)
+					return
+				}
 				row[name] = rec[i]
 			}
 			s, err := d.Parse(row)
-			if err == nil && s.ID == "" {
-				err = errors.New("empty sample ID")
+			if err == nil {
+				err = checkSample(s)
 			}
 			if err != nil {
-				yield(Sample[T]{}, &RowError{File: d.Path, Line: line, Err: err})
+				fail(&RowError{Line: line, Err: err})
 				return
 			}
-			if !yield(s, nil) || ctx.Err() != nil {
+			if !yield(s, nil) {
 				return
 			}
 		}
 	}
+}
+
+// checkField checks that field i of the record r just read is valid UTF-8.
+func checkField(r *csv.Reader, i int, v, name string) *RowError {
+	if j := invalidUTF8At(v); j >= 0 {
+		line, col := r.FieldPos(i)
+		return &RowError{Line: line, Column: col + j, Field: name, Err: errors.New("invalid UTF-8")}
+	}
+	return nil
+}
+
+// csvError positions an error of encoding/csv; line is used when the error
+// has no position of its own.
+func csvError(err error, line int) *RowError {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return &RowError{Line: pe.Line, Column: pe.Column, Err: pe.Err}
+	}
+	return &RowError{Line: line, Err: err}
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/scorer"
-	"github.com/proctor-evals/proctor/sink"
 )
 
 type benchTask struct {
@@ -50,7 +50,7 @@ func BenchmarkNoOp(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		log := filepath.Join(b.TempDir(), "log.jsonl")
-		if _, err := e.Run(context.Background(), eval.Config{Concurrency: 64, Log: log, Report: eval.ReportOptions{Resamples: -1}}); err != nil {
+		if _, err := e.Run(context.Background(), eval.Config{Concurrency: 64, Log: log, Report: report.Options{Resamples: -1}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -75,43 +75,10 @@ func BenchmarkLatency(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		log := filepath.Join(b.TempDir(), "log.jsonl")
-		if _, err := e.Run(context.Background(), eval.Config{Concurrency: 5000, Log: log, Report: eval.ReportOptions{Resamples: -1}}); err != nil {
+		if _, err := e.Run(context.Background(), eval.Config{Concurrency: 5000, Log: log, Report: report.Options{Resamples: -1}}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
 	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(n*b.N), "cpu-ns/episode")
-}
-
-// BenchmarkReport1M is P7: the report over 1M records (100k samples × 10
-// epochs, two tags) with the cluster-robust interval and a 1,000-resample
-// cluster bootstrap.
-func BenchmarkReport1M(b *testing.B) {
-	recs := make([]sink.Record, 0, 1_000_000)
-	for s := range 100_000 {
-		id := "s" + strconv.Itoa(s)
-		tags := map[string]string{"difficulty": strconv.Itoa(s % 5), "repo": "r" + strconv.Itoa(s%17)}
-		for ep := range 10 {
-			st := sink.Fail
-			if (s*7+ep*3)%10 < 6 {
-				st = sink.Pass
-			}
-			recs = append(recs, sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: id, Epoch: ep,
-				Status: st, Score: map[bool]float64{true: 1}[st == sink.Pass], Tags: tags, DurationMS: float64(s%97) + 0.5})
-		}
-	}
-	seq := func(yield func(sink.Record, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		rep, err := eval.ReportFromRecords(seq, eval.ReportOptions{Resamples: 1000})
-		if err != nil || rep.Episodes != 1_000_000 || rep.Bootstrap == nil {
-			b.Fatal(err)
-		}
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -32,7 +33,7 @@ type runSetup[T, O any] struct {
 }
 
 // execute runs the episodes of setup and returns the report.
-func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*Report, error) {
+func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Report, error) {
 	cfg, samples := setup.cfg, setup.samples
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -40,12 +41,9 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*Report, err
 
 	total := int64(len(samples)) * int64(cfg.Epochs)
 	done := newDoneSet(total)
-	agg := newAggregator(cfg.Report)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	agg.index = setup.index
-	agg.samples = make([]sampleStats, len(samples))
-	agg.meta = func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags }
+	agg := report.NewIndexed(&cfg.Report, len(samples), func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags })
 	rec := newRecorder(done, cfg.Epochs, agg, func(err error) { cancel(err) })
 	rec.sinks = cfg.Sinks
 
@@ -86,10 +84,6 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*Report, err
 				warnings = append(warnings, fmt.Sprintf("reading earlier records: %v", err))
 			}
 		}
-	} else {
-		// Only resuming needs to find samples by ID; a million-sample run
-		// need not keep the map.
-		agg.index = nil
 	}
 	rec.start(ingest)
 
@@ -100,7 +94,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*Report, err
 	// Cleanup runs even when the run was canceled, with a context that is
 	// not, so that every sink flushes what it was given.
 	recErr := rec.close(context.WithoutCancel(ctx))
-	rep := agg.report()
+	rep := agg.Report()
 	rep.Eval, rep.RunID = setup.e.Name, runID
 	rep.StartedAt, rep.Wall = start, time.Since(start)
 	rep.Cancelled = int(s.cancelled.Load())

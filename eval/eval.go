@@ -1,7 +1,7 @@
 // Package eval runs evaluations: an [Eval] composes a dataset, a harness and
 // a judge; its Run drives bounded, concurrent episodes (sample × epoch),
 // streams one record per episode to sinks and the durable log, and returns
-// the standard [Report].
+// the standard [report.Report].
 //
 // The engine does the hard work once, so that harnesses, judges, sandboxes
 // and sinks stay small: concurrency, timeouts, retries with backoff, panic
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -95,7 +96,7 @@ type Config struct {
 	AllowChanged bool
 
 	// Report tunes the report (confidence level, failures listed…).
-	Report ReportOptions
+	Report report.Options
 	// Logger receives warnings (a torn log tail that was cut, dropped error
 	// records); default slog.Default().
 	Logger *slog.Logger
@@ -185,7 +186,7 @@ func (e *ConfigError) Error() string { return "eval: " + e.Msg }
 // that fails, or ctx canceled — then with the report of what was recorded.
 // Agents that fail, harnesses that error or panic, judges that cannot
 // decide: those are data, in the records and the report.
-func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*Report, error) {
+func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if e.Dataset == nil || e.Harness == nil || e.Judge == nil {
 		return nil, &ConfigError{"Eval needs a Dataset, a Harness and a Judge"}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/scorer"
@@ -97,7 +98,7 @@ func TestReportNumbersMatchHandComputedValues(t *testing.T) {
 		return judge.Fail("wrong"), nil
 	})
 	e := &eval.Eval[string, string]{Name: "hand", Dataset: d, Harness: h, Judge: j}
-	rep, err := e.Run(context.Background(), eval.Config{Epochs: 3, Retries: -1, Report: eval.ReportOptions{Resamples: -1}})
+	rep, err := e.Run(context.Background(), eval.Config{Epochs: 3, Retries: -1, Report: report.Options{Resamples: -1}})
 	require.NoError(t, err)
 
 	require.Equal(t, 4, rep.Samples)
@@ -122,11 +123,11 @@ func TestReportNumbersMatchHandComputedValues(t *testing.T) {
 	require.InDelta(t, 5.5, rep.Usage.CostUSD, 1e-9)
 
 	require.Len(t, rep.ByTag, 1)
-	want := []eval.Group{
+	want := []report.Group{
 		{Value: "easy", Samples: 2, Episodes: 6, Passed: 5, Failed: 1, PassRate: 5.0 / 6},
 		{Value: "hard", Samples: 2, Episodes: 6, Passed: 1, Failed: 3, Errored: 1, Unscored: 1, PassRate: 1.0 / 4},
 	}
-	if d := cmp.Diff(want, rep.ByTag[0].Groups, cmpopts.IgnoreFields(eval.Group{}, "Interval"), cmpopts.EquateApprox(0, 1e-12)); d != "" {
+	if d := cmp.Diff(want, rep.ByTag[0].Groups, cmpopts.IgnoreFields(report.Group{}, "Interval"), cmpopts.EquateApprox(0, 1e-12)); d != "" {
 		t.Fatalf("by level (-want +got):\n%s", d)
 	}
 	require.Len(t, rep.Failures, 6) // 4 fail + 1 error + 1 unscored
@@ -231,7 +232,7 @@ func TestHarnessIgnoringItsContextIsAbandonedAtTimeout(t *testing.T) {
 	})
 	e := &eval.Eval[string, string]{Name: "t", Dataset: samples("hang", "ok", "ok"), Harness: stubborn, Judge: wantOK}
 	done := make(chan struct{})
-	var rep *eval.Report
+	var rep *report.Report
 	var err error
 	go func() {
 		defer close(done)

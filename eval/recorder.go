@@ -16,6 +16,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -26,7 +27,7 @@ type recorder struct {
 	sinks  []sink.Sink
 	done   *doneSet // exactly once: a key already marked is dropped
 	epochs int64
-	agg    *aggregator
+	agg    *report.Aggregator
 	fail   func(error) // stops the run when results cannot be recorded
 
 	mu      sync.Mutex
@@ -40,7 +41,7 @@ type recorder struct {
 	duplicates int   // records of keys already committed, dropped
 }
 
-func newRecorder(done *doneSet, epochs int, agg *aggregator, fail func(error)) *recorder {
+func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
 	return &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
@@ -132,7 +133,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 			return
 		}
 	}
-	r.agg.addAt(f.sample, &f.rec)
+	r.agg.AddAt(f.sample, &f.rec)
 }
 
 func (r *recorder) setErr(err error) {
@@ -179,7 +180,7 @@ func (r *recorder) ingestLog(path string, size int64, index func(id string) (int
 			excluded++
 			continue
 		}
-		r.agg.addAt(i, &rec)
+		r.agg.AddAt(i, &rec)
 		resumed++
 	}
 	return resumed, excluded, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -27,7 +28,7 @@ import (
 //
 // Memory holds each sample's input and each episode's log offset, never the
 // outputs, which are read back one at a time.
-func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*Report, error) {
+func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*report.Report, error) {
 	if e.Judge == nil || e.Name == "" {
 		return nil, &ConfigError{"Rejudge needs a Name and a Judge"}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -319,7 +320,7 @@ func TestSandboxIsClosedWhateverEndsTheEpisode(t *testing.T) {
 				timeout = time.Minute
 			}
 			done := make(chan struct{})
-			var rep *eval.Report
+			var rep *report.Report
 			var err error
 			go func() {
 				defer close(done)

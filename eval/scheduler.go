@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -420,3 +421,10 @@ func (d *doneSet) add(i int64) bool {
 func (d *doneSet) has(i int64) bool { return d.words[i/64].Load()&(1<<(i%64)) != 0 }
 
 func (d *doneSet) count() int64 { return d.n.Load() }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/sink/parquet"
@@ -59,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) (int, error){
-		"report": report, "compare": compare, "export": export, "trace": trace,
+		"report": reportCmd, "compare": compare, "export": export, "trace": trace,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -131,15 +132,15 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 	}, nil
 }
 
-func reportOf(path string, stderr io.Writer) (*eval.Report, error) {
+func reportOf(path string, stderr io.Writer) (*report.Report, error) {
 	seq, err := records(path, stderr)
 	if err != nil {
 		return nil, err
 	}
-	return eval.ReportFromRecords(seq, eval.ReportOptions{})
+	return report.FromRecords(seq, nil)
 }
 
-func report(args []string, stdout, stderr io.Writer) (int, error) {
+func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flags("report", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
@@ -193,7 +194,7 @@ func compare(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	c := eval.Compare(base, head, eval.CompareOptions{Margin: *margin, Level: *level})
+	c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
 	if err := write(stdout, c, *asJSON, *asMarkdown); err != nil {
 		return 0, err
 	}

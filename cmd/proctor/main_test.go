@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sink"
@@ -21,7 +22,7 @@ import (
 
 // runEval writes a log of 40 samples × 2 epochs where the agent is right
 // unless the sample index is a multiple of wrongEvery.
-func runEval(t *testing.T, path string, wrongEvery int) *eval.Report {
+func runEval(t *testing.T, path string, wrongEvery int) *report.Report {
 	t.Helper()
 	var d dataset.Slice[int]
 	for i := range 40 {
@@ -60,7 +61,7 @@ func TestReportMatchesTheRun(t *testing.T) {
 
 	code, out, errs := cli("report", "-json", log)
 	require.Zero(t, code, errs)
-	var got eval.Report
+	var got report.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
 	require.Equal(t, want.RunID, got.RunID)
 	require.Equal(t, want.Passed, got.Passed)
@@ -91,10 +92,10 @@ func TestExportThenReportFromParquet(t *testing.T) {
 	_, fromLog, _ := cli("report", "-json", log)
 	code, fromParquet, errs := cli("report", "-json", pq)
 	require.Zero(t, code, errs)
-	var a, b eval.Report
+	var a, b report.Report
 	require.NoError(t, json.Unmarshal([]byte(fromLog), &a))
 	require.NoError(t, json.Unmarshal([]byte(fromParquet), &b))
-	a.Latency, b.Latency = eval.Latency{}, eval.Latency{} // Parquet keeps µs
+	a.Latency, b.Latency = report.Latency{}, report.Latency{} // Parquet keeps µs
 	require.Equal(t, a, b, "the same numbers from the log and from Parquet")
 }
 
@@ -163,7 +164,7 @@ func TestClearErrors(t *testing.T) {
 	code, out, errs := cli("report", "-json", torn)
 	require.Zero(t, code)
 	require.Contains(t, errs, "torn tail")
-	var rep eval.Report
+	var rep report.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, 80, rep.Episodes, "the committed records are used")
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 )
 
 // Gate is what a run must show for the test to pass.
@@ -37,7 +38,7 @@ type Gate struct {
 // the log goes to a directory under os.TempDir() that outlives the test, so
 // that the trace links printed for failures still resolve afterwards. The
 // report is logged with t.Log and returned.
-func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *eval.Report {
+func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *report.Report {
 	t.Helper()
 	if cfg.Log == "" {
 		dir := filepath.Join(os.TempDir(), "proctor-evaltest")
@@ -63,7 +64,7 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *e
 
 // Check applies the gate to a report, failing t (without stopping it) for
 // each condition it misses.
-func Check(t testing.TB, rep *eval.Report, g Gate) {
+func Check(t testing.TB, rep *report.Report, g Gate) {
 	t.Helper()
 	if g.MaxErrorRate == 0 {
 		g.MaxErrorRate = 0.1

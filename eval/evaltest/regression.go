@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -19,7 +20,7 @@ type Baseline struct {
 }
 
 // NoRegression compares head with the run recorded in baseLog, sample by
-// sample ([eval.Compare]), and fails t (without stopping it) unless the head
+// sample ([report.Compare]), and fails t (without stopping it) unless the head
 // is non-inferior: unless the lower bound of the interval of the paired
 // pass-rate difference, head − base, is above −margin. The interval's level
 // is the one head's report used. A margin of 0 asks for evidence that the
@@ -30,15 +31,15 @@ type Baseline struct {
 // McNemar p-value, and the samples that flipped, regressions first. The
 // comparison is logged with t.Log and returned; it is nil when baseLog
 // cannot be read, which fails t too.
-func NoRegression(t testing.TB, baseLog string, head *eval.Report, margin float64) *eval.Comparison {
+func NoRegression(t testing.TB, baseLog string, head *report.Report, margin float64) *report.Comparison {
 	t.Helper()
-	opts := eval.CompareOptions{Level: head.Interval.Level, Margin: margin}
-	base, err := eval.ReportFromRecords(jsonl.Records(baseLog), eval.ReportOptions{Level: opts.Level, Resamples: -1})
+	opts := report.CompareOptions{Level: head.Interval.Level, Margin: margin}
+	base, err := report.FromRecords(jsonl.Records(baseLog), &report.Options{Level: opts.Level, Resamples: -1})
 	if err != nil {
 		t.Errorf("evaltest: base log: %v", err)
 		return nil
 	}
-	c := eval.Compare(base, head, opts)
+	c := report.Compare(base, head, &opts)
 	t.Logf("evaltest: against base log %s\n%s", baseLog, c)
 	if c.NonInferior {
 		return c
@@ -50,7 +51,7 @@ func NoRegression(t testing.TB, baseLog string, head *eval.Report, margin float6
 // RunAgainst is [Run] followed by [NoRegression] against the baseline: it
 // runs e with cfg inside t, checks the gate, then compares the run with
 // the baseline's log. Either check that fails fails t.
-func RunAgainst[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate, base Baseline) (*eval.Report, *eval.Comparison) {
+func RunAgainst[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate, base Baseline) (*report.Report, *report.Comparison) {
 	t.Helper()
 	rep := Run(t, e, cfg, g)
 	if rep == nil {
@@ -59,7 +60,7 @@ func RunAgainst[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g G
 	return rep, NoRegression(t, base.Log, rep, base.Margin)
 }
 
-func regressionMessage(baseLog string, c *eval.Comparison) string {
+func regressionMessage(baseLog string, c *report.Comparison) string {
 	var b strings.Builder
 	d := c.PassRate
 	fmt.Fprintf(&b, "eval %s regressed against base log %s: not non-inferior at margin %.1f points\n", c.HeadEval, baseLog, 100*c.Margin)
@@ -69,7 +70,7 @@ func regressionMessage(baseLog string, c *eval.Comparison) string {
 		fmt.Fprintf(&b, "  pass rate %.1f%% (base run %s) → %.1f%% (head run %s) over %d paired samples\n",
 			100*d.MeanA, c.BaseRunID, 100*d.MeanB, c.HeadRunID, c.Paired)
 		fmt.Fprintf(&b, "  difference %+.1f points, %g%% CI [%+.1f, %+.1f] (%s): lower bound ≤ %+.1f\n",
-			100*d.Mean, 100*c.Level, 100*d.Lo, 100*d.Hi, eval.MethodPairedT, -100*c.Margin)
+			100*d.Mean, 100*c.Level, 100*d.Lo, 100*d.Hi, report.MethodPairedT, -100*c.Margin)
 	}
 	fmt.Fprintf(&b, "  McNemar exact p = %.4g: %d samples pass→fail, %d fail→pass\n", c.McNemarP, c.BaseOnly, c.HeadOnly)
 	const show = 20 // flips printed; the comparison (logged) lists more

@@ -67,6 +67,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/docker"
@@ -141,7 +142,7 @@ func main() {
 
 // run builds the repositories and runs the eval with the chosen sandbox.
 // It fills in o.Dir when empty.
-func run(ctx context.Context, o Options) (*eval.Report, error) {
+func run(ctx context.Context, o Options) (*report.Report, error) {
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "proctor-coding-")
 		if err != nil {

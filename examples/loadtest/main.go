@@ -25,6 +25,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/scorer"
 )
@@ -71,21 +72,21 @@ func main() {
 		Harness: agent,
 		Judge:   scorer.Exact(func(t Task) string { return t.Expected }),
 	}
-	report, err := e.Run(context.Background(), eval.Config{
+	rep, err := e.Run(context.Background(), eval.Config{
 		Concurrency: *c, Log: *logPath,
-		Report: eval.ReportOptions{Resamples: -1},
+		Report: report.Options{Resamples: -1},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	wall := time.Since(start).Seconds()
-	ran := report.Episodes - report.Resumed
+	ran := rep.Episodes - rep.Resumed
 	json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"episodes":        ran,
-		"resumed":         report.Resumed,
+		"resumed":         rep.Resumed,
 		"first_episode_s": round(time.Duration(firstEpisode.Load()).Seconds()),
-		"passed":          report.Passed,
+		"passed":          rep.Passed,
 		"wall_s":          round(wall),
 		"episodes_per_s":  round(float64(ran) / wall),
 		"peak_rss_mb":     round(peakRSSMB()),

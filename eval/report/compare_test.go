@@ -1,4 +1,4 @@
-package eval_test
+package report_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/scorer"
 	"github.com/proctor-evals/proctor/sink"
@@ -34,7 +35,7 @@ type outcomes struct {
 
 // synthetic builds the report of a run with the given outcomes, through
 // ReportFromRecords like a log would.
-func synthetic(t testing.TB, name, runID string, ss []outcomes) *eval.Report {
+func synthetic(t testing.TB, name, runID string, ss []outcomes) *report.Report {
 	t.Helper()
 	var recs iter.Seq2[sink.Record, error] = func(yield func(sink.Record, error) bool) {
 		for _, s := range ss {
@@ -58,7 +59,7 @@ func synthetic(t testing.TB, name, runID string, ss []outcomes) *eval.Report {
 			}
 		}
 	}
-	rep, err := eval.ReportFromRecords(recs, eval.ReportOptions{Resamples: -1})
+	rep, err := report.FromRecords(recs, &report.Options{Resamples: -1})
 	require.NoError(t, err)
 	return rep
 }
@@ -102,7 +103,7 @@ func TestCompareHandComputed(t *testing.T) {
 		base = append(base, outcomes{id, baseEps[i], tags})
 		head = append(head, outcomes{id, headEps[i], tags})
 	}
-	c := eval.Compare(synthetic(t, "demo", "base-run", base), synthetic(t, "demo", "head-run", head), eval.CompareOptions{})
+	c := report.Compare(synthetic(t, "demo", "base-run", base), synthetic(t, "demo", "head-run", head), nil)
 
 	require.Equal(t, 10, c.Paired)
 	require.Equal(t, 0.95, c.Level)
@@ -123,7 +124,7 @@ func TestCompareHandComputed(t *testing.T) {
 	require.Equal(t, 2, c.BaseOnly)
 	require.Equal(t, 1, c.HeadOnly)
 	require.Equal(t, stats.McNemar(2, 1), c.McNemarP)
-	wantFlips := []eval.Flip{
+	wantFlips := []report.Flip{
 		{SampleID: "s1", Regression: true, Base: 1, Head: 0},
 		{SampleID: "s3", Regression: true, Base: 0.5, Head: 0},
 		{SampleID: "s6", Base: 0, Head: 1},
@@ -149,7 +150,7 @@ func TestCompareHandComputed(t *testing.T) {
 		{"level", "hard", []int{5, 6, 7, 8, 9}, 0.1},
 	}
 	rate := func(eps string) float64 { return float64(strings.Count(eps, "P")) / float64(len(eps)) }
-	var want []eval.TagDifference
+	var want []report.TagDifference
 	var ps []float64
 	for _, g := range groups {
 		var a, b []float64
@@ -160,7 +161,7 @@ func TestCompareHandComputed(t *testing.T) {
 		}
 		pd := stats.Paired(a, b, 0.95)
 		require.InDelta(t, g.mean, pd.Mean, 1e-12, "%s=%s", g.tag, g.value)
-		want = append(want, eval.TagDifference{Tag: g.tag, Value: g.value, PassRate: pd})
+		want = append(want, report.TagDifference{Tag: g.tag, Value: g.value, PassRate: pd})
 		ps = append(ps, pd.P)
 	}
 	for i, p := range stats.Holm(ps) {
@@ -187,7 +188,7 @@ func TestCompareMissingSamples(t *testing.T) {
 		{id: "s7", eps: "P"}, // missing from base
 		{id: "s8", eps: "U"},
 	}
-	c := eval.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", head), eval.CompareOptions{})
+	c := report.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", head), nil)
 	require.Equal(t, 4, c.Paired)
 	if diff := cmp.Diff([]string{"s5", "s6"}, c.OnlyBase); diff != "" {
 		t.Errorf("OnlyBase (-want +got):\n%s", diff)
@@ -213,7 +214,7 @@ func TestCompareMissingSamples(t *testing.T) {
 
 	// Different evals and an error rate that moved are warned about.
 	head = append(head, outcomes{id: "s9", eps: "E"}, outcomes{id: "s10", eps: "E"})
-	c = eval.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo-v2", "h", head), eval.CompareOptions{})
+	c = report.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo-v2", "h", head), nil)
 	warnings = strings.Join(c.Warnings, "\n")
 	require.Contains(t, warnings, `comparing different evals: base "demo", head "demo-v2"`)
 	require.Contains(t, warnings, "errored episodes differ: base 1/8 (12.5%), head 3/10 (30.0%)")
@@ -242,7 +243,7 @@ func TestCompareVerdicts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := eval.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", run1(100, tc.headFails)), eval.CompareOptions{Margin: tc.margin})
+			c := report.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", run1(100, tc.headFails)), &report.CompareOptions{Margin: tc.margin})
 			require.Equal(t, 100, c.Paired)
 			require.Equal(t, tc.regressed, c.Regressed, "Regressed: %v", c.PassRate)
 			require.Equal(t, tc.nonInferior, c.NonInferior, "NonInferior: %v", c.PassRate)
@@ -259,7 +260,7 @@ func TestCompareVerdicts(t *testing.T) {
 func TestCompareIdentical(t *testing.T) {
 	t.Parallel()
 	ss := []outcomes{{id: "a", eps: "PPF"}, {id: "b", eps: "FFF"}, {id: "c", eps: "PPP"}, {id: "d", eps: "PFU"}}
-	c := eval.Compare(synthetic(t, "demo", "r1", ss), synthetic(t, "demo", "r2", ss), eval.CompareOptions{})
+	c := report.Compare(synthetic(t, "demo", "r1", ss), synthetic(t, "demo", "r2", ss), nil)
 	require.Equal(t, 4, c.Paired)
 	require.Zero(t, c.PassRate.Mean)
 	require.Zero(t, c.PassRate.SE)
@@ -276,21 +277,21 @@ func TestCompareFlipsCapped(t *testing.T) {
 	t.Parallel()
 	base := run1(100, func(i int) bool { return i >= 90 })
 	head := run1(100, func(i int) bool { return i < 30 })
-	c := eval.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", head), eval.CompareOptions{MaxFlips: 35})
+	c := report.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", head), &report.CompareOptions{MaxFlips: 35})
 	require.Equal(t, 30, c.BaseOnly)
 	require.Equal(t, 10, c.HeadOnly)
 	require.Len(t, c.Flips, 35)
 	require.Equal(t, 5, c.FlipsOmitted)
 	require.Equal(t, "s0", c.Flips[0].SampleID)
 	require.True(t, c.Flips[29].Regression)
-	require.Equal(t, eval.Flip{SampleID: "s90", Base: 0, Head: 1}, c.Flips[30])
+	require.Equal(t, report.Flip{SampleID: "s90", Base: 0, Head: 1}, c.Flips[30])
 }
 
 func TestCompareJSON(t *testing.T) {
 	t.Parallel()
 	// One paired sample: SE, the interval, P and the correlation are NaN.
 	one := []outcomes{{id: "a", eps: "P", tags: map[string]string{"k": "v"}}}
-	c := eval.Compare(synthetic(t, "demo", "b", one), synthetic(t, "demo", "h", one), eval.CompareOptions{})
+	c := report.Compare(synthetic(t, "demo", "b", one), synthetic(t, "demo", "h", one), nil)
 	require.True(t, math.IsNaN(c.PassRate.SE))
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
@@ -318,9 +319,9 @@ func TestCompareNeedsSampleResults(t *testing.T) {
 	rep := synthetic(t, "demo", "b", run1(5, func(int) bool { return false }))
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
-	var decoded eval.Report
+	var decoded report.Report
 	require.NoError(t, json.Unmarshal(b, &decoded))
-	c := eval.Compare(&decoded, rep, eval.CompareOptions{})
+	c := report.Compare(&decoded, rep, nil)
 	require.Zero(t, c.Paired)
 	require.False(t, c.NonInferior)
 	require.Contains(t, strings.Join(c.Warnings, "\n"), "the base report has no per-sample results")
@@ -338,7 +339,7 @@ func TestCompareText(t *testing.T) {
 	for i := range base {
 		base[i].tags, head[i].tags = tags(i), tags(i)
 	}
-	c := eval.Compare(synthetic(t, "addition", "run-base", base), synthetic(t, "addition", "run-head", head), eval.CompareOptions{Margin: 0.02})
+	c := report.Compare(synthetic(t, "addition", "run-base", base), synthetic(t, "addition", "run-head", head), &report.CompareOptions{Margin: 0.02})
 	var b strings.Builder
 	require.NoError(t, c.WriteText(&b))
 	text := b.String()
@@ -394,7 +395,7 @@ func TestCompareIntervalCalibrated(t *testing.T) {
 			}
 			covered := 0
 			for range sims {
-				c := eval.Compare(synthetic(t, "sim", "b", draw()), synthetic(t, "sim", "h", draw()), eval.CompareOptions{})
+				c := report.Compare(synthetic(t, "sim", "b", draw()), synthetic(t, "sim", "h", draw()), nil)
 				require.Equal(t, samples, c.Paired)
 				if c.PassRate.Lo <= 0 && 0 <= c.PassRate.Hi {
 					covered++
@@ -424,7 +425,7 @@ func TestCompareLogs(t *testing.T) {
 			return "ok", nil
 		})
 	}
-	run := func(name string, wrong func(i, epoch int) bool) (string, *eval.Report) {
+	run := func(name string, wrong func(i, epoch int) bool) (string, *report.Report) {
 		e := &eval.Eval[int, string]{Name: "parity", Dataset: d, Harness: agent(wrong), Judge: scorer.Exact(func(int) string { return "ok" })}
 		log := filepath.Join(t.TempDir(), name+".jsonl")
 		rep, err := e.Run(t.Context(), eval.Config{Log: log, Epochs: 2, Concurrency: 4})
@@ -447,7 +448,7 @@ func TestCompareLogs(t *testing.T) {
 		}
 		return false
 	})
-	c, err := eval.CompareLogs(baseLog, headLog, eval.CompareOptions{Margin: 0.05})
+	c, err := report.CompareLogs(baseLog, headLog, &report.CompareOptions{Margin: 0.05})
 	require.NoError(t, err)
 	require.Equal(t, 60, c.Paired)
 	require.Equal(t, 2, c.BaseEpochs)
@@ -476,18 +477,18 @@ func TestCompareLogs(t *testing.T) {
 	require.Equal(t, "even", c.ByTag[0].Value)
 
 	// The reports Run returned give the same comparison.
-	direct := eval.Compare(baseRep, headRep, eval.CompareOptions{Margin: 0.05})
+	direct := report.Compare(baseRep, headRep, &report.CompareOptions{Margin: 0.05})
 	if diff := cmp.Diff(c, direct, equateNaN); diff != "" {
 		t.Errorf("Compare(Run reports) vs CompareLogs (-logs +reports):\n%s", diff)
 	}
 
-	_, err = eval.CompareLogs(filepath.Join(t.TempDir(), "missing.jsonl"), headLog, eval.CompareOptions{})
-	require.ErrorContains(t, err, "eval: compare: base: ")
+	_, err = report.CompareLogs(filepath.Join(t.TempDir(), "missing.jsonl"), headLog, nil)
+	require.ErrorContains(t, err, "report: compare: base: ")
 }
 
 func TestNaturalCompare(t *testing.T) {
 	t.Parallel()
 	ids := []string{"q10", "q5", "q100", "q05x", "q5a", "p9", "q", "q0"}
-	slices.SortFunc(ids, eval.NaturalCompare)
+	slices.SortFunc(ids, report.NaturalCompare)
 	require.Equal(t, []string{"p9", "q", "q0", "q5", "q5a", "q05x", "q10", "q100"}, ids)
 }

@@ -1,4 +1,4 @@
-package eval
+package report
 
 // NaturalCompare exposes naturalCompare to the external tests.
 var NaturalCompare = naturalCompare

@@ -1,10 +1,10 @@
-package eval
+package report
 
 import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -31,7 +31,11 @@ type CompareOptions struct {
 	MaxFlips int
 }
 
-func (o CompareOptions) withDefaults() CompareOptions {
+func (p *CompareOptions) withDefaults() CompareOptions {
+	var o CompareOptions
+	if p != nil {
+		o = *p
+	}
 	if o.Level <= 0 || o.Level >= 1 {
 		o.Level = 0.95
 	}
@@ -142,10 +146,11 @@ type TagDifference struct {
 
 // Compare pairs the samples of two runs of an eval by sample ID and
 // compares them; see [Comparison]. It reads the reports' SampleResults, so
-// it works on reports from Run and from ReportFromRecords, not on reports
+// it works on reports from Run and from FromRecords, not on reports
 // decoded from JSON (which have none: a warning says so).
-func Compare(base, head *Report, opts CompareOptions) *Comparison {
-	opts = opts.withDefaults()
+func Compare(base, head *Report, opts *CompareOptions) *Comparison {
+	o := opts.withDefaults()
+	opts = &o
 	c := &Comparison{
 		BaseEval: base.Eval, BaseRunID: base.RunID, BaseEpochs: base.Epochs,
 		HeadEval: head.Eval, HeadRunID: head.RunID, HeadEpochs: head.Epochs,
@@ -153,10 +158,10 @@ func Compare(base, head *Report, opts CompareOptions) *Comparison {
 	}
 	bs, hs := base.SampleResults(), head.SampleResults()
 	if bs == nil && base.Episodes > 0 {
-		c.warnf("the base report has no per-sample results (a report decoded from JSON has none): compare reports from Run or ReportFromRecords")
+		c.warnf("the base report has no per-sample results (a report decoded from JSON has none): compare reports from Run or FromRecords")
 	}
 	if hs == nil && head.Episodes > 0 {
-		c.warnf("the head report has no per-sample results (a report decoded from JSON has none): compare reports from Run or ReportFromRecords")
+		c.warnf("the head report has no per-sample results (a report decoded from JSON has none): compare reports from Run or FromRecords")
 	}
 	if base.Eval != head.Eval {
 		c.warnf("comparing different evals: base %q, head %q", base.Eval, head.Eval)
@@ -296,8 +301,8 @@ func byTagDifferences(pairs []pair, rates [2][]float64, level float64) []TagDiff
 	}
 	var out []TagDifference
 	var ps []float64
-	for _, tag := range sortedKeys(groups) {
-		for _, value := range sortedKeys(groups[tag]) {
+	for _, tag := range slices.Sorted(maps.Keys(groups)) {
+		for _, value := range slices.Sorted(maps.Keys(groups[tag])) {
 			idx := groups[tag][value]
 			a, b := make([]float64, len(idx)), make([]float64, len(idx))
 			for j, i := range idx {
@@ -351,127 +356,20 @@ func frac(n, d int) float64 {
 }
 
 // CompareLogs compares the runs recorded in two JSONL logs: the report of
-// each is ReportFromRecords(jsonl.Records(path), …), and a torn tail is a
+// each is FromRecords(jsonl.Records(path), …), and a torn tail is a
 // warning of the comparison.
-func CompareLogs(basePath, headPath string, opts CompareOptions) (*Comparison, error) {
-	ro := ReportOptions{Level: opts.Level, Resamples: -1}
-	base, err := ReportFromRecords(jsonl.Records(basePath), ro)
+func CompareLogs(basePath, headPath string, opts *CompareOptions) (*Comparison, error) {
+	o := opts.withDefaults()
+	ro := &Options{Level: o.Level, Resamples: -1}
+	base, err := FromRecords(jsonl.Records(basePath), ro)
 	if err != nil {
-		return nil, fmt.Errorf("eval: compare: base: %w", err)
+		return nil, fmt.Errorf("report: compare: base: %w", err)
 	}
-	head, err := ReportFromRecords(jsonl.Records(headPath), ro)
+	head, err := FromRecords(jsonl.Records(headPath), ro)
 	if err != nil {
-		return nil, fmt.Errorf("eval: compare: head: %w", err)
+		return nil, fmt.Errorf("report: compare: head: %w", err)
 	}
 	return Compare(base, head, opts), nil
-}
-
-// WriteText prints the comparison as a readable table.
-func (c *Comparison) WriteText(w io.Writer) error { return c.write(w, false) }
-
-// WriteMarkdown prints the comparison as Markdown, for CI job summaries.
-func (c *Comparison) WriteMarkdown(w io.Writer) error { return c.write(w, true) }
-
-// String returns the text form.
-func (c *Comparison) String() string {
-	var b strings.Builder
-	c.WriteText(&b)
-	return b.String()
-}
-
-// Verdict returns the comparison's conclusions as sentences: whether the
-// head regressed and whether it is non-inferior at the margin.
-func (c *Comparison) Verdict() []string {
-	lv := fmt.Sprintf("%g%%", 100*c.Level)
-	d := c.PassRate
-	if math.IsNaN(d.Lo) {
-		return []string{fmt.Sprintf("undecided: %d paired samples, too few for an interval", c.Paired)}
-	}
-	var out []string
-	if c.Regressed {
-		out = append(out, fmt.Sprintf("REGRESSED: the head is significantly worse (%s CI upper bound %s < 0)", lv, pts(d.Hi)))
-	} else {
-		out = append(out, fmt.Sprintf("no significant regression (%s CI upper bound %s ≥ 0)", lv, pts(d.Hi)))
-	}
-	switch {
-	case c.NonInferior && d.SE == 0 && d.Mean == 0:
-		out = append(out, "non-inferior: no sample changed")
-	case c.NonInferior:
-		out = append(out, fmt.Sprintf("non-inferior at margin %.1f pts (CI lower bound %s > %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
-	default:
-		out = append(out, fmt.Sprintf("NOT non-inferior at margin %.1f pts (CI lower bound %s ≤ %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
-	}
-	return out
-}
-
-func (c *Comparison) write(out io.Writer, md bool) error {
-	t := &table{md: md}
-	row, header, title := t.row, t.header, t.title
-	line := t.line
-	name := c.HeadEval
-	if c.BaseEval != c.HeadEval {
-		name = c.BaseEval + " → " + c.HeadEval
-	}
-	if md {
-		t.printf("## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
-	} else {
-		t.printf("compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
-	}
-	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
-	header("metric", "base", "head", "head − base", lv, "p")
-	row("paired samples", fmt.Sprint(c.Paired), "", "", "", "")
-	row("epochs", fmt.Sprint(c.BaseEpochs), fmt.Sprint(c.HeadEpochs), "", "", "")
-	d, s := c.PassRate, c.Score
-	row("pass rate", pct(d.MeanA), pct(d.MeanB), pts(d.Mean), fmt.Sprintf("[%s, %s]", pts(d.Lo), pts(d.Hi)), pval(d.P))
-	row("mean score", num(s.MeanA), num(s.MeanB), signed(s.Mean), fmt.Sprintf("[%s, %s]", signed(s.Lo), signed(s.Hi)), pval(s.P))
-	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.BaseOnly), fmt.Sprintf("%d fail→pass", c.HeadOnly), "", "", pval(c.McNemarP))
-	if !md {
-		t.b.WriteString("\n")
-	}
-	line(fmt.Sprintf("method: %s (one paired observation per sample: its pass rate over its scored epochs); McNemar: exact, a sample passes at a pass rate ≥ 50%%", MethodPairedT))
-	for _, v := range c.Verdict() {
-		line("verdict: " + v)
-	}
-	listed := func(regression bool) []Flip {
-		var fs []Flip
-		for _, f := range c.Flips {
-			if f.Regression == regression {
-				fs = append(fs, f)
-			}
-		}
-		return fs
-	}
-	for _, k := range []struct {
-		regression bool
-		title      string
-		total      int
-	}{{true, "regressions (pass → fail)", c.BaseOnly}, {false, "improvements (fail → pass)", c.HeadOnly}} {
-		if k.total == 0 {
-			continue
-		}
-		fs := listed(k.regression)
-		title(fmt.Sprintf("%s: %d (%d listed)", k.title, k.total, len(fs)))
-		if len(fs) == 0 {
-			continue
-		}
-		header("sample", "base", "head")
-		for _, f := range fs {
-			row(f.SampleID, pct(f.Base), pct(f.Head))
-		}
-	}
-	if len(c.ByTag) > 0 {
-		title(fmt.Sprintf("by tag (paired t per group; Holm-adjusted across %d groups)", len(c.ByTag)))
-		header("tag", "value", "n", "base", "head", "head − base", lv, "p", "Holm p")
-		for _, t := range c.ByTag {
-			g := t.PassRate
-			row(t.Tag, t.Value, fmt.Sprint(g.N), pct(g.MeanA), pct(g.MeanB), pts(g.Mean),
-				fmt.Sprintf("[%s, %s]", pts(g.Lo), pts(g.Hi)), pval(g.P), pval(t.HolmP))
-		}
-	}
-	for _, w := range c.Warnings {
-		t.printf("\nwarning: %s\n", w)
-	}
-	return t.writeTo(out)
 }
 
 // naturalCompare orders strings with their runs of digits compared by
@@ -501,39 +399,6 @@ func digitRun(s string) int {
 		i++
 	}
 	return i
-}
-
-// pts formats a pass-rate difference in percentage points.
-func pts(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.1f pts", 100*f)
-}
-
-func signed(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.3f", f)
-}
-
-func num(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.3f", f)
-}
-
-func pval(p float64) string {
-	switch {
-	case math.IsNaN(p):
-		return "n/a"
-	case p < 1e-4:
-		return "<0.0001"
-	default:
-		return fmt.Sprintf("%.4f", p)
-	}
 }
 
 // jsonFloat marshals NaN and ±Inf, which encoding/json rejects, as null.

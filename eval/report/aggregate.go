@@ -1,0 +1,482 @@
+package report
+
+import (
+	"errors"
+	"iter"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+	"github.com/proctor-evals/proctor/stats"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// FromRecords builds the report of the records a sequence yields, for
+// example jsonl.Records(path): the same numbers the run printed. An error
+// the sequence yields ends it and is returned, except a torn tail, which is
+// noted in the report's warnings (the records before it are committed).
+// A nil opts means the defaults.
+func FromRecords(records iter.Seq2[sink.Record, error], opts *Options) (*Report, error) {
+	a := NewAggregator(opts)
+	for r, err := range records {
+		if err != nil {
+			if torn := (*jsonl.TornTailError)(nil); errors.As(err, &torn) {
+				a.Warn(err.Error())
+				break
+			}
+			return nil, err
+		}
+		a.Add(&r)
+	}
+	return a.Report(), nil
+}
+
+// Aggregator folds records into a report incrementally: it keeps compact
+// per-sample state (40 bytes a sample), never records, so its memory grows
+// with the number of samples, not with episodes × output size.
+//
+// An Aggregator is not safe for concurrent use: give each goroutine its
+// own and [Aggregator.Merge] them.
+type Aggregator struct {
+	opts    Options
+	eval    string
+	runID   string
+	index   map[string]int // sample ID → index; built lazily for NewIndexed
+	samples []sampleStats
+	// Samples [0, n) are described by meta (NewIndexed: the engine's
+	// dataset, which saves a copy per sample); samples from n on by ids and
+	// tags (discovered from records, or merged in).
+	n          int
+	meta       func(i int) (id string, tags map[string]string)
+	ids        []string
+	tags       []map[string]string
+	maxEpoch   int
+	counts     [4]int // pass, fail, error, unscored
+	notSampled int
+	excluded   int
+	weighted   bool
+	scoreSum   float64
+	latency    histogram
+	usage      harness.Usage
+	failures   []Failure
+	omitted    int
+	warnings   []string
+}
+
+// sampleStats is kept per sample for the whole run: 40 bytes, since a
+// million-sample run keeps a million of them. A sample's ID and tags come
+// from Aggregator.sampleMeta.
+type sampleStats struct {
+	scoreSum                     float64
+	pass, fail, errored, unscore int32
+	wPass, wSum                  float64 // weighted passes and weights of scored episodes
+}
+
+func (s *sampleStats) records() int { return int(s.pass + s.fail + s.errored + s.unscore) }
+
+func (s *sampleStats) add(t *sampleStats) {
+	s.scoreSum += t.scoreSum
+	s.pass += t.pass
+	s.fail += t.fail
+	s.errored += t.errored
+	s.unscore += t.unscore
+	s.wPass += t.wPass
+	s.wSum += t.wSum
+}
+
+// NewAggregator returns an aggregator that discovers samples from the
+// records, by ID, in first-record order. A nil opts means the defaults.
+func NewAggregator(opts *Options) *Aggregator {
+	return &Aggregator{opts: opts.withDefaults(), index: map[string]int{}}
+}
+
+// NewIndexed returns an aggregator of n samples known up front, as the
+// engine knows its dataset: meta(i) returns the ID and tags of sample i,
+// for i in [0, n), and is called when the report is built (and by Index).
+// Records are added by index with AddAt, which needs no lookup by ID; Add
+// finds a sample by ID, and counts the record as excluded
+// (Report.Excluded) when the ID is none of the n samples.
+func NewIndexed(opts *Options, n int, meta func(i int) (id string, tags map[string]string)) *Aggregator {
+	return &Aggregator{opts: opts.withDefaults(), n: n, meta: meta, samples: make([]sampleStats, n)}
+}
+
+// sampleMeta returns the ID and tags of the sample at index i.
+func (a *Aggregator) sampleMeta(i int) (string, map[string]string) {
+	if i < a.n {
+		return a.meta(i)
+	}
+	return a.ids[i-a.n], a.tags[i-a.n]
+}
+
+// Index returns the index of the sample with the given ID, and whether
+// there is one. On an aggregator from NewIndexed, the first call builds the
+// map of IDs, so that a run that never looks a sample up never keeps it.
+func (a *Aggregator) Index(id string) (int, bool) {
+	a.buildIndex()
+	i, ok := a.index[id]
+	return i, ok
+}
+
+func (a *Aggregator) buildIndex() {
+	if a.index != nil {
+		return
+	}
+	a.index = make(map[string]int, len(a.samples))
+	for i := range a.samples {
+		id, _ := a.sampleMeta(i)
+		a.index[id] = i
+	}
+}
+
+// addSample appends a sample not described by meta and returns its index.
+func (a *Aggregator) addSample(id string, tags map[string]string) int {
+	a.buildIndex()
+	i := len(a.samples)
+	a.index[id] = i
+	a.samples = append(a.samples, sampleStats{})
+	a.ids = append(a.ids, id)
+	a.tags = append(a.tags, tags)
+	return i
+}
+
+// Add folds in a record of the sample with the record's ID.
+func (a *Aggregator) Add(r *sink.Record) {
+	i, ok := a.Index(r.SampleID)
+	if !ok {
+		if a.meta != nil {
+			a.excluded++
+			return
+		}
+		i = a.addSample(r.SampleID, r.Tags)
+	}
+	a.AddAt(i, r)
+}
+
+// Warn adds a warning to the report.
+func (a *Aggregator) Warn(msg string) { a.warnings = append(a.warnings, msg) }
+
+// Usage returns the tokens and cost of the records folded in so far.
+func (a *Aggregator) Usage() harness.Usage { return a.usage }
+
+// AddAt folds in a record of the sample at index i, for callers (the
+// engine) that know the index and need not hash the sample ID; i must be
+// in [0, n) for an aggregator from NewIndexed.
+func (a *Aggregator) AddAt(i int, r *sink.Record) {
+	if a.eval == "" {
+		a.eval, a.runID = r.Eval, r.RunID
+	}
+	s := &a.samples[i]
+	a.maxEpoch = max(a.maxEpoch, r.Epoch)
+	w := r.EffectiveWeight()
+	if r.Weight != 0 && r.Weight != 1 {
+		a.weighted = true
+	}
+	switch r.Status {
+	case sink.Pass:
+		a.counts[0]++
+		s.pass++
+		s.wPass += w
+		s.wSum += w
+	case sink.Fail:
+		a.counts[1]++
+		s.fail++
+		s.wSum += w
+	case sink.Error:
+		a.counts[2]++
+		s.errored++
+	default:
+		if r.ErrorKind == sink.KindNotSampled {
+			a.notSampled++
+			a.weighted = true
+			break
+		}
+		a.counts[3]++
+		s.unscore++
+	}
+	if r.Status == sink.Pass || r.Status == sink.Fail {
+		a.scoreSum += r.Score
+		s.scoreSum += r.Score
+	}
+	a.latency.add(r.DurationMS)
+	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	if r.Status != sink.Pass && r.ErrorKind != sink.KindNotSampled {
+		reason := r.Reason
+		if r.Error != "" {
+			reason = firstLine(r.Error)
+		}
+		a.addFailure(Failure{r.SampleID, r.Epoch, r.Attempt, r.Status, r.ErrorKind, reason, r.Trace})
+	}
+}
+
+func (a *Aggregator) addFailure(f Failure) {
+	if len(a.failures) < a.opts.MaxFailures {
+		a.failures = append(a.failures, f)
+	} else {
+		a.omitted++
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Merge folds b into a: samples matched by ID (samples a does not know are
+// added to it, even on an aggregator from NewIndexed: merging loses
+// nothing), counts, per-sample state, latencies, usage, failures (up to
+// a's MaxFailures, the rest counted as omitted) and warnings. b is not
+// changed and must not be a. Aggregating records split across aggregators
+// then merging them gives the report of aggregating them all in one,
+// except for the order of Failures and SampleResults and float rounding.
+func (a *Aggregator) Merge(b *Aggregator) {
+	if a.eval == "" {
+		a.eval, a.runID = b.eval, b.runID
+	}
+	for j := range b.samples {
+		t := &b.samples[j]
+		if t.records() == 0 {
+			continue
+		}
+		id, tags := b.sampleMeta(j)
+		i, ok := a.Index(id)
+		if !ok {
+			i = a.addSample(id, tags)
+		}
+		a.samples[i].add(t)
+	}
+	a.maxEpoch = max(a.maxEpoch, b.maxEpoch)
+	for k := range a.counts {
+		a.counts[k] += b.counts[k]
+	}
+	a.notSampled += b.notSampled
+	a.excluded += b.excluded
+	a.weighted = a.weighted || b.weighted
+	a.scoreSum += b.scoreSum
+	a.latency.merge(&b.latency)
+	a.usage = a.usage.Add(b.usage)
+	for _, f := range b.failures {
+		a.addFailure(f)
+	}
+	a.omitted += b.omitted
+	a.warnings = append(a.warnings, b.warnings...)
+}
+
+// Report computes the report of the records folded in so far. The
+// aggregator stays usable: more records may be added and Report called
+// again.
+func (a *Aggregator) Report() *Report {
+	recorded := 0
+	for i := range a.samples {
+		if a.samples[i].records() > 0 {
+			recorded++
+		}
+	}
+	r := &Report{
+		Eval: a.eval, RunID: a.runID,
+		Samples: recorded, Epochs: a.maxEpoch + 1,
+		Passed: a.counts[0], Failed: a.counts[1], Errored: a.counts[2], Unscored: a.counts[3],
+		Weighted: a.weighted, NotSampled: a.notSampled, Excluded: a.excluded,
+		Latency:  a.latency.summary(),
+		Usage:    a.usage,
+		Failures: slices.Clone(a.failures), FailuresOmitted: a.omitted,
+		Warnings: slices.Clone(a.warnings),
+	}
+	if recorded == 0 {
+		r.Epochs = 0
+	}
+	r.Episodes = r.Passed + r.Failed + r.Errored + r.Unscored + r.NotSampled
+	if scored := r.Passed + r.Failed; scored > 0 {
+		r.MeanScore = a.scoreSum / float64(scored)
+	}
+	all := make([]int, len(a.samples))
+	for i := range all {
+		all[i] = i
+	}
+	r.PassRate, r.Interval = a.passRate(all, r.Epochs)
+	if r.Epochs > 1 && a.opts.Resamples > 0 {
+		// The resamples depend on the order of the clusters: sort them by
+		// ID, so that the same records give the same interval whatever the
+		// order they arrived in or the aggregators they were merged from.
+		ids := make([]string, len(a.samples))
+		for i := range ids {
+			ids[i], _ = a.sampleMeta(i)
+		}
+		byID := slices.Clone(all)
+		slices.SortFunc(byID, func(x, y int) int { return strings.Compare(ids[x], ids[y]) })
+		sums, weights := a.clusters(byID)
+		iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
+		r.Bootstrap = &iv
+	}
+	for k := 1; k <= r.Epochs; k++ {
+		at, hat, ok := a.passAtK(k)
+		if ok {
+			r.PassAtK = append(r.PassAtK, KValue{k, at})
+			r.PassHatK = append(r.PassHatK, KValue{k, hat})
+		}
+	}
+	r.ByTag = a.byTag(r.Epochs)
+	r.samples = make([]SampleResult, 0, recorded)
+	for i := range a.samples {
+		s := &a.samples[i]
+		if s.records() > 0 {
+			id, tags := a.sampleMeta(i)
+			r.samples = append(r.samples, SampleResult{ID: id, Tags: tags, Passed: int(s.pass), Failed: int(s.fail),
+				Errored: int(s.errored), Unscored: int(s.unscore), ScoreSum: s.scoreSum})
+		}
+	}
+	return r
+}
+
+// passRate is the (weighted) pass rate over the given samples with its
+// interval: Wilson over episodes when each sample ran once; cluster-robust
+// by sample when samples ran several epochs, since epochs of one sample are
+// correlated and treating them as independent overstates confidence.
+func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
+	sums, weights := a.clusters(idx)
+	var pass, total float64
+	for i := range sums {
+		pass += sums[i]
+		total += weights[i]
+	}
+	if total == 0 {
+		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: "none: no scored episodes"}
+	}
+	rate := pass / total
+	if epochs <= 1 && !a.weighted {
+		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
+	}
+	mean, se := stats.ClusteredMean(sums, weights, true)
+	z := distuv.UnitNormal.Quantile(1 - (1-a.opts.Level)/2)
+	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: "cluster-robust (by sample)"}
+}
+
+// clusters returns per-sample weighted passes and weights of scored episodes.
+func (a *Aggregator) clusters(idx []int) (sums, weights []float64) {
+	sums = make([]float64, 0, len(idx))
+	weights = make([]float64, 0, len(idx))
+	for _, i := range idx {
+		s := &a.samples[i]
+		if s.wSum > 0 {
+			sums = append(sums, s.wPass)
+			weights = append(weights, s.wSum)
+		}
+	}
+	return sums, weights
+}
+
+// passAtK averages the unbiased per-sample estimators over samples scored
+// at least k times.
+func (a *Aggregator) passAtK(k int) (at, hat float64, ok bool) {
+	n := 0
+	for i := range a.samples {
+		s := &a.samples[i]
+		if scored := int(s.pass + s.fail); scored >= k {
+			at += stats.PassAtK(scored, int(s.pass), k)
+			hat += stats.PassHatK(scored, int(s.pass), k)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0, false
+	}
+	return at / float64(n), hat / float64(n), true
+}
+
+func (a *Aggregator) byTag(epochs int) []TagBreakdown {
+	groups := map[string]map[string][]int{} // tag → value → sample indexes
+	for i := range a.samples {
+		if a.samples[i].records() == 0 {
+			continue
+		}
+		_, tags := a.sampleMeta(i)
+		for k, v := range tags {
+			if groups[k] == nil {
+				groups[k] = map[string][]int{}
+			}
+			groups[k][v] = append(groups[k][v], i)
+		}
+	}
+	var out []TagBreakdown
+	for _, tag := range slices.Sorted(maps.Keys(groups)) {
+		tb := TagBreakdown{Tag: tag}
+		for _, value := range slices.Sorted(maps.Keys(groups[tag])) {
+			idx := groups[tag][value]
+			g := Group{Value: value, Samples: len(idx)}
+			for _, i := range idx {
+				s := &a.samples[i]
+				g.Passed += int(s.pass)
+				g.Failed += int(s.fail)
+				g.Errored += int(s.errored)
+				g.Unscored += int(s.unscore)
+			}
+			g.Episodes = g.Passed + g.Failed + g.Errored + g.Unscored
+			g.PassRate, g.Interval = a.passRate(idx, epochs)
+			tb.Groups = append(tb.Groups, g)
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+// histogram keeps durations in log-spaced buckets 1% wide, from 1 µs to
+// about 40 days, so that quantiles take constant memory however many
+// episodes a run has, with 0.5% relative error.
+type histogram struct {
+	buckets [histBuckets]uint32
+	n       int
+	max     float64
+}
+
+const (
+	bucketBase  = 1.01
+	histMinMS   = 1e-3
+	histBuckets = 2400
+)
+
+var logBucketBase = math.Log(bucketBase)
+
+func (h *histogram) add(ms float64) {
+	h.n++
+	h.max = max(h.max, ms)
+	b := 0
+	if ms > histMinMS {
+		b = min(histBuckets-1, 1+int(math.Log(ms/histMinMS)/logBucketBase))
+	}
+	h.buckets[b]++
+}
+
+func (h *histogram) merge(g *histogram) {
+	for b, c := range g.buckets {
+		h.buckets[b] += c
+	}
+	h.n += g.n
+	h.max = max(h.max, g.max)
+}
+
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint32(math.Ceil(q * float64(h.n)))
+	var seen uint32
+	for b, c := range h.buckets {
+		seen += c
+		if seen >= rank {
+			if b == 0 {
+				return 0
+			}
+			return min(h.max, histMinMS*math.Pow(bucketBase, float64(b-1)+0.5))
+		}
+	}
+	return h.max
+}
+
+func (h *histogram) summary() Latency {
+	return Latency{P50MS: h.quantile(0.5), P95MS: h.quantile(0.95), MaxMS: h.max}
+}

@@ -1,0 +1,334 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/proctor-evals/proctor/harness"
+)
+
+// WriteText prints the report as a readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	return r.write(w, false)
+}
+
+// WriteMarkdown prints the report as Markdown, for CI job summaries.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	return r.write(w, true)
+}
+
+// String returns the text form.
+func (r *Report) String() string {
+	var b strings.Builder
+	r.WriteText(&b)
+	return b.String()
+}
+
+func (r *Report) write(out io.Writer, md bool) error {
+	t := &table{md: md}
+	row, header, title := t.row, t.header, t.title
+	if md {
+		t.printf("## eval %s (run %s)\n\n", r.Eval, r.RunID)
+	} else {
+		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
+	}
+	header("metric", "value")
+	row("samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
+	row("passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
+	row("errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
+	if r.NotSampled > 0 {
+		row("not sampled", fmt.Sprintf("%d (asymmetric sampling: weight 0 in the weighted pass rate)", r.NotSampled))
+	}
+	if r.Excluded > 0 {
+		row("excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded))
+	}
+	if r.Reused > 0 {
+		row("reused", fmt.Sprintf("%d episodes (earlier work reused, not run again)", r.Reused))
+	}
+	if r.Cancelled > 0 {
+		row("cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
+	}
+	rate := "n/a: no scored episodes"
+	if r.Passed+r.Failed > 0 {
+		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
+		if r.Weighted {
+			rate += ", inverse-probability weighted"
+		}
+	}
+	row("pass rate", rate)
+	if r.Bootstrap != nil {
+		row("bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
+	}
+	if len(r.PassAtK) > 1 {
+		var at, hat []string
+		for i := range r.PassAtK {
+			at = append(at, fmt.Sprintf("@%d %s", r.PassAtK[i].K, pct(r.PassAtK[i].Value)))
+			hat = append(hat, fmt.Sprintf("^%d %s", r.PassHatK[i].K, pct(r.PassHatK[i].Value)))
+		}
+		row("pass@k", strings.Join(at, "  "))
+		row("pass^k", strings.Join(hat, "  "))
+	}
+	row("latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
+	if r.Usage != (harness.Usage{}) {
+		row("usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
+	}
+	if r.Wall > 0 {
+		row("wall time", r.Wall.Round(time.Millisecond).String())
+	}
+	if r.BudgetExhausted {
+		row("budget", "exhausted: scheduling stopped early")
+	}
+	for _, t := range r.ByTag {
+		title("by " + t.Tag)
+		header(t.Tag, "samples", "pass", "fail", "error", "unscored", "pass rate", "CI")
+		for _, g := range t.Groups {
+			row(g.Value, fmt.Sprint(g.Samples), fmt.Sprint(g.Passed), fmt.Sprint(g.Failed), fmt.Sprint(g.Errored), fmt.Sprint(g.Unscored),
+				pct(g.PassRate), fmt.Sprintf("[%s, %s]", pct(g.Interval.Lo), pct(g.Interval.Hi)))
+		}
+	}
+	if len(r.Failures) > 0 {
+		title(fmt.Sprintf("failures (%d listed, %d more)", len(r.Failures), r.FailuresOmitted))
+		header("sample", "epoch", "status", "reason", "trace")
+		for _, f := range r.Failures {
+			status := string(f.Status)
+			if f.ErrorKind != "" {
+				status += "/" + string(f.ErrorKind)
+			}
+			row(f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Trace)
+		}
+	}
+	for _, w := range r.Warnings {
+		t.printf("\nwarning: %s\n", w)
+	}
+	return t.writeTo(out)
+}
+
+func pct(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// ms prints a duration given in milliseconds to about three digits.
+func ms(f float64) string {
+	d := time.Duration(f * float64(time.Millisecond))
+	switch {
+	case d >= 10*time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		d = d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(10 * time.Microsecond)
+	}
+	return d.String()
+}
+
+// clip fits s on one table line: white space folded, at most n bytes.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// table builds the text and Markdown forms of reports and comparisons:
+// tab-separated rows aligned by a tabwriter, or Markdown tables.
+type table struct {
+	b  strings.Builder
+	md bool
+}
+
+func (t *table) row(cells ...string) {
+	if t.md {
+		t.b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	} else {
+		t.b.WriteString(strings.Join(cells, "\t") + "\n")
+	}
+}
+
+func (t *table) header(cells ...string) {
+	t.row(cells...)
+	if t.md {
+		t.b.WriteString(strings.Repeat("|---", len(cells)) + "|\n")
+	}
+}
+
+func (t *table) title(s string) {
+	if t.md {
+		fmt.Fprintf(&t.b, "\n### %s\n\n", s)
+	} else {
+		fmt.Fprintf(&t.b, "\n%s\n", s)
+	}
+}
+
+// line writes a line of prose (a list item in Markdown).
+func (t *table) line(s string) {
+	if t.md {
+		t.b.WriteString("- " + s + "\n")
+	} else {
+		t.b.WriteString(s + "\n")
+	}
+}
+
+func (t *table) printf(format string, args ...any) { fmt.Fprintf(&t.b, format, args...) }
+
+func (t *table) writeTo(out io.Writer) error {
+	if t.md {
+		_, err := io.WriteString(out, t.b.String())
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	io.WriteString(tw, t.b.String())
+	return tw.Flush()
+}
+
+// WriteText prints the comparison as a readable table.
+func (c *Comparison) WriteText(w io.Writer) error { return c.write(w, false) }
+
+// WriteMarkdown prints the comparison as Markdown, for CI job summaries.
+func (c *Comparison) WriteMarkdown(w io.Writer) error { return c.write(w, true) }
+
+// String returns the text form.
+func (c *Comparison) String() string {
+	var b strings.Builder
+	c.WriteText(&b)
+	return b.String()
+}
+
+// Verdict returns the comparison's conclusions as sentences: whether the
+// head regressed and whether it is non-inferior at the margin.
+func (c *Comparison) Verdict() []string {
+	lv := fmt.Sprintf("%g%%", 100*c.Level)
+	d := c.PassRate
+	if math.IsNaN(d.Lo) {
+		return []string{fmt.Sprintf("undecided: %d paired samples, too few for an interval", c.Paired)}
+	}
+	var out []string
+	if c.Regressed {
+		out = append(out, fmt.Sprintf("REGRESSED: the head is significantly worse (%s CI upper bound %s < 0)", lv, pts(d.Hi)))
+	} else {
+		out = append(out, fmt.Sprintf("no significant regression (%s CI upper bound %s ≥ 0)", lv, pts(d.Hi)))
+	}
+	switch {
+	case c.NonInferior && d.SE == 0 && d.Mean == 0:
+		out = append(out, "non-inferior: no sample changed")
+	case c.NonInferior:
+		out = append(out, fmt.Sprintf("non-inferior at margin %.1f pts (CI lower bound %s > %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
+	default:
+		out = append(out, fmt.Sprintf("NOT non-inferior at margin %.1f pts (CI lower bound %s ≤ %s)", 100*c.Margin, pts(d.Lo), pts(-c.Margin)))
+	}
+	return out
+}
+
+func (c *Comparison) write(out io.Writer, md bool) error {
+	t := &table{md: md}
+	row, header, title := t.row, t.header, t.title
+	line := t.line
+	name := c.HeadEval
+	if c.BaseEval != c.HeadEval {
+		name = c.BaseEval + " → " + c.HeadEval
+	}
+	if md {
+		t.printf("## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
+	} else {
+		t.printf("compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
+	}
+	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
+	header("metric", "base", "head", "head − base", lv, "p")
+	row("paired samples", fmt.Sprint(c.Paired), "", "", "", "")
+	row("epochs", fmt.Sprint(c.BaseEpochs), fmt.Sprint(c.HeadEpochs), "", "", "")
+	d, s := c.PassRate, c.Score
+	row("pass rate", pct(d.MeanA), pct(d.MeanB), pts(d.Mean), fmt.Sprintf("[%s, %s]", pts(d.Lo), pts(d.Hi)), pval(d.P))
+	row("mean score", num(s.MeanA), num(s.MeanB), signed(s.Mean), fmt.Sprintf("[%s, %s]", signed(s.Lo), signed(s.Hi)), pval(s.P))
+	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.BaseOnly), fmt.Sprintf("%d fail→pass", c.HeadOnly), "", "", pval(c.McNemarP))
+	if !md {
+		t.b.WriteString("\n")
+	}
+	line(fmt.Sprintf("method: %s (one paired observation per sample: its pass rate over its scored epochs); McNemar: exact, a sample passes at a pass rate ≥ 50%%", MethodPairedT))
+	for _, v := range c.Verdict() {
+		line("verdict: " + v)
+	}
+	listed := func(regression bool) []Flip {
+		var fs []Flip
+		for _, f := range c.Flips {
+			if f.Regression == regression {
+				fs = append(fs, f)
+			}
+		}
+		return fs
+	}
+	for _, k := range []struct {
+		regression bool
+		title      string
+		total      int
+	}{{true, "regressions (pass → fail)", c.BaseOnly}, {false, "improvements (fail → pass)", c.HeadOnly}} {
+		if k.total == 0 {
+			continue
+		}
+		fs := listed(k.regression)
+		title(fmt.Sprintf("%s: %d (%d listed)", k.title, k.total, len(fs)))
+		if len(fs) == 0 {
+			continue
+		}
+		header("sample", "base", "head")
+		for _, f := range fs {
+			row(f.SampleID, pct(f.Base), pct(f.Head))
+		}
+	}
+	if len(c.ByTag) > 0 {
+		title(fmt.Sprintf("by tag (paired t per group; Holm-adjusted across %d groups)", len(c.ByTag)))
+		header("tag", "value", "n", "base", "head", "head − base", lv, "p", "Holm p")
+		for _, t := range c.ByTag {
+			g := t.PassRate
+			row(t.Tag, t.Value, fmt.Sprint(g.N), pct(g.MeanA), pct(g.MeanB), pts(g.Mean),
+				fmt.Sprintf("[%s, %s]", pts(g.Lo), pts(g.Hi)), pval(g.P), pval(t.HolmP))
+		}
+	}
+	for _, w := range c.Warnings {
+		t.printf("\nwarning: %s\n", w)
+	}
+	return t.writeTo(out)
+}
+
+// pts formats a pass-rate difference in percentage points.
+func pts(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f pts", 100*f)
+}
+
+func signed(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.3f", f)
+}
+
+func num(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", f)
+}
+
+func pval(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return "n/a"
+	case p < 1e-4:
+		return "<0.0001"
+	default:
+		return fmt.Sprintf("%.4f", p)
+	}
+}

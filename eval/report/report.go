@@ -1,0 +1,176 @@
+// Package report computes, prints and compares the standard summary of an
+// evaluation's records: pass rates with confidence intervals, pass@k,
+// breakdowns by tag, latency, usage and failures ([Report]), and paired
+// comparisons of two runs ([Compare]).
+//
+// A report is folded incrementally from records by an [Aggregator], whose
+// memory grows with the number of samples, never with episodes × output
+// size; aggregators merge, so shards and a coordinator fold their parts
+// into one report. [FromRecords] builds the report of a log; the engine in
+// package eval builds the same one as it runs. The package does not link
+// the engine: a tool that only reads logs imports this.
+package report
+
+import (
+	"math"
+	"time"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// Report is the standard summary of a run. Every eval reports in this shape,
+// so that results compare across a suite and across time. It prints as a
+// text table (WriteText, WriteMarkdown) and marshals to JSON, with
+// undefined statistics (NaN, ±Inf) as null.
+type Report struct {
+	Eval      string        `json:"eval"`
+	RunID     string        `json:"run_id"`
+	StartedAt time.Time     `json:"started_at,omitzero"`
+	Wall      time.Duration `json:"wall_ns,omitempty"`
+
+	Samples   int `json:"samples"`  // distinct samples recorded
+	Epochs    int `json:"epochs"`   // repeats per sample
+	Episodes  int `json:"episodes"` // records: one per finished episode
+	Passed    int `json:"passed"`
+	Failed    int `json:"failed"`
+	Errored   int `json:"errored"`
+	Unscored  int `json:"unscored"`
+	Cancelled int `json:"cancelled,omitempty"` // started but not finished: they run on resume
+	// NotSampled counts episodes an asymmetric-sampling judge left out of
+	// the expensive judge (weight 0 in the weighted pass rate); they are
+	// not in Unscored.
+	NotSampled int `json:"not_sampled,omitempty"`
+	Resumed    int `json:"resumed,omitempty"` // records this run found in its log
+	// Reused counts episodes whose earlier work this run reused instead of
+	// running it again.
+	Reused int `json:"reused,omitempty"`
+	// Excluded counts records of samples that are not in the dataset (a
+	// resumed log of a dataset that lost samples): they stay in the log
+	// and are in none of the counts above.
+	Excluded int `json:"excluded,omitempty"`
+
+	// PassRate is passed / (passed + failed): error and unscored episodes
+	// are excluded, and counted above. With sampled verdicts it is the
+	// inverse-probability-weighted rate (Weighted).
+	PassRate float64        `json:"pass_rate"`
+	Interval stats.Interval `json:"interval"`
+	// Bootstrap is a cluster bootstrap interval of PassRate, when there are
+	// several epochs.
+	Bootstrap *stats.Interval `json:"bootstrap,omitempty"`
+	Weighted  bool            `json:"weighted,omitempty"`
+	MeanScore float64         `json:"mean_score"`
+
+	PassAtK  []KValue `json:"pass_at_k,omitempty"`  // unbiased pass@k, k = 1..Epochs
+	PassHatK []KValue `json:"pass_hat_k,omitempty"` // pass^k: all k tries pass
+
+	ByTag []TagBreakdown `json:"by_tag,omitempty"`
+
+	Latency Latency       `json:"latency"`
+	Usage   harness.Usage `json:"usage"`
+
+	Failures        []Failure `json:"failures,omitempty"`         // the first failed, errored and unscored episodes
+	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
+	Warnings        []string  `json:"warnings,omitempty"`
+	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
+
+	samples []SampleResult // per-sample outcomes, for comparisons; not marshalled
+}
+
+// SampleResult is one sample's outcomes over its epochs in a run.
+type SampleResult struct {
+	ID       string
+	Tags     map[string]string
+	Passed   int
+	Failed   int
+	Errored  int
+	Unscored int
+	ScoreSum float64 // sum of the scores of scored (passed or failed) episodes
+}
+
+// Scored is the number of passed and failed episodes.
+func (s SampleResult) Scored() int { return s.Passed + s.Failed }
+
+// PassRate is Passed / Scored, NaN when nothing was scored.
+func (s SampleResult) PassRate() float64 {
+	if s.Scored() == 0 {
+		return math.NaN()
+	}
+	return float64(s.Passed) / float64(s.Scored())
+}
+
+// SampleResults returns the per-sample outcomes the report was computed
+// from, in first-record order (dataset order for a run; after
+// [Aggregator.Merge], the receiver's samples first), for paired
+// comparisons. A report decoded from JSON has none.
+func (r *Report) SampleResults() []SampleResult { return r.samples }
+
+// KValue is a metric at k tries.
+type KValue struct {
+	K     int     `json:"k"`
+	Value float64 `json:"value"`
+}
+
+// TagBreakdown is the report split by the values of one tag.
+type TagBreakdown struct {
+	Tag    string  `json:"tag"`
+	Groups []Group `json:"groups"`
+}
+
+// Group is the part of a run whose samples share a tag value.
+type Group struct {
+	Value    string         `json:"value"`
+	Samples  int            `json:"samples"`
+	Episodes int            `json:"episodes"`
+	Passed   int            `json:"passed"`
+	Failed   int            `json:"failed"`
+	Errored  int            `json:"errored"`
+	Unscored int            `json:"unscored"`
+	PassRate float64        `json:"pass_rate"`
+	Interval stats.Interval `json:"interval"`
+}
+
+// Latency summarises episode durations (harness and judge, last attempt).
+type Latency struct {
+	P50MS float64 `json:"p50_ms"`
+	P95MS float64 `json:"p95_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// Failure is one episode that did not pass.
+type Failure struct {
+	SampleID  string         `json:"sample_id"`
+	Epoch     int            `json:"epoch"`
+	Attempt   int            `json:"attempt"`
+	Status    sink.Status    `json:"status"`
+	ErrorKind sink.ErrorKind `json:"error_kind,omitempty"`
+	Reason    string         `json:"reason"`
+	Trace     string         `json:"trace,omitempty"`
+}
+
+// Options tune how a report is computed from records. The zero value is
+// valid, and a nil *Options means the zero value.
+type Options struct {
+	Level       float64 // confidence level; default 0.95
+	MaxFailures int     // failures listed; default 100
+	Resamples   int     // cluster bootstrap resamples; default 1000, negative for none
+	Seed        uint64  // bootstrap seed
+}
+
+func (o *Options) withDefaults() Options {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	if v.Level <= 0 || v.Level >= 1 {
+		v.Level = 0.95
+	}
+	if v.MaxFailures == 0 {
+		v.MaxFailures = 100
+	}
+	if v.Resamples == 0 {
+		v.Resamples = 1000
+	}
+	return v
+}
