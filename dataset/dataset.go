@@ -89,20 +89,23 @@ type RowError struct {
 func (e *RowError) Error() string {
 	var b strings.Builder
 	b.WriteString("dataset: ")
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-		if e.Column > 0 {
-			fmt.Fprintf(&b, ":%d", e.Column)
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+			if e.Column > 0 {
+				fmt.Fprintf(&b, ":%d", e.Column)
+			}
 		}
+		b.WriteString(": ")
 	}
 	if e.Row > 0 {
-		fmt.Fprintf(&b, ": row %d", e.Row)
+		fmt.Fprintf(&b, "row %d: ", e.Row)
 	}
 	if e.Field != "" {
-		fmt.Fprintf(&b, ": field %q", e.Field)
+		fmt.Fprintf(&b, "field %q: ", e.Field)
 	}
-	fmt.Fprintf(&b, ": %v", e.Err)
+	fmt.Fprintf(&b, "%v", e.Err)
 	return b.String()
 }
 

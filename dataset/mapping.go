@@ -157,7 +157,7 @@ func idValue(raw json.RawMessage) (string, error) {
 		return n.String(), nil
 	}
 	var id string
-	if err := json.Unmarshal(raw, &id); err != nil {
+	if firstByte(raw) != '"' || json.Unmarshal(raw, &id) != nil {
 		return "", fmt.Errorf("want a string or a number, got %s", kind(raw))
 	}
 	return id, nil

@@ -3,54 +3,79 @@ package sink
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"hash/maphash"
 	"strconv"
-	"sync"
-	"unicode"
+	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
+// The record codec. AppendJSON writes one canonical form; UnmarshalJSON
+// reads that form with a strict hand-written decoder and hands any other
+// document to encoding/json. There is no third parser: the log's resume
+// scan, ScanLine, is the strict decoder stopped short of building values.
+//
+// The strict decoder accepts only what it can decode exactly as
+// encoding/json would: the fields in AppendJSON's order (optional ones may
+// be absent), no white space, strings of valid UTF-8 whose escapes are not
+// surrogates, numbers that fit their fields. Anything else (another key
+// order, pretty-printing, unknown or duplicate keys, null where AppendJSON
+// never writes it) is not an error there, only a reason to fall back.
+
 // reflectRecord is Record without its methods: encoding/json decodes it by
-// reflection. UnmarshalJSON falls back on it for input it rejects.
+// reflection, the fallback for documents not in the canonical form.
 type reflectRecord Record
 
-// UnmarshalJSON implements json.Unmarshaler without reflection: resuming a
-// run and reading a report decode every line of the log.
-//
-// It decodes exactly what encoding/json decodes into the same struct without
-// this method: any key order and whitespace, unknown keys skipped,
-// duplicate keys (last wins; maps merge), null leaving a field as it was (or
-// setting a map to nil), case-insensitive key matching as a fallback, every
-// string escape, and invalid UTF-8 replaced by U+FFFD. Like encoding/json it
-// does not zero r first: fields absent from b keep their values, and maps
-// already in r are added to.
-//
-// Input that is not a JSON object (or null), or whose values do not fit the
-// fields, is handed to encoding/json, so the error is the one encoding/json
-// returns. When called directly (rather than through json.Unmarshal, which
-// validates the whole document first) on invalid JSON, r may be partly
-// written when the error is returned.
+// UnmarshalJSON implements json.Unmarshaler. The result, and the error, are
+// those of encoding/json decoding into the same struct without this method:
+// fields absent from b keep their values and maps already in r are added
+// to. The canonical form (what AppendJSON writes) is decoded without
+// reflection; any other JSON goes through encoding/json.
 func (r *Record) UnmarshalJSON(b []byte) error {
-	if decodeRecord(b, r) == nil {
+	var l canonLine
+	if l.scan(b) {
+		l.decode(b, r)
 		return nil
 	}
 	return json.Unmarshal(b, (*reflectRecord)(r))
 }
 
-// errDecode is decodeRecord's only error: the caller re-decodes with
-// encoding/json for the real one.
-var errDecode = errors.New("sink: record JSON not decodable without reflection")
+// LineKey holds the fields of a record line that resuming a run needs:
+// which episode it records and how that ended.
+type LineKey struct {
+	Schema   int
+	RunID    []byte // aliases the line unless it held escapes
+	SampleID []byte // aliases the line unless it held escapes
+	Epoch    int
+	Status   Status
+}
 
-// maxJSONDepth is encoding/json's nesting limit (the record's object counts).
-const maxJSONDepth = 10000
+// ScanLine reports whether UnmarshalJSON accepts line, with the error it
+// would return, and returns the key fields of the record it would decode
+// (into a zero Record). On the canonical form it validates every field
+// but builds only the key ones, without allocating: a log of a million
+// records is scanned in a fraction of the time decoding it takes.
+func ScanLine(line []byte) (LineKey, error) {
+	var l canonLine
+	if l.scan(line) {
+		return LineKey{
+			Schema:   l.ints[fSchema],
+			RunID:    l.bytes(line, fRunID),
+			SampleID: l.bytes(line, fSampleID),
+			Epoch:    l.ints[fEpoch],
+			Status:   Status(l.constOr(line, fStatus, statuses[:], nil)),
+		}, nil
+	}
+	var r Record
+	if err := json.Unmarshal(line, (*reflectRecord)(&r)); err != nil {
+		return LineKey{}, err
+	}
+	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status}, nil
+}
 
-type recField uint8
-
+// The fields, in AppendJSON's order.
 const (
-	fUnknown recField = iota
-	fSchema
+	fSchema = iota
 	fRunID
 	fEval
 	fSampleID
@@ -74,292 +99,384 @@ const (
 	fSeed
 	fTrace
 	fParentRunID
+	nFields
 )
 
-// lookupRecField maps an (unescaped) key to its field as encoding/json does:
-// exact name first, then case-insensitively by its folding rules.
-func lookupRecField(key []byte) recField {
-	switch string(key) {
-	case "schema":
-		return fSchema
-	case "run_id":
-		return fRunID
-	case "eval":
-		return fEval
-	case "sample_id":
-		return fSampleID
-	case "epoch":
-		return fEpoch
-	case "attempt":
-		return fAttempt
-	case "status":
-		return fStatus
-	case "score":
-		return fScore
-	case "scores":
-		return fScores
-	case "weight":
-		return fWeight
-	case "reason":
-		return fReason
-	case "error":
-		return fError
-	case "error_kind":
-		return fErrorKind
-	case "input":
-		return fInput
-	case "output":
-		return fOutput
-	case "tags":
-		return fTags
-	case "started_at":
-		return fStartedAt
-	case "duration_ms":
-		return fDurationMS
-	case "input_tokens":
-		return fInputTokens
-	case "output_tokens":
-		return fOutputTokens
-	case "cost_usd":
-		return fCostUSD
-	case "seed":
-		return fSeed
-	case "trace":
-		return fTrace
-	case "parent_run_id":
-		return fParentRunID
-	}
-	// A key that folds to a field name (at most 13 ASCII bytes) is made of
-	// runes that fold to ASCII, none longer than 3 bytes.
-	if len(key) > 3*len("parent_run_id") {
-		return fUnknown
-	}
-	var buf [64]byte
-	switch string(appendFoldedKey(buf[:0], key)) {
-	case "SCHEMA":
-		return fSchema
-	case "RUN_ID":
-		return fRunID
-	case "EVAL":
-		return fEval
-	case "SAMPLE_ID":
-		return fSampleID
-	case "EPOCH":
-		return fEpoch
-	case "ATTEMPT":
-		return fAttempt
-	case "STATUS":
-		return fStatus
-	case "SCORE":
-		return fScore
-	case "SCORES":
-		return fScores
-	case "WEIGHT":
-		return fWeight
-	case "REASON":
-		return fReason
-	case "ERROR":
-		return fError
-	case "ERROR_KIND":
-		return fErrorKind
-	case "INPUT":
-		return fInput
-	case "OUTPUT":
-		return fOutput
-	case "TAGS":
-		return fTags
-	case "STARTED_AT":
-		return fStartedAt
-	case "DURATION_MS":
-		return fDurationMS
-	case "INPUT_TOKENS":
-		return fInputTokens
-	case "OUTPUT_TOKENS":
-		return fOutputTokens
-	case "COST_USD":
-		return fCostUSD
-	case "SEED":
-		return fSeed
-	case "TRACE":
-		return fTrace
-	case "PARENT_RUN_ID":
-		return fParentRunID
-	}
-	return fUnknown
+type kind uint8
+
+const (
+	kInt kind = iota
+	kUint
+	kFloat
+	kString
+	kRaw
+	kScores
+	kTags
+	kTime
+)
+
+var fields = [nFields]struct {
+	key      string // with the comma before it, as AppendJSON writes it
+	kind     kind
+	optional bool // omitempty: AppendJSON may leave it out
+}{
+	fSchema:       {`"schema":`, kInt, false},
+	fRunID:        {`,"run_id":`, kString, false},
+	fEval:         {`,"eval":`, kString, false},
+	fSampleID:     {`,"sample_id":`, kString, false},
+	fEpoch:        {`,"epoch":`, kInt, false},
+	fAttempt:      {`,"attempt":`, kInt, false},
+	fStatus:       {`,"status":`, kString, false},
+	fScore:        {`,"score":`, kFloat, false},
+	fScores:       {`,"scores":`, kScores, true},
+	fWeight:       {`,"weight":`, kFloat, true},
+	fReason:       {`,"reason":`, kString, true},
+	fError:        {`,"error":`, kString, true},
+	fErrorKind:    {`,"error_kind":`, kString, true},
+	fInput:        {`,"input":`, kRaw, true},
+	fOutput:       {`,"output":`, kRaw, true},
+	fTags:         {`,"tags":`, kTags, true},
+	fStartedAt:    {`,"started_at":`, kTime, false},
+	fDurationMS:   {`,"duration_ms":`, kFloat, false},
+	fInputTokens:  {`,"input_tokens":`, kInt, false},
+	fOutputTokens: {`,"output_tokens":`, kInt, false},
+	fCostUSD:      {`,"cost_usd":`, kFloat, false},
+	fSeed:         {`,"seed":`, kUint, false},
+	fTrace:        {`,"trace":`, kString, true},
+	fParentRunID:  {`,"parent_run_id":`, kString, true},
 }
 
-// appendFoldedKey is encoding/json's appendFoldedName: ASCII letters upper
-// cased, other runes replaced by the smallest rune of their fold set.
-func appendFoldedKey(out, in []byte) []byte {
-	for i := 0; i < len(in); {
-		if c := in[i]; c < utf8.RuneSelf {
-			if 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
+// maxRawDepth bounds the nesting of input and output the strict decoder
+// follows; deeper documents go to encoding/json, which allows 10,000.
+const maxRawDepth = 512
+
+// canonLine is a canonical record line, validated: where each field's
+// value is and the numbers and time, parsed.
+type canonLine struct {
+	has   uint32 // fields present
+	null  uint32 // float fields written as null (non-finite values)
+	esc   uint32 // string fields holding escapes
+	spans [nFields][2]int
+	ints  [nFields]int // int fields; for maps, their number of members
+	i64   [nFields]int64
+	seed  uint64
+	flts  [nFields]float64
+	time  time.Time
+}
+
+// scan validates b as the canonical form and fills l; false means "not
+// canonical", not "invalid": the caller falls back to encoding/json.
+func (l *canonLine) scan(b []byte) bool {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	i := 1
+	for f := range nFields {
+		d := &fields[f]
+		if len(b)-i < len(d.key) || string(b[i:i+len(d.key)]) != d.key {
+			if d.optional {
+				continue
 			}
-			out = append(out, c)
+			return false
+		}
+		i += len(d.key)
+		start := i
+		var ok bool
+		switch d.kind {
+		case kInt:
+			var n int64
+			i, n, ok = scanInt(b, i)
+			if f == fInputTokens || f == fOutputTokens {
+				l.i64[f] = n
+			} else {
+				l.ints[f] = int(n)
+				ok = ok && int64(int(n)) == n
+			}
+		case kUint:
+			i, l.seed, ok = scanUint(b, i)
+		case kFloat:
+			if hasLit(b, i, "null") {
+				l.null |= 1 << f
+				i, ok = i+4, true
+				break
+			}
+			i, l.flts[f], ok = scanFloat(b, i)
+		case kString, kTime:
+			var esc bool
+			i, esc, ok = scanString(b, i, false)
+			start++ // the content, without its quotes
+			if esc {
+				l.esc |= 1 << f
+			}
+			if ok && d.kind == kTime {
+				ok = !esc && l.time.UnmarshalJSON(b[start-1:i]) == nil
+			}
+			if !ok {
+				return false
+			}
+			l.spans[f] = [2]int{start, i - 1}
+			l.has |= 1 << f
+			continue
+		case kRaw:
+			i, ok = scanValue(b, i, maxRawDepth)
+		case kScores, kTags:
+			i, l.ints[f], ok = scanMap(b, i, d.kind == kTags)
+		}
+		if !ok {
+			return false
+		}
+		l.spans[f] = [2]int{start, i}
+		l.has |= 1 << f
+	}
+	return i == len(b)-1
+}
+
+func hasLit(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// decode sets r's fields from the validated line b, as encoding/json would.
+func (l *canonLine) decode(b []byte, r *Record) {
+	// One allocation for the short strings (IDs, kinds, links, map keys
+	// and tag values); the sample ID, which indexes keep, has its own, and
+	// so have reason and error, which may be long.
+	var short strings.Builder
+	n := 0
+	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fScores, fTags} {
+		n += l.spans[f][1] - l.spans[f][0]
+	}
+	short.Grow(n)
+
+	r.Schema = l.ints[fSchema]
+	r.RunID = l.str(b, fRunID, &short)
+	r.Eval = l.str(b, fEval, &short)
+	r.SampleID = l.str(b, fSampleID, nil)
+	r.Epoch = l.ints[fEpoch]
+	r.Attempt = l.ints[fAttempt]
+	r.Status = Status(l.constOr(b, fStatus, statuses[:], &short))
+	l.float(fScore, &r.Score)
+	if l.has&(1<<fScores) != 0 {
+		if r.Scores == nil {
+			r.Scores = make(map[string]float64, l.ints[fScores])
+		}
+		l.eachMember(b, fScores, &short, func(k string, v []byte) {
+			f := 0.0
+			if v[0] != 'n' {
+				f, _ = strconv.ParseFloat(string(v), 64)
+			}
+			r.Scores[k] = f
+		})
+	}
+	l.float(fWeight, &r.Weight)
+	if l.has&(1<<fReason) != 0 {
+		r.Reason = l.str(b, fReason, nil)
+	}
+	if l.has&(1<<fError) != 0 {
+		r.Error = l.str(b, fError, nil)
+	}
+	if l.has&(1<<fErrorKind) != 0 {
+		r.ErrorKind = ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
+	}
+	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; in || out {
+		ni, no := l.spans[fInput][1]-l.spans[fInput][0], l.spans[fOutput][1]-l.spans[fOutput][0]
+		buf := make([]byte, 0, ni+no)
+		if in {
+			buf = append(buf, b[l.spans[fInput][0]:l.spans[fInput][1]]...)
+			r.Input = buf[:ni:ni]
+		}
+		if out {
+			buf = append(buf, b[l.spans[fOutput][0]:l.spans[fOutput][1]]...)
+			r.Output = buf[len(buf)-no:]
+		}
+	}
+	if l.has&(1<<fTags) != 0 {
+		if r.Tags == nil {
+			r.Tags = make(map[string]string, l.ints[fTags])
+		}
+		l.eachMember(b, fTags, &short, func(k string, v []byte) {
+			r.Tags[k] = addString(&short, v[1:len(v)-1])
+		})
+	}
+	r.StartedAt = l.time
+	l.float(fDurationMS, &r.DurationMS)
+	r.InputTokens = l.i64[fInputTokens]
+	r.OutputTokens = l.i64[fOutputTokens]
+	l.float(fCostUSD, &r.CostUSD)
+	r.Seed = l.seed
+	if l.has&(1<<fTrace) != 0 {
+		r.Trace = l.str(b, fTrace, &short)
+	}
+	if l.has&(1<<fParentRunID) != 0 {
+		r.ParentRunID = l.str(b, fParentRunID, &short)
+	}
+}
+
+var (
+	statuses = [...]string{string(Pass), string(Fail), string(Error), string(Unscored)}
+	kinds    = [...]string{string(KindTimeout), string(KindPanic), string(KindSandbox), string(KindHarness),
+		string(KindJudge), string(KindCancelled), string(KindNotSampled)}
+)
+
+// constOr returns string field f as one of consts when it is one, without
+// allocating, else in buf.
+func (l *canonLine) constOr(b []byte, f int, consts []string, buf *strings.Builder) string {
+	if l.esc&(1<<f) == 0 {
+		s := b[l.spans[f][0]:l.spans[f][1]]
+		for _, c := range consts {
+			if string(s) == c {
+				return c
+			}
+		}
+	}
+	return l.str(b, f, buf)
+}
+
+// float sets *p unless the field is absent or null (which encoding/json
+// skips).
+func (l *canonLine) float(f int, p *float64) {
+	if l.has&(1<<f) != 0 && l.null&(1<<f) == 0 {
+		*p = l.flts[f]
+	}
+}
+
+// bytes returns the content of string field f: the line's own bytes, or
+// a copy unescaped.
+func (l *canonLine) bytes(b []byte, f int) []byte {
+	s := b[l.spans[f][0]:l.spans[f][1]]
+	if l.esc&(1<<f) != 0 {
+		return unescape(nil, s)
+	}
+	return s
+}
+
+// str returns the content of string field f, in buf when it is not nil.
+func (l *canonLine) str(b []byte, f int, buf *strings.Builder) string {
+	s := b[l.spans[f][0]:l.spans[f][1]]
+	if buf != nil {
+		return addString(buf, s)
+	}
+	if l.esc&(1<<f) != 0 {
+		return string(unescape(nil, s))
+	}
+	return string(s)
+}
+
+// addString appends the content of a validated string to buf and returns
+// it: a slice of buf's memory, which Grow sized for every short string.
+func addString(buf *strings.Builder, s []byte) string {
+	start := buf.Len()
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\\' {
+			i++
+		}
+		buf.Write(s[:i])
+		if i == len(s) {
+			break
+		}
+		r, n := unescapeOne(s[i:])
+		buf.WriteRune(r)
+		s = s[i+n:]
+	}
+	return buf.String()[start:]
+}
+
+// unescape appends the content of a validated string to dst.
+func unescape(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		if s[i] != '\\' {
+			dst = append(dst, s[i])
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRune(in[i:])
-		for {
-			r2 := unicode.SimpleFold(r)
-			if r2 <= r {
-				r = r2
-				break
-			}
-			r = r2
-		}
-		out = utf8.AppendRune(out, r)
+		r, n := unescapeOne(s[i:])
+		dst = utf8.AppendRune(dst, r)
 		i += n
 	}
-	return out
+	return dst
 }
 
-// recDecoder is a cursor over one JSON document.
-type recDecoder struct {
-	b    []byte
-	i    int
-	strs *internTable // from internPool, on first use
+// unescapeOne decodes the escape at the start of s, validated by
+// scanString (so not a surrogate).
+func unescapeOne(s []byte) (rune, int) {
+	switch s[1] {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, _ := hex4(s[2:6])
+		return r, 6
+	}
+	return rune(s[1]), 2 // " \ /
 }
 
-// decodeRecord decodes b into r. It fails with errDecode on invalid JSON
-// and on values that do not fit their field, leaving r partly written.
-func decodeRecord(b []byte, r *Record) error {
-	d := recDecoder{b: b}
-	defer func() {
-		if d.strs != nil {
-			internPool.Put(d.strs)
+// eachMember calls fn with each key and raw value of the validated object
+// of field f.
+func (l *canonLine) eachMember(b []byte, f int, buf *strings.Builder, fn func(k string, v []byte)) {
+	i, end := l.spans[f][0]+1, l.spans[f][1]-1
+	for i < end {
+		j, _, _ := scanString(b, i, false)
+		k := addString(buf, b[i+1:j-1])
+		i = j + 1 // ':'
+		s := i
+		if b[i] == '"' {
+			i, _, _ = scanString(b, i, false)
+		} else {
+			for i < end && b[i] != ',' {
+				i++
+			}
 		}
-	}()
-	d.ws()
-	if d.isNull() {
-		return d.end() // a no-op, as for encoding/json
+		fn(k, b[s:i])
+		i++ // ','
 	}
-	empty, ok := d.openObject()
-	if !ok {
-		return errDecode
+}
+
+// scanMap validates an object of string keys and, for tags, string
+// values, else numbers or null (a non-finite score).
+func scanMap(b []byte, i int, tags bool) (end, n int, ok bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, 0, false
 	}
-	var kbuf [64]byte
-	for more := !empty; more; {
-		key, ok := d.memberKey(kbuf[:0])
-		if !ok || !d.field(r, lookupRecField(key)) {
-			return errDecode
+	i++
+	if i < len(b) && b[i] == '}' {
+		return i + 1, 0, true
+	}
+	for n = 1; ; n++ {
+		if i, _, ok = scanString(b, i, false); !ok || i >= len(b) || b[i] != ':' {
+			return i, n, false
 		}
-		if more, ok = d.nextMember(); !ok {
-			return errDecode
-		}
-	}
-	return d.end()
-}
-
-func (d *recDecoder) end() error {
-	d.ws()
-	if d.i != len(d.b) {
-		return errDecode
-	}
-	return nil
-}
-
-func (d *recDecoder) peek() byte {
-	if d.i < len(d.b) {
-		return d.b[d.i]
-	}
-	return 0
-}
-
-func (d *recDecoder) ws() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
+		i++
+		switch {
+		case tags:
+			i, _, ok = scanString(b, i, false)
+		case hasLit(b, i, "null"):
+			i, ok = i+4, true
 		default:
-			return
+			i, _, ok = scanFloat(b, i)
+		}
+		if !ok || i >= len(b) {
+			return i, n, false
+		}
+		switch b[i] {
+		case ',':
+			i++
+		case '}':
+			return i + 1, n, true
+		default:
+			return i, n, false
 		}
 	}
 }
 
-// lit consumes the literal s (true, false or null) at the cursor.
-func (d *recDecoder) lit(s string) bool {
-	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
-		d.i += len(s)
-		return true
-	}
-	return false
-}
-
-// field decodes the value at the cursor into r's field f.
-func (d *recDecoder) field(r *Record, f recField) bool {
-	switch f {
-	case fSchema:
-		return d.int(&r.Schema)
-	case fRunID:
-		return d.internedString(&r.RunID)
-	case fEval:
-		return d.internedString(&r.Eval)
-	case fSampleID:
-		return d.string(&r.SampleID)
-	case fEpoch:
-		return d.int(&r.Epoch)
-	case fAttempt:
-		return d.int(&r.Attempt)
-	case fStatus:
-		return d.status(&r.Status)
-	case fScore:
-		return d.float(&r.Score)
-	case fScores:
-		return d.scores(&r.Scores)
-	case fWeight:
-		return d.float(&r.Weight)
-	case fReason:
-		return d.string(&r.Reason)
-	case fError:
-		return d.string(&r.Error)
-	case fErrorKind:
-		return d.errorKind(&r.ErrorKind)
-	case fInput:
-		return d.raw(&r.Input)
-	case fOutput:
-		return d.raw(&r.Output)
-	case fTags:
-		return d.tags(&r.Tags)
-	case fStartedAt:
-		s := d.i
-		if !d.skip(1) {
-			return false
-		}
-		return r.StartedAt.UnmarshalJSON(d.b[s:d.i]) == nil
-	case fDurationMS:
-		return d.float(&r.DurationMS)
-	case fInputTokens:
-		return d.int64(&r.InputTokens)
-	case fOutputTokens:
-		return d.int64(&r.OutputTokens)
-	case fCostUSD:
-		return d.float(&r.CostUSD)
-	case fSeed:
-		return d.uint64(&r.Seed)
-	case fTrace:
-		return d.string(&r.Trace)
-	case fParentRunID:
-		return d.string(&r.ParentRunID)
-	}
-	return d.skip(1)
-}
-
-// strSpecial marks the bytes that end the fast scan of a string.
-var strSpecial = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	for c := 0x80; c < 0x100; c++ {
-		t[c] = true
-	}
-	t['"'] = true
-	t['\\'] = true
-	return t
-}()
-
-// hasSpecialByte reports whether one of x's bytes is special in a string.
+// hasSpecialByte reports whether one of x's bytes may need a closer look
+// in a string: a quote, a backslash, a control character or non-ASCII.
 func hasSpecialByte(x uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
@@ -367,265 +484,104 @@ func hasSpecialByte(x uint64) bool {
 	return ((x-ones*0x20)|(q-ones)|(bs-ones)|x)&highs != 0
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// str scans the string at the cursor (an opening quote), validating it.
-// [s, e) is its content; slow reports escapes or invalid UTF-8, which
-// unquoteJSON must handle.
-func (d *recDecoder) str() (s, e int, slow, ok bool) {
-	b := d.b
-	i := d.i + 1
-	s = i
-	nonASCII := false
+// scanString validates the JSON string at b[i] and returns the index after
+// its closing quote, and whether it holds escapes. Strict (a field's
+// value) means valid UTF-8 and no surrogate escapes, which the strict
+// decoder does not decode; raw (inside input or output, kept as bytes)
+// accepts what encoding/json's scanner accepts.
+func scanString(b []byte, i int, raw bool) (end int, esc, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return i, false, false
+	}
+	i++
+	start, ascii := i, true
 	for i < len(b) {
-		// Eight plain bytes at a time (none is '"', '\\', a control
-		// character or non-ASCII), then byte by byte.
 		for i+8 <= len(b) && !hasSpecialByte(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
 		if i >= len(b) {
 			break
 		}
-		c := b[i]
-		if !strSpecial[c] {
-			i++
-			continue
-		}
-		switch {
+		switch c := b[i]; {
 		case c == '"':
-			d.i = i + 1
-			if nonASCII && !slow && !utf8.Valid(b[s:i]) {
-				slow = true
+			if !raw && !ascii && !utf8.Valid(b[start:i]) {
+				return i, esc, false
 			}
-			return s, i, slow, true
+			return i + 1, esc, true
 		case c == '\\':
-			slow = true
+			esc = true
 			if i+1 >= len(b) {
-				return
+				return i, esc, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return
+				if i+6 > len(b) {
+					return i, esc, false
+				}
+				r, ok := hex4(b[i+2 : i+6])
+				if !ok || !raw && utf16.IsSurrogate(r) {
+					return i, esc, false
 				}
 				i += 6
 			default:
-				return
+				return i, esc, false
 			}
 		case c < 0x20:
-			return
+			return i, esc, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+			i++
 		default:
-			nonASCII = true
 			i++
 		}
 	}
-	return
+	return i, esc, false
 }
 
-func hex4(b []byte) rune {
+func hex4(b []byte) (rune, bool) {
 	var r rune
 	for _, c := range b[:4] {
 		switch {
-		case c <= '9':
+		case '0' <= c && c <= '9':
 			c -= '0'
-		case c <= 'F':
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
 			c -= 'A' - 10
 		default:
-			c -= 'a' - 10
+			return 0, false
 		}
 		r = r<<4 | rune(c)
 	}
-	return r
+	return r, true
 }
 
-// unquoteJSON appends the content of a validated JSON string (without its
-// quotes) to dst, unescaped as encoding/json does: surrogate pairs joined,
-// lone surrogates and invalid UTF-8 bytes replaced by U+FFFD.
-func unquoteJSON(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '\\':
-			switch src[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := hex4(src[i+2:])
-				i += 6
-				if utf16.IsSurrogate(rr) {
-					if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(src[i+2:])); dec != unicode.ReplacementChar {
-							i += 6
-							dst = utf8.AppendRune(dst, dec)
-							continue
-						}
-					}
-					rr = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default: // " \ /
-				dst = append(dst, src[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			rr, n := utf8.DecodeRune(src[i:])
-			dst = utf8.AppendRune(dst, rr)
-			i += n
-		}
-	}
-	return dst
-}
-
-// stringContent scans a string value and returns its unescaped content as
-// a byte slice: b's own bytes when there is nothing to unescape, else buf.
-func (d *recDecoder) stringContent(buf []byte) ([]byte, bool) {
-	s, e, slow, ok := d.str()
-	if !ok {
-		return nil, false
-	}
-	if slow {
-		return unquoteJSON(buf, d.b[s:e]), true
-	}
-	return d.b[s:e], true
-}
-
-// isNull consumes a null at the cursor.
-func (d *recDecoder) isNull() bool {
-	return d.peek() == 'n' && d.lit("null")
-}
-
-func (d *recDecoder) string(p *string) bool {
-	if d.peek() != '"' {
-		return d.isNull()
-	}
-	var buf [128]byte
-	v, ok := d.stringContent(buf[:0])
-	if ok {
-		*p = string(v)
-	}
-	return ok
-}
-
-// internedString is string for the fields whose values repeat from line to
-// line (run ID, eval name, tag keys and values, score names): a repeated
-// value costs no allocation, and the records share one copy.
-func (d *recDecoder) internedString(p *string) bool {
-	if d.peek() != '"' {
-		return d.isNull()
-	}
-	var buf [128]byte
-	v, ok := d.stringContent(buf[:0])
-	if ok {
-		*p = d.intern(v)
-	}
-	return ok
-}
-
-// internTable caches short strings by hash, one table per P (sync.Pool).
-type internTable [256]string
-
-var (
-	internPool = sync.Pool{New: func() any { return new(internTable) }}
-	internSeed = maphash.MakeSeed()
-)
-
-const maxInterned = 64
-
-func (d *recDecoder) intern(b []byte) string {
-	if len(b) > maxInterned {
-		return string(b)
-	}
-	if d.strs == nil {
-		d.strs = internPool.Get().(*internTable)
-	}
-	e := &d.strs[maphash.Bytes(internSeed, b)%uint64(len(d.strs))]
-	if *e != string(b) {
-		*e = string(b)
-	}
-	return *e
-}
-
-func (d *recDecoder) status(p *Status) bool {
-	if d.peek() != '"' {
-		return d.isNull()
-	}
-	var buf [32]byte
-	v, ok := d.stringContent(buf[:0])
-	if !ok {
-		return false
-	}
-	switch Status(v) {
-	case Pass, Fail, Error, Unscored:
-		*p = Status(v) // no allocation for the constants
-	default:
-		*p = Status(string(v))
-	}
-	return true
-}
-
-func (d *recDecoder) errorKind(p *ErrorKind) bool {
-	if d.peek() != '"' {
-		return d.isNull()
-	}
-	var buf [32]byte
-	v, ok := d.stringContent(buf[:0])
-	if !ok {
-		return false
-	}
-	switch k := ErrorKind(v); k {
-	case KindTimeout, KindPanic, KindSandbox, KindHarness, KindJudge, KindCancelled:
-		*p = k
-	default:
-		*p = ErrorKind(string(v))
-	}
-	return true
-}
-
-// number scans the number at the cursor, validating JSON's grammar. frac
-// reports a fraction or an exponent.
-func (d *recDecoder) number() (num []byte, frac, ok bool) {
-	b := d.b
-	s, i := d.i, d.i
+// scanNumber validates the JSON number at b[i] and returns its end and
+// whether it has a fraction or an exponent.
+func scanNumber(b []byte, i int) (end int, frac, ok bool) {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
 	switch {
 	case i >= len(b):
-		return nil, false, false
+		return i, false, false
 	case b[i] == '0':
 		i++
 	case '1' <= b[i] && b[i] <= '9':
-		i++
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
+		for i++; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
 		}
 	default:
-		return nil, false, false
+		return i, false, false
 	}
 	if i < len(b) && b[i] == '.' {
 		frac = true
 		i++
 		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return nil, false, false
+			return i, frac, false
 		}
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -635,332 +591,94 @@ func (d *recDecoder) number() (num []byte, frac, ok bool) {
 			i++
 		}
 		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return nil, false, false
+			return i, frac, false
 		}
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
 		}
 	}
-	d.i = i
-	return b[s:i], frac, true
+	return i, frac, true
 }
 
-// parseInt parses a JSON number as encoding/json does into a signed field
-// of the given size: integers only, in range.
-func parseInt(num []byte, frac bool, bits int) (int64, bool) {
-	if frac {
-		return 0, false
+// scanInt reads an integer as encoding/json does into an int64 field.
+func scanInt(b []byte, i int) (int, int64, bool) {
+	end, frac, ok := scanNumber(b, i)
+	if !ok || frac {
+		return end, 0, false
 	}
-	digits := num
-	if num[0] == '-' {
-		digits = num[1:]
-	}
-	if len(digits) > 18 || bits < 64 {
-		n, err := strconv.ParseInt(string(num), 10, bits)
-		return n, err == nil
-	}
-	var n int64
-	for _, c := range digits {
-		n = n*10 + int64(c-'0')
-	}
-	if num[0] == '-' {
-		n = -n
-	}
-	return n, true
+	n, err := strconv.ParseInt(string(b[i:end]), 10, 64)
+	return end, n, err == nil
 }
 
-func (d *recDecoder) int(p *int) bool {
-	if d.isNull() {
-		return true
+// scanUint reads an integer as encoding/json does into a uint64 field.
+func scanUint(b []byte, i int) (int, uint64, bool) {
+	end, frac, ok := scanNumber(b, i)
+	if !ok || frac || b[i] == '-' {
+		return end, 0, false
 	}
-	num, frac, ok := d.number()
+	n, err := strconv.ParseUint(string(b[i:end]), 10, 64)
+	return end, n, err == nil
+}
+
+// scanFloat reads a number as encoding/json does into a float64 field.
+func scanFloat(b []byte, i int) (int, float64, bool) {
+	end, _, ok := scanNumber(b, i)
 	if !ok {
-		return false
+		return end, 0, false
 	}
-	n, ok := parseInt(num, frac, strconv.IntSize)
-	if ok {
-		*p = int(n)
-	}
-	return ok
+	f, err := strconv.ParseFloat(string(b[i:end]), 64)
+	return end, f, err == nil
 }
 
-func (d *recDecoder) int64(p *int64) bool {
-	if d.isNull() {
-		return true
+// scanValue validates the compact JSON value at b[i] (input or output)
+// and returns its end.
+func scanValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
 	}
-	num, frac, ok := d.number()
-	if !ok {
-		return false
-	}
-	n, ok := parseInt(num, frac, 64)
-	if ok {
-		*p = n
-	}
-	return ok
-}
-
-func (d *recDecoder) uint64(p *uint64) bool {
-	if d.isNull() {
-		return true
-	}
-	num, frac, ok := d.number()
-	if !ok || frac || num[0] == '-' {
-		return false
-	}
-	if len(num) > 19 {
-		n, err := strconv.ParseUint(string(num), 10, 64)
-		if err != nil {
-			return false
+	var ok bool
+	switch b[i] {
+	case '"':
+		i, _, ok = scanString(b, i, true)
+		return i, ok
+	case 't':
+		return i + 4, hasLit(b, i, "true")
+	case 'f':
+		return i + 5, hasLit(b, i, "false")
+	case 'n':
+		return i + 4, hasLit(b, i, "null")
+	case '{', '[':
+		if depth == 0 {
+			return i, false
 		}
-		*p = n
-		return true
-	}
-	var n uint64
-	for _, c := range num {
-		n = n*10 + uint64(c-'0')
-	}
-	*p = n
-	return true
-}
-
-// pow10 are the powers of ten a float64 holds exactly.
-var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
-
-// floatValue parses the number at the cursor as strconv.ParseFloat does.
-func (d *recDecoder) floatValue() (float64, bool) {
-	num, _, ok := d.number()
-	if !ok {
-		return 0, false
-	}
-	// Fast path (Clinger's): at most 15 digits and no exponent. The
-	// mantissa and the power of ten are exact float64s, so one division,
-	// correctly rounded, gives the correctly rounded value, as ParseFloat.
-	digits := num
-	if num[0] == '-' {
-		digits = num[1:]
-	}
-	var mant uint64
-	nd, nfrac := 0, -1
-	for _, c := range digits {
-		switch {
-		case c == '.':
-			nfrac = 0
-			continue
-		case c < '0' || c > '9' || nd == 15: // an exponent, or too long
-			f, err := strconv.ParseFloat(string(num), 64)
-			return f, err == nil
+		obj := b[i] == '{'
+		closing := byte(']')
+		if obj {
+			closing = '}'
 		}
-		mant = mant*10 + uint64(c-'0')
-		nd++
-		if nfrac >= 0 {
-			nfrac++
-		}
-	}
-	f := float64(mant)
-	if nfrac > 0 {
-		f /= pow10[nfrac]
-	}
-	if num[0] == '-' {
-		f = -f // -0 stays negative zero, as ParseFloat makes it
-	}
-	return f, true
-}
-
-func (d *recDecoder) float(p *float64) bool {
-	if d.isNull() {
-		return true
-	}
-	f, ok := d.floatValue()
-	if ok {
-		*p = f
-	}
-	return ok
-}
-
-// raw copies the value's exact bytes, as json.RawMessage.UnmarshalJSON
-// does (null included).
-func (d *recDecoder) raw(p *json.RawMessage) bool {
-	s := d.i
-	if !d.skip(1) {
-		return false
-	}
-	*p = append((*p)[:0], d.b[s:d.i]...)
-	return true
-}
-
-// openObject consumes the '{' at the cursor, and the '}' of an empty
-// object.
-func (d *recDecoder) openObject() (empty, ok bool) {
-	if d.peek() != '{' {
-		return false, false
-	}
-	d.i++
-	d.ws()
-	if d.peek() == '}' {
-		d.i++
-		return true, true
-	}
-	return false, true
-}
-
-// memberKey reads a member's key (unescaped into buf when needed) and the
-// colon after it, leaving the cursor on the value.
-func (d *recDecoder) memberKey(buf []byte) ([]byte, bool) {
-	if d.peek() != '"' {
-		return nil, false
-	}
-	key, ok := d.stringContent(buf)
-	if !ok {
-		return nil, false
-	}
-	d.ws()
-	if d.peek() != ':' {
-		return nil, false
-	}
-	d.i++
-	d.ws()
-	return key, true
-}
-
-// nextMember consumes what follows a member's value: a comma (more) or the
-// closing brace.
-func (d *recDecoder) nextMember() (more, ok bool) {
-	d.ws()
-	switch d.peek() {
-	case ',':
-		d.i++
-		d.ws()
-		return true, true
-	case '}':
-		d.i++
-		return false, true
-	}
-	return false, false
-}
-
-func (d *recDecoder) scores(p *map[string]float64) bool {
-	if d.isNull() {
-		*p = nil
-		return true
-	}
-	empty, ok := d.openObject()
-	if !ok {
-		return false
-	}
-	if *p == nil {
-		*p = make(map[string]float64) // {} makes an empty map, as encoding/json does
-	}
-	var kbuf [64]byte
-	for more := !empty; more; {
-		key, ok := d.memberKey(kbuf[:0])
-		if !ok {
-			return false
-		}
-		var v float64 // null stores the zero value, as encoding/json does
-		if !d.isNull() {
-			if v, ok = d.floatValue(); !ok {
-				return false
-			}
-		}
-		(*p)[d.intern(key)] = v
-		if more, ok = d.nextMember(); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *recDecoder) tags(p *map[string]string) bool {
-	if d.isNull() {
-		*p = nil
-		return true
-	}
-	empty, ok := d.openObject()
-	if !ok {
-		return false
-	}
-	if *p == nil {
-		*p = make(map[string]string)
-	}
-	var kbuf [64]byte
-	for more := !empty; more; {
-		key, ok := d.memberKey(kbuf[:0])
-		if !ok {
-			return false
-		}
-		var v string
-		if !d.internedString(&v) {
-			return false
-		}
-		(*p)[d.intern(key)] = v
-		if more, ok = d.nextMember(); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// skip validates and steps over the value at the cursor, inside depth
-// enclosing containers.
-func (d *recDecoder) skip(depth int) bool {
-	switch c := d.peek(); {
-	case c == '"':
-		_, _, _, ok := d.str()
-		return ok
-	case c == '{', c == '[':
-		depth++
-		if depth > maxJSONDepth {
-			return false
-		}
-		end := byte('}')
-		if c == '[' {
-			end = ']'
-		}
-		d.i++
-		d.ws()
-		if d.peek() == end {
-			d.i++
-			return true
+		i++
+		if i < len(b) && b[i] == closing {
+			return i + 1, true
 		}
 		for {
-			if c == '{' {
-				if d.peek() != '"' {
-					return false
+			if obj {
+				if i, _, ok = scanString(b, i, true); !ok || i >= len(b) || b[i] != ':' {
+					return i, false
 				}
-				if _, _, _, ok := d.str(); !ok {
-					return false
-				}
-				d.ws()
-				if d.peek() != ':' {
-					return false
-				}
-				d.i++
-				d.ws()
+				i++
 			}
-			if !d.skip(depth) {
-				return false
+			if i, ok = scanValue(b, i, depth-1); !ok || i >= len(b) {
+				return i, false
 			}
-			d.ws()
-			switch d.peek() {
+			switch b[i] {
 			case ',':
-				d.i++
-				d.ws()
-				continue
-			case end:
-				d.i++
-				return true
+				i++
+			case closing:
+				return i + 1, true
+			default:
+				return i, false
 			}
-			return false
 		}
-	case c == 't':
-		return d.lit("true")
-	case c == 'f':
-		return d.lit("false")
-	case c == 'n':
-		return d.lit("null")
-	case c == '-' || '0' <= c && c <= '9':
-		_, _, ok := d.number()
-		return ok
 	}
-	return false
+	i, _, ok = scanNumber(b, i)
+	return i, ok
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // exactRecord compares records bit for bit: floats by their bits (so -0
@@ -97,14 +98,27 @@ func TestUnmarshalRecordRoundTrip(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 			t.Errorf("%d: round trip (-want +got):\n%s", i, diff)
 		}
-		// The hand-written path, not the fallback, decodes every line
+		// The strict decoder, not the fallback, decodes every line
 		// AppendJSON writes.
 		var fast Record
-		if err := decodeRecord(line, &fast); err != nil {
-			t.Errorf("%d: decodeRecord(%s) fell back: %v", i, line, err)
+		if !strictDecode(line, &fast) {
+			t.Errorf("%d: the strict decoder rejects %s", i, line)
 		}
 	}
 }
+
+// strictDecode is UnmarshalJSON without its fallback.
+func strictDecode(b []byte, r *Record) bool {
+	var l canonLine
+	if !l.scan(b) {
+		return false
+	}
+	l.decode(b, r)
+	return true
+}
+
+// maxJSONDepth is encoding/json's nesting limit (the record's object counts).
+const maxJSONDepth = 10000
 
 func nested(depth int) string {
 	return strings.Repeat("[", depth) + strings.Repeat("]", depth)
@@ -282,10 +296,14 @@ func prefilled() Record {
 	return r
 }
 
-// checkDecode asserts that b decodes as encoding/json decodes it into a
-// record without UnmarshalJSON: the hand-written path directly (accepting
-// and rejecting the same documents) and UnmarshalJSON with its fallback,
-// into a zero and into a non-zero record.
+// checkDecode is the differential test of the record readers: b is
+// accepted by all of them with the same value or rejected by all. The
+// reference is encoding/json decoding into a record without UnmarshalJSON;
+// the strict decoder may decline a valid document (UnmarshalJSON then falls
+// back) but never accepts an invalid one nor decodes one differently;
+// UnmarshalJSON, directly and through json.Unmarshal, and ScanLine (the
+// resume scan) agree with the reference exactly. Each decodes into a zero
+// and into a non-zero record.
 func checkDecode(t *testing.T, b []byte) {
 	t.Helper()
 	for _, start := range []func() Record{func() Record { return Record{} }, prefilled} {
@@ -293,13 +311,12 @@ func checkDecode(t *testing.T, b []byte) {
 		wantErr := json.Unmarshal(b, &want)
 
 		got := start()
-		err := decodeRecord(b, &got)
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("decodeRecord(%q): err %v, encoding/json err %v", b, err, wantErr)
-		}
-		if err == nil {
+		if strictDecode(b, &got) {
+			if wantErr != nil {
+				t.Fatalf("strict decoder accepts %q, encoding/json rejects it: %v", b, wantErr)
+			}
 			if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
-				t.Fatalf("decodeRecord(%q) (-encoding/json +got):\n%s", b, diff)
+				t.Fatalf("strict decoder(%q) (-encoding/json +got):\n%s", b, diff)
 			}
 		}
 
@@ -317,6 +334,19 @@ func checkDecode(t *testing.T, b []byte) {
 					t.Fatalf("UnmarshalJSON(%q) (-encoding/json +got):\n%s", b, diff)
 				}
 			}
+		}
+	}
+
+	var want reflectRecord
+	wantErr := json.Unmarshal(b, &want)
+	k, err := ScanLine(b)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("ScanLine(%q): err %v, encoding/json err %v", b, err, wantErr)
+	}
+	if err == nil {
+		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status}
+		if diff := cmp.Diff(wantKey, k, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("ScanLine(%q) (-encoding/json +got):\n%s", b, diff)
 		}
 	}
 }
@@ -339,8 +369,8 @@ func TestUnmarshalRecordInvalid(t *testing.T) {
 			t.Errorf("encoding/json accepts invalid case %q", in)
 		}
 		var r Record
-		if err := decodeRecord([]byte(in), &r); err == nil {
-			t.Errorf("decodeRecord accepts %q", in)
+		if strictDecode([]byte(in), &r) {
+			t.Errorf("the strict decoder accepts %q", in)
 		}
 		if err := r.UnmarshalJSON([]byte(in)); err == nil {
 			t.Errorf("UnmarshalJSON accepts %q", in)
@@ -447,4 +477,71 @@ func BenchmarkUnmarshalRecordReflect(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkUnmarshalRecordScanLine is the resume scan of one line: every
+// field validated, the key fields read.
+func BenchmarkUnmarshalRecordScanLine(b *testing.B) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ScanLine(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAppendJSONInvalidRawStaysValid: input or output that is not valid
+// JSON is written as a string holding its text, never as it is, which
+// would make the whole line unreadable (a regression: a clean-looking
+// invalid value such as `{` was copied through).
+func TestAppendJSONInvalidRawStaysValid(t *testing.T) {
+	for _, raw := range []string{`{`, `[1,`, `tru`, `"open`, `1.`, `{"a":}`, `nul`, `{}}`} {
+		r := benchRecord()
+		r.Input, r.Output = json.RawMessage(raw), json.RawMessage(raw)
+		line := r.AppendJSON(nil)
+		if !json.Valid(line) {
+			t.Errorf("AppendJSON with raw %q wrote invalid JSON: %s", raw, line)
+			continue
+		}
+		var got Record
+		if !strictDecode(line, &got) {
+			t.Errorf("the strict decoder rejects %s", line)
+		}
+		var s string
+		if err := json.Unmarshal(got.Input, &s); err != nil || s != raw {
+			t.Errorf("input %q read back as %s", raw, got.Input)
+		}
+	}
+}
+
+// FuzzRecordRoundTrip: whatever record AppendJSON writes, the strict
+// decoder accepts (the fallback is for documents written by others), and
+// it decodes as encoding/json does.
+func FuzzRecordRoundTrip(f *testing.F) {
+	f.Add("run", "s-1", "pass", "reason", "timeout", "k", "v", 0.5, int64(3), uint64(7), []byte(`{"q":1}`), int64(1e9))
+	f.Add("\xff<>&\u2028\"\\", "\x00\n", "custom", "", "", "", "", math.NaN(), int64(-1), uint64(math.MaxUint64), []byte("{\n\"a\" : [1]}"), int64(-1))
+	f.Add("é😀", "", "", "\ud7ff", "x", "\ufffd", "\x1f", 1e-7, int64(math.MinInt64), uint64(0), []byte(`{`), int64(0))
+	f.Fuzz(func(t *testing.T, id, sample, status, reason, kind, tk, tv string, score float64, n int64, seed uint64, raw []byte, ns int64) {
+		r := Record{Schema: 1, RunID: id, Eval: id, SampleID: sample, Epoch: int(n), Attempt: int(n >> 3), Status: Status(status),
+			Score: score, Scores: map[string]float64{tk: score}, Weight: score, Reason: reason, Error: reason, ErrorKind: ErrorKind(kind),
+			Input: raw, Output: raw, Tags: map[string]string{tk: tv}, StartedAt: time.Unix(0, ns).UTC(), DurationMS: score,
+			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Trace: tv, ParentRunID: tk}
+		line := r.AppendJSON(nil)
+		if !json.Valid(line) {
+			t.Fatalf("AppendJSON wrote invalid JSON: %q", line)
+		}
+		var got Record
+		if !strictDecode(line, &got) && !deepRaw(raw) {
+			t.Fatalf("the strict decoder rejects AppendJSON's %q", line)
+		}
+		checkDecode(t, line)
+	})
+}
+
+// deepRaw reports raw JSON nested deeper than the strict decoder follows.
+func deepRaw(raw []byte) bool {
+	return strings.Count(string(raw), "[")+strings.Count(string(raw), "{") >= maxRawDepth
 }

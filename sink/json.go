@@ -119,7 +119,10 @@ func appendRaw(b []byte, name string, v json.RawMessage) []byte {
 // written as it is; it is written as a JSON string holding its text, so the
 // record stays readable.
 func AppendRawJSON(b []byte, v []byte) []byte {
-	if rawIsClean(v) {
+	if len(v) == 0 {
+		return b // the absent value: appendRaw leaves the field out
+	}
+	if end, ok := scanValue(v, 0, maxRawDepth); ok && end == len(v) && rawIsClean(v) {
 		return append(b, v...)
 	}
 	var buf bytes.Buffer
@@ -131,10 +134,9 @@ func AppendRawJSON(b []byte, v []byte) []byte {
 	return append(b, out.Bytes()...)
 }
 
-// rawIsClean reports whether v needs neither compacting nor escaping: no
-// white space outside strings and nothing encoding/json would escape. It
-// does not validate; valid input is the writer's contract, and the engine
-// only produces valid JSON.
+// rawIsClean reports whether v, valid JSON, needs neither compacting nor
+// escaping: no white space outside strings and nothing encoding/json would
+// escape.
 func rawIsClean(v []byte) bool {
 	inString, escaped := false, false
 	for i := 0; i < len(v); i++ {
