@@ -78,8 +78,9 @@ type Config struct {
 	// sample ID and the epoch.
 	Seed uint64
 	// MaxCostUSD stops scheduling new episodes once the cost of the
-	// attempts made (retried ones included) reaches it; episodes in flight
-	// finish. 0 means no budget.
+	// attempts made (retried ones included) reaches it; attempts in flight
+	// finish, and no attempt starts after (an episode whose retry would
+	// start ends in error and runs on resume). 0 means no budget.
 	MaxCostUSD float64
 	// MaxErrorRate stops the run, with an [*ErrorRateError], when more than
 	// this fraction of its finished episodes ended in error, once
