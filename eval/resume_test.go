@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -138,6 +139,11 @@ const crashChildEnv = "PROCTOR_CRASH_CHILD_LOG"
 func TestMain(m *testing.M) {
 	if log := os.Getenv(crashChildEnv); log != "" {
 		crashChild(log)
+		return
+	}
+	if arg := os.Getenv(interruptChildEnv); arg != "" {
+		log, mode, _ := strings.Cut(arg, ",")
+		interruptChild(log, mode)
 		return
 	}
 	os.Exit(m.Run())

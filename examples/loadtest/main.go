@@ -72,7 +72,11 @@ func main() {
 		Harness: agent,
 		Judge:   scorer.Exact(func(t Task) string { return t.Expected }),
 	}
-	rep, err := e.Run(context.Background(), eval.Config{
+	// Ctrl-C stops gracefully (run again with the same log to resume);
+	// a second Ctrl-C exits at once.
+	ctx, stop := eval.InterruptContext(context.Background())
+	defer stop()
+	rep, err := e.Run(ctx, eval.Config{
 		Concurrency: *c, Log: *logPath,
 		Report: report.Options{Resamples: -1},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),

@@ -92,7 +92,11 @@ func main() {
 		Harness: harness.Func[Task, string](agent),
 		Judge:   scorer.Exact(func(t Task) string { return t.Answer }),
 	}
-	report, err := e.Run(context.Background(), eval.Config{
+	// Ctrl-C stops gracefully (run again with the same log to resume);
+	// a second Ctrl-C exits at once.
+	ctx, stop := eval.InterruptContext(context.Background())
+	defer stop()
+	report, err := e.Run(ctx, eval.Config{
 		Epochs:      3,
 		Concurrency: 8,
 		Seed:        42,
