@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -25,7 +24,7 @@ import (
 // union of their sub-scores (later judges win on a shared key), and their
 // non-empty reasons joined by "; ". Weight is the product of the weights of
 // the verdicts that ran (inverse inclusion probabilities of independent
-// sampling steps multiply); see [Sample].
+// sampling steps multiply); see [Subsample].
 func All[T, O any](js ...Judge[T, O]) Judge[T, O] {
 	js = append([]Judge[T, O](nil), js...)
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
@@ -321,14 +320,4 @@ func Vote[T, O any](n int, js ...Judge[T, O]) Judge[T, O] {
 		}
 		return v, nil
 	})
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
