@@ -152,14 +152,15 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 		}
 		var err error
 		if data.Task, err = render(task); err != nil {
-			return Verdict{}, fmt.Errorf("judge: rubric: rendering the task of sample %q: %w", ep.Sample.ID, err)
+			return Verdict{}, Permanent(fmt.Errorf("judge: rubric: rendering the task of sample %q: %w", ep.Sample.ID, err))
 		}
 		if o.Reference != nil {
 			data.Reference = o.Reference(ep.Sample.Input)
 		}
 		var prompt bytes.Buffer
 		if err := o.Template.Execute(&prompt, data); err != nil {
-			return Verdict{}, fmt.Errorf("judge: rubric template: %w", err)
+			// A template that fails fails alike on every try.
+			return Verdict{}, Permanent(fmt.Errorf("judge: rubric template: %w", err))
 		}
 		req := Request{System: o.System, Messages: []Message{{Role: "user", Content: prompt.String()}},
 			MaxTokens: o.MaxTokens, Temperature: o.Temperature}

@@ -234,6 +234,19 @@ func TestRubricDefaultTemplateAndErrors(t *testing.T) {
 	require.Len(t, e.Events(), 1)
 	require.NotEmpty(t, e.Events()[0].Error)
 
+	// A template that cannot render fails alike on every try: permanent.
+	bad := template.Must(template.New("t").Parse("{{.Input.Missing}}"))
+	_, err = judge.Rubric[string, string](m, &judge.RubricOptions[string]{Template: bad}).Judge(context.Background(), e, "o")
+	var p interface{ Permanent() bool }
+	require.True(t, errors.As(err, &p) && p.Permanent(), "%v", err)
+
+	// An unscored error of the model (a response too large) stays unscored.
+	tooLarge := judge.ModelFunc(func(context.Context, judge.Request) (judge.Response, error) {
+		return judge.Response{}, judge.Unscored("response too large")
+	})
+	_, err = judge.Rubric[string, string](tooLarge, nil).Judge(context.Background(), e, "o")
+	require.ErrorIs(t, err, judge.ErrUnscored)
+
 	require.PanicsWithValue(t, "judge: Rubric: set RubricOptions.Task to say what of a judge_test.question input the grader sees "+
 		"(the default template shows only string, number or bool inputs whole, lest an answer key reach the grader)", func() {
 		judge.Rubric[question, string](m, nil)
