@@ -25,7 +25,7 @@
 //   - harness: Episode (with its trace and usage recorder), Harness, Func,
 //     Command (an agent CLI run in the sandbox).
 //   - judge: Verdict, Judge, Func, Unscored; combinators (All, Any,
-//     Weighted, Cascade, Sample, Vote); model-graded Rubric judges over a
+//     Weighted, Cascade, Subsample, Vote); model-graded Rubric judges over a
 //     small Model interface, with judge/openai and judge/anthropic clients;
 //     Calibrate against human labels.
 //   - scorer: deterministic judges: Exact, Normalized, Contains, Regex,

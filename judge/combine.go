@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -25,7 +24,7 @@ import (
 // union of their sub-scores (later judges win on a shared key), and their
 // non-empty reasons joined by "; ". Weight is the product of the weights of
 // the verdicts that ran (inverse inclusion probabilities of independent
-// sampling steps multiply); see [Sample].
+// sampling steps multiply); see [Subsample].
 func All[T, O any](js ...Judge[T, O]) Judge[T, O] {
 	js = append([]Judge[T, O](nil), js...)
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
@@ -57,7 +56,7 @@ func logic[T, O any](ctx context.Context, ep *harness.Episode[T], out O, js []Ju
 		name = "any"
 	}
 	if len(js) == 0 {
-		return Verdict{}, fmt.Errorf("judge: %s of no judges", name)
+		return Verdict{}, Permanent(fmt.Errorf("judge: %s of no judges", name))
 	}
 	acc := Verdict{Pass: !decisive, Score: 1}
 	if decisive {
@@ -157,7 +156,7 @@ func Weighted[T, O any](threshold float64, cs ...Criterion[T, O]) Judge[T, O] {
 	}
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		if len(cs) == 0 {
-			return Verdict{}, errors.New("judge: weighted of no criteria")
+			return Verdict{}, Permanent(errors.New("judge: weighted of no criteria"))
 		}
 		var sum, total float64
 		scores := make(map[string]float64, len(cs))
@@ -261,7 +260,7 @@ func Vote[T, O any](n int, js ...Judge[T, O]) Judge[T, O] {
 	n = max(n, 1)
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		if len(js) == 0 {
-			return Verdict{}, errors.New("judge: vote of no judges")
+			return Verdict{}, Permanent(errors.New("judge: vote of no judges"))
 		}
 		type ballot struct {
 			v   Verdict
@@ -321,14 +320,4 @@ func Vote[T, O any](n int, js ...Judge[T, O]) Judge[T, O] {
 		}
 		return v, nil
 	})
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

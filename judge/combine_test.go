@@ -246,3 +246,19 @@ func TestVote(t *testing.T) {
 		})
 	}
 }
+
+// A combinator given nothing to combine fails alike on every try: the
+// error is permanent, so neither Retry nor the engine repeats it.
+func TestEmptyCombinatorsArePermanent(t *testing.T) {
+	t.Parallel()
+	for name, j := range map[string]J{
+		"all":      judge.All[string, string](),
+		"any":      judge.Any[string, string](),
+		"weighted": judge.Weighted[string, string](0.5),
+		"vote":     judge.Vote[string, string](3),
+	} {
+		_, err := j.Judge(context.Background(), ep(1), "")
+		var p interface{ Permanent() bool }
+		require.True(t, errors.As(err, &p) && p.Permanent(), "%s: %v", name, err)
+	}
+}

@@ -7,7 +7,7 @@
 // [All] and [Any] are AND and OR in three-valued logic (pass, fail,
 // unscored) and short-circuit in order; [Weighted] averages scored
 // criteria; [Cascade] runs a cheap judge first and an expensive one only
-// for what the cheap one cannot settle; [Sample] sends every suspected
+// for what the cheap one cannot settle; [Subsample] sends every suspected
 // failure and a seeded fraction of suspected successes to an expensive
 // judge, with inverse-probability weights that keep the pass rate
 // unbiased; [Vote] takes a majority of several judges or of repeated calls.
@@ -16,10 +16,27 @@
 //
 // [Rubric] asks a [Model] to grade an output against a prompt template and
 // reads a final "GRADE: X" line; an unreadable, refused or truncated answer
-// is unscored, never a failure. Providers live in subpackages:
-// judge/openai (Chat Completions and compatible servers) and
-// judge/anthropic (Messages). [Calibrate] measures a judge's agreement with
-// human labels before it is trusted.
+// is unscored, never a failure. The grader sees the input as JSON and the
+// reference answer only where [RubricOptions] says which it is. Providers
+// live in subpackages: judge/openai (Chat Completions and compatible
+// servers) and judge/anthropic (Messages); each call is one HTTP request.
+// Decorators add what every provider needs alike: [Retry] (backoff with
+// jitter, Retry-After, bounded attempts) and [Limit] (requests in flight):
+//
+//	grader := judge.Retry(judge.Limit(openai.New(nil), 8), nil)
+//
+// # Permanent errors
+//
+// An error is permanent when errors.As finds in it a value with a method
+// Permanent() bool returning true: a provider's [*APIError] for 400, 401,
+// 403, 404, 422 and the like, or any error wrapped by [Permanent]. [Retry]
+// and the eval engine never try a permanent error again; 429, 5xx and
+// timeouts are transient.
+//
+// # Calibration
+//
+// [Calibrate] measures a judge's agreement with human labels before it is
+// trusted.
 package judge
 
 import (

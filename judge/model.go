@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,10 +15,14 @@ import (
 // spoken by vLLM, llama.cpp and most gateways) and judge/anthropic
 // (Messages). Any other provider fits by implementing this one method.
 //
-// Complete is called concurrently and must honour ctx. It does its own
-// retries of transient faults; an error it returns is final for this call
-// and means the model could not be asked (an infrastructure fault), not
-// that its answer was bad.
+// Complete is called concurrently and must honour ctx. A provider's
+// Complete makes one attempt: retries and concurrency limits are
+// decorators that wrap any Model ([Retry], [Limit]). An error means the
+// model could not be asked (an infrastructure fault), not that its answer
+// was bad; it is permanent (see [Permanent]) when asking again cannot
+// help, and unscored (errors.Is(err, [ErrUnscored])) when the model
+// answered but the answer cannot be used (a body over the provider
+// package's size cap), which a judge reports as unscored.
 type Model interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 }
@@ -64,17 +69,29 @@ const (
 )
 
 // APIError is a provider API's error response. Provider packages return it
-// (possibly wrapped) for a non-2xx status after their retries.
+// (possibly wrapped) for a non-2xx status.
 type APIError struct {
 	Provider   string // "openai", "anthropic"
 	StatusCode int
 	Type       string // the provider's error type or code, if it gave one
 	Message    string // the provider's message, or the start of the body
-	// Retryable reports whether trying again later may succeed (429,
-	// 5xx, 529 overloaded), as opposed to a request that is wrong.
-	Retryable bool
-	// RetryAfter is the provider's Retry-After hint, 0 if none.
+	// RetryAfter is the provider's Retry-After hint, 0 if none; [Retry]
+	// waits for it instead of its backoff.
 	RetryAfter time.Duration
+}
+
+// Permanent reports whether the request itself is wrong, so that sending
+// it again cannot succeed: a 4xx status other than 408 (timeout), 409
+// (conflict) and 429 (rate limit): 400, 401, 403, 404, 413, 422… A 5xx
+// (Anthropic's 529 overloaded among them) is not permanent. [Retry] and
+// the eval engine read it through the interface{ Permanent() bool }
+// contract.
+func (e *APIError) Permanent() bool {
+	switch e.StatusCode {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return e.StatusCode >= 400 && e.StatusCode < 500
 }
 
 func (e *APIError) Error() string {

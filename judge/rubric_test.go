@@ -2,7 +2,13 @@ package judge_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"text/template"
 
@@ -11,6 +17,7 @@ import (
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/judge/openai"
 )
 
 func TestParseGrade(t *testing.T) {
@@ -65,6 +72,109 @@ type question struct {
 	Q, Answer string
 }
 
+// The grader sees the answer key only when told which it is. The prompt is
+// checked where it lands: in the body an OpenAI-compatible server receives.
+func TestRubricShowsTheAnswerKeyOnlyWhenTold(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var prompt string
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct{ Role, Content string }
+		}
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+		mu.Lock()
+		prompt = body.Messages[len(body.Messages)-1].Content
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Wrong city.\nGRADE: I"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(s.Close)
+	grader := openai.New(&openai.Options{BaseURL: s.URL, Model: "m"})
+	e := &harness.Episode[question]{Sample: dataset.Sample[question]{ID: "q1", Input: question{"Capital of France?", "Paris"}}}
+	ask := func(o *judge.RubricOptions[question]) string {
+		t.Helper()
+		v, err := judge.Rubric[question, string](grader, o).Judge(context.Background(), e, "Lyon")
+		require.NoError(t, err)
+		require.False(t, v.Pass)
+		mu.Lock()
+		defer mu.Unlock()
+		return prompt
+	}
+
+	p := ask(&judge.RubricOptions[question]{Task: func(q question) any { return q.Q }})
+	require.Contains(t, p, "Capital of France?")
+	require.Contains(t, p, "Lyon")
+	require.NotContains(t, p, "Paris", "no reference configured: the answer key stays out")
+	require.NotContains(t, p, "[Reference answer]")
+
+	p = ask(&judge.RubricOptions[question]{Task: func(q question) any { return q.Q },
+		Reference: func(q question) string { return q.Answer }})
+	require.Equal(t, 1, strings.Count(p, "Paris"), p)
+	require.Contains(t, p, "[Reference answer]\nParis\n")
+
+	// Shown whole on purpose, the input is JSON, not Go syntax.
+	p = ask(&judge.RubricOptions[question]{Task: func(q question) any { return q }})
+	require.Contains(t, p, "{\n  \"Q\": \"Capital of France?\",\n  \"Answer\": \"Paris\"\n}")
+	require.NotContains(t, p, "{Capital of France? Paris}")
+
+	require.Panics(t, func() { judge.Rubric[question, string](grader, nil) }, "the whole struct is not shown by accident")
+	require.Panics(t, func() { judge.Rubric[map[string]string, string](grader, &judge.RubricOptions[map[string]string]{}) })
+	require.NotPanics(t, func() { judge.Rubric[int, string](grader, nil) })
+}
+
+func TestRubricGradesDefaultToTheBestPassing(t *testing.T) {
+	t.Parallel()
+	answer := "GRADE: P"
+	m := judge.ModelFunc(func(context.Context, judge.Request) (judge.Response, error) {
+		return judge.Response{Text: answer, StopReason: judge.StopEnd}, nil
+	})
+	e := &harness.Episode[string]{Sample: dataset.Sample[string]{ID: "x", Input: "q"}}
+	cpi := map[string]float64{"c": 1, "p": 0.5, "i": 0}
+	v, err := judge.Rubric[string, string](m, &judge.RubricOptions[string]{Grades: cpi}).Judge(context.Background(), e, "o")
+	require.NoError(t, err)
+	require.False(t, v.Pass, "PassAt 0 means the best grade's score")
+	require.Equal(t, 0.5, v.Score)
+	v, err = judge.Rubric[string, string](m, &judge.RubricOptions[string]{Grades: cpi, PassAt: 0.5}).Judge(context.Background(), e, "o")
+	require.NoError(t, err)
+	require.True(t, v.Pass)
+	answer = "GRADE: C"
+	v, err = judge.Rubric[string, string](m, &judge.RubricOptions[string]{Grades: cpi}).Judge(context.Background(), e, "o")
+	require.NoError(t, err)
+	require.True(t, v.Pass)
+}
+
+// FuzzParseGrade feeds the grade reader arbitrary answers: it never
+// panics, and it either returns a verdict whose score is one of the grades
+// and whose reason holds no grade line, or an unscored error.
+func FuzzParseGrade(f *testing.F) {
+	for _, s := range []string{"The answer matches.\nGRADE: C", "Wrong.\nGRADE: I\n", "ok\r\n  GRADE:  C  \r\n",
+		"GRADE: C\nGRADE: I", "I would give GRADE: C here.", "", "GRADE: X", "GRADE: P", "**GRADE: C**", "GRADE:\n", "\xff\nGRADE: c"} {
+		f.Add(s, judge.StopEnd)
+	}
+	f.Add("GRADE: C", judge.StopMaxTokens)
+	f.Add("no", "content_filter")
+	grades := map[string]float64{"C": 1, "P": 0.5, "I": 0}
+	f.Fuzz(func(t *testing.T, text, stop string) {
+		v, err := judge.ParseGrade(judge.Response{Text: text, StopReason: stop}, grades, 1)
+		if err != nil {
+			if !errors.Is(err, judge.ErrUnscored) {
+				t.Fatalf("error %v is not unscored", err)
+			}
+			return
+		}
+		if v.Score != 1 && v.Score != 0.5 && v.Score != 0 {
+			t.Fatalf("score %v is no grade's", v.Score)
+		}
+		if v.Pass != (v.Score >= 1) || v.Scores["grade"] != v.Score {
+			t.Fatalf("inconsistent verdict %+v", v)
+		}
+		if len(v.Reason) > 600 {
+			t.Fatalf("reason of %d bytes is not shortened", len(v.Reason))
+		}
+	})
+}
+
 func TestRubricCallsTheModelAndRecords(t *testing.T) {
 	t.Parallel()
 	var got judge.Request
@@ -74,8 +184,10 @@ func TestRubricCallsTheModelAndRecords(t *testing.T) {
 			Usage: harness.Usage{InputTokens: 120, OutputTokens: 8, CostUSD: 0.001}}, nil
 	})
 	tmpl := template.Must(template.New("t").Parse("Q: {{.Input.Q}}\nRef: {{.Reference}}\nOut: {{.Output}}\nID: {{.SampleID}}"))
-	r := judge.Rubric[question, string](m, tmpl, judge.WithReference(func(q question) any { return q.Answer }),
-		judge.WithSystem("be strict"), judge.WithTemperature(0), judge.WithMaxTokens(300))
+	zero := 0.0
+	r := judge.Rubric[question, string](m, &judge.RubricOptions[question]{Template: tmpl,
+		Reference: func(q question) string { return q.Answer },
+		System:    "be strict", Temperature: &zero, MaxTokens: 300})
 	e := &harness.Episode[question]{Sample: dataset.Sample[question]{ID: "q7", Input: question{"Capital of France?", "Paris"}}}
 	v, err := r.Judge(context.Background(), e, "paris")
 	require.NoError(t, err)
@@ -103,7 +215,7 @@ func TestRubricDefaultTemplateAndErrors(t *testing.T) {
 		prompt = req.Messages[0].Content
 		return judge.Response{Text: "no verdict", StopReason: judge.StopEnd}, nil
 	})
-	r := judge.Rubric[string, string](m, nil, judge.WithReference(func(s string) any { return "REF" }))
+	r := judge.Rubric[string, string](m, &judge.RubricOptions[string]{Reference: func(s string) string { return "REF" }})
 	e := &harness.Episode[string]{Sample: dataset.Sample[string]{ID: "x", Input: "QUESTION"}}
 	_, err := r.Judge(context.Background(), e, "OUTPUT")
 	require.ErrorIs(t, err, judge.ErrUnscored, "an unreadable grade is unscored, not a failure")
@@ -112,7 +224,7 @@ func TestRubricDefaultTemplateAndErrors(t *testing.T) {
 	}
 
 	down := judge.ModelFunc(func(context.Context, judge.Request) (judge.Response, error) {
-		return judge.Response{}, &judge.APIError{Provider: "openai", StatusCode: 503, Retryable: true}
+		return judge.Response{}, &judge.APIError{Provider: "openai", StatusCode: 503}
 	})
 	e = &harness.Episode[string]{Sample: dataset.Sample[string]{ID: "x", Input: "q"}}
 	_, err = judge.Rubric[string, string](down, nil).Judge(context.Background(), e, "o")
@@ -122,7 +234,21 @@ func TestRubricDefaultTemplateAndErrors(t *testing.T) {
 	require.Len(t, e.Events(), 1)
 	require.NotEmpty(t, e.Events()[0].Error)
 
-	require.Panics(t, func() {
-		judge.Rubric[string, string](m, nil, judge.WithReference(func(q question) any { return q.Answer }))
-	}, "a reference function of the wrong input type")
+	// A template that cannot render fails alike on every try: permanent.
+	bad := template.Must(template.New("t").Parse("{{.Input.Missing}}"))
+	_, err = judge.Rubric[string, string](m, &judge.RubricOptions[string]{Template: bad}).Judge(context.Background(), e, "o")
+	var p interface{ Permanent() bool }
+	require.True(t, errors.As(err, &p) && p.Permanent(), "%v", err)
+
+	// An unscored error of the model (a response too large) stays unscored.
+	tooLarge := judge.ModelFunc(func(context.Context, judge.Request) (judge.Response, error) {
+		return judge.Response{}, judge.Unscored("response too large")
+	})
+	_, err = judge.Rubric[string, string](tooLarge, nil).Judge(context.Background(), e, "o")
+	require.ErrorIs(t, err, judge.ErrUnscored)
+
+	require.PanicsWithValue(t, "judge: Rubric: set RubricOptions.Task to say what of a judge_test.question input the grader sees "+
+		"(the default template shows only string, number or bool inputs whole, lest an answer key reach the grader)", func() {
+		judge.Rubric[question, string](m, nil)
+	}, "options the default template cannot honour safely fail when the judge is built")
 }

@@ -69,4 +69,10 @@
 // the correlation of a constant, pass@k with k greater than the number of
 // attempts (which happens when some episodes errored and were excluded).
 // Intervals over n = 0 trials are the uninformative [0, 1].
+//
+// # JSON
+//
+// [Interval] and [Difference] marshal in snake_case, with undefined
+// statistics (NaN) and infinities as null, which read back as NaN; [Float]
+// gives any other float64 statistic the same form.
 package stats

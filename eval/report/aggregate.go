@@ -309,9 +309,12 @@ func (a *Aggregator) Report() *Report {
 		}
 		byID := slices.Clone(all)
 		slices.SortFunc(byID, func(x, y int) int { return strings.Compare(ids[x], ids[y]) })
-		sums, weights := a.clusters(byID)
-		iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
-		r.Bootstrap = &iv
+		// One cluster resampled is always itself: a zero-width interval
+		// that would read as certainty. There is none then.
+		if sums, weights := a.clusters(byID); len(sums) >= 2 {
+			iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
+			r.Bootstrap = &iv
+		}
 	}
 	for k := 1; k <= r.Epochs; k++ {
 		at, hat, ok := a.passAtK(k)
@@ -333,10 +336,25 @@ func (a *Aggregator) Report() *Report {
 	return r
 }
 
+// Interval methods of pass rates, besides those of package stats.
+const (
+	MethodClustered = "cluster-robust (by sample)"
+	// MethodWilsonOneSample and MethodWilsonNoVariation are Wilson over
+	// episodes where the cluster-robust standard error is undefined (one
+	// sample) or zero (every sample at the same rate, all passing say),
+	// which would read as a zero-width certainty.
+	MethodWilsonOneSample   = "wilson over episodes (one sample: a clustered SE needs two)"
+	MethodWilsonNoVariation = "wilson over episodes (no variation between samples: clustered SE is 0)"
+	methodNone              = "none: no scored episodes"
+)
+
 // passRate is the (weighted) pass rate over the given samples with its
 // interval: Wilson over episodes when each sample ran once; cluster-robust
 // by sample when samples ran several epochs, since epochs of one sample are
-// correlated and treating them as independent overstates confidence.
+// correlated and treating them as independent overstates confidence. With
+// fewer than two samples the clustered standard error is undefined, and
+// with no variation between samples it is 0: then Wilson over episodes,
+// with the reason in the interval's Method.
 func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	sums, weights := a.clusters(idx)
 	var pass, total float64
@@ -345,15 +363,28 @@ func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 		total += weights[i]
 	}
 	if total == 0 {
-		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: "none: no scored episodes"}
+		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: methodNone}
 	}
 	rate := pass / total
 	if epochs <= 1 && !a.weighted {
 		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
 	}
 	mean, se := stats.ClusteredMean(sums, weights, true)
+	if len(sums) < 2 || se == 0 {
+		// Wilson over the scored episodes at the (weighted) rate.
+		n := 0
+		for _, i := range idx {
+			n += int(a.samples[i].pass + a.samples[i].fail)
+		}
+		iv := stats.Wilson(min(n, int(math.Round(rate*float64(n)))), n, a.opts.Level)
+		iv.Method = MethodWilsonNoVariation
+		if len(sums) < 2 {
+			iv.Method = MethodWilsonOneSample
+		}
+		return mean, iv
+	}
 	z := distuv.UnitNormal.Quantile(1 - (1-a.opts.Level)/2)
-	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: "cluster-robust (by sample)"}
+	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: MethodClustered}
 }
 
 // clusters returns per-sample weighted passes and weights of scored episodes.

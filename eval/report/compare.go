@@ -2,7 +2,6 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -399,59 +398,4 @@ func digitRun(s string) int {
 		i++
 	}
 	return i
-}
-
-// jsonFloat marshals NaN and ±Inf, which encoding/json rejects, as null.
-type jsonFloat float64
-
-func (f jsonFloat) MarshalJSON() ([]byte, error) {
-	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(float64(f))
-}
-
-// differenceJSON is the JSON form of a stats.Difference: snake_case, and
-// null for undefined statistics.
-type differenceJSON struct {
-	Mean        jsonFloat `json:"mean"`
-	SE          jsonFloat `json:"se"`
-	Lo          jsonFloat `json:"lo"`
-	Hi          jsonFloat `json:"hi"`
-	Level       float64   `json:"level"`
-	P           jsonFloat `json:"p"`
-	Correlation jsonFloat `json:"correlation"`
-	N           int       `json:"n"`
-	MeanBase    jsonFloat `json:"mean_base"`
-	MeanHead    jsonFloat `json:"mean_head"`
-}
-
-func toJSON(d stats.Difference) differenceJSON {
-	return differenceJSON{
-		Mean: jsonFloat(d.Mean), SE: jsonFloat(d.SE), Lo: jsonFloat(d.Lo), Hi: jsonFloat(d.Hi), Level: d.Level,
-		P: jsonFloat(d.P), Correlation: jsonFloat(d.Correlation), N: d.N,
-		MeanBase: jsonFloat(d.MeanA), MeanHead: jsonFloat(d.MeanB),
-	}
-}
-
-// MarshalJSON writes the comparison with its differences in snake_case
-// and undefined statistics as null.
-func (c Comparison) MarshalJSON() ([]byte, error) {
-	type plain Comparison // without the method
-	return json.Marshal(struct {
-		plain
-		PassRate differenceJSON `json:"pass_rate"`
-		Score    differenceJSON `json:"score"`
-	}{plain(c), toJSON(c.PassRate), toJSON(c.Score)})
-}
-
-// MarshalJSON writes the group's difference in snake_case and undefined
-// statistics as null.
-func (t TagDifference) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Tag      string         `json:"tag"`
-		Value    string         `json:"value"`
-		PassRate differenceJSON `json:"pass_rate"`
-		HolmP    jsonFloat      `json:"holm_p"`
-	}{t.Tag, t.Value, toJSON(t.PassRate), jsonFloat(t.HolmP)})
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/stats"
 )
 
 // WriteText prints the report as a readable table.
@@ -88,7 +90,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 		header(t.Tag, "samples", "pass", "fail", "error", "unscored", "pass rate", "CI")
 		for _, g := range t.Groups {
 			row(g.Value, fmt.Sprint(g.Samples), fmt.Sprint(g.Passed), fmt.Sprint(g.Failed), fmt.Sprint(g.Errored), fmt.Sprint(g.Unscored),
-				pct(g.PassRate), fmt.Sprintf("[%s, %s]", pct(g.Interval.Lo), pct(g.Interval.Hi)))
+				pct(g.PassRate), groupCI(g.Interval, r.Interval.Method))
 		}
 	}
 	if len(r.Failures) > 0 {
@@ -106,6 +108,16 @@ func (r *Report) write(out io.Writer, md bool) error {
 		t.printf("\nwarning: %s\n", w)
 	}
 	return t.writeTo(out)
+}
+
+// groupCI prints a group's interval, and its method when it is not the
+// report's (a group of one sample, say).
+func groupCI(iv stats.Interval, method string) string {
+	s := fmt.Sprintf("[%s, %s]", pct(iv.Lo), pct(iv.Hi))
+	if iv.Method != method {
+		s += " " + iv.Method
+	}
+	return s
 }
 
 func pct(f float64) string {
@@ -331,4 +343,85 @@ func pval(p float64) string {
 	default:
 		return fmt.Sprintf("%.4f", p)
 	}
+}
+
+// JSON: every float64 that may hold an undefined statistic is written as a
+// stats.Float, so that NaN and ±Inf are null instead of an error from
+// encoding/json. Each MarshalJSON embeds its type without the method and
+// overrides the float fields with the same names: encoding/json takes the
+// shallower field.
+
+// MarshalJSON writes the report; undefined statistics are null.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	return json.Marshal(struct {
+		plain
+		PassRate  stats.Float `json:"pass_rate"`
+		MeanScore stats.Float `json:"mean_score"`
+		Usage     usageJSON   `json:"usage"`
+	}{plain(r), stats.Float(r.PassRate), stats.Float(r.MeanScore), usageJSON{r.Usage, stats.Float(r.Usage.CostUSD)}})
+}
+
+type usageJSON struct {
+	harness.Usage
+	CostUSD stats.Float `json:"cost_usd,omitempty"`
+}
+
+// MarshalJSON writes the value, null when undefined.
+func (k KValue) MarshalJSON() ([]byte, error) {
+	type plain KValue
+	return json.Marshal(struct {
+		plain
+		Value stats.Float `json:"value"`
+	}{plain(k), stats.Float(k.Value)})
+}
+
+// MarshalJSON writes the group; undefined statistics are null.
+func (g Group) MarshalJSON() ([]byte, error) {
+	type plain Group
+	return json.Marshal(struct {
+		plain
+		PassRate stats.Float `json:"pass_rate"`
+	}{plain(g), stats.Float(g.PassRate)})
+}
+
+// MarshalJSON writes the latencies; an infinite duration is null.
+func (l Latency) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		P50MS stats.Float `json:"p50_ms"`
+		P95MS stats.Float `json:"p95_ms"`
+		MaxMS stats.Float `json:"max_ms"`
+	}{stats.Float(l.P50MS), stats.Float(l.P95MS), stats.Float(l.MaxMS)})
+}
+
+// MarshalJSON writes the comparison; undefined statistics (the interval
+// of fewer than two pairs, say) are null.
+func (c Comparison) MarshalJSON() ([]byte, error) {
+	type plain Comparison
+	return json.Marshal(struct {
+		plain
+		Level    stats.Float `json:"level"`
+		Margin   stats.Float `json:"margin"`
+		McNemarP stats.Float `json:"mcnemar_p"`
+	}{plain(c), stats.Float(c.Level), stats.Float(c.Margin), stats.Float(c.McNemarP)})
+}
+
+// MarshalJSON writes the flip; undefined rates are null.
+func (f Flip) MarshalJSON() ([]byte, error) {
+	type plain Flip
+	return json.Marshal(struct {
+		plain
+		Base stats.Float `json:"base"`
+		Head stats.Float `json:"head"`
+	}{plain(f), stats.Float(f.Base), stats.Float(f.Head)})
+}
+
+// MarshalJSON writes the group's difference; undefined statistics are
+// null.
+func (t TagDifference) MarshalJSON() ([]byte, error) {
+	type plain TagDifference
+	return json.Marshal(struct {
+		plain
+		HolmP stats.Float `json:"holm_p"`
+	}{plain(t), stats.Float(t.HolmP)})
 }

@@ -57,7 +57,7 @@ type Report struct {
 	PassRate float64        `json:"pass_rate"`
 	Interval stats.Interval `json:"interval"`
 	// Bootstrap is a cluster bootstrap interval of PassRate, when there are
-	// several epochs.
+	// several epochs and at least two scored samples.
 	Bootstrap *stats.Interval `json:"bootstrap,omitempty"`
 	Weighted  bool            `json:"weighted,omitempty"`
 	MeanScore float64         `json:"mean_score"`

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
@@ -38,9 +39,6 @@ type QA struct {
 	Answer   string `json:"answer"`
 	agent    string
 }
-
-// String is what the rubric template shows as the input.
-func (q QA) String() string { return q.Question }
 
 func questions() dataset.Slice[QA] {
 	qs := []QA{
@@ -69,10 +67,19 @@ func main() {
 then run: go run ./examples/llmjudge`)
 		return
 	}
-	grader := openai.New(openai.WithConcurrency(4), openai.WithTimeout(time.Minute))
-	rubric := judge.Rubric[QA, string](grader, nil,
-		judge.WithReference(func(q QA) any { return q.Answer }),
-		judge.WithTemperature(0), judge.WithMaxTokens(400))
+	// One HTTP request per call from the driver; the decorators add the
+	// retries (429, 5xx, timeouts; Retry-After honoured; a bad key fails
+	// at once) and keep 4 requests in flight, attempts bounded to a minute.
+	grader := judge.Retry(judge.Limit(openai.New(nil), 4), &judge.RetryOptions{Timeout: time.Minute})
+	temperature := 0.0
+	rubric := judge.Rubric[QA, string](grader, &judge.RubricOptions[QA]{
+		// The grader sees the question as the task and the answer key only
+		// as the reference, never as part of the task.
+		Task:        func(q QA) any { return q.Question },
+		Reference:   func(q QA) string { return q.Answer },
+		Temperature: &temperature,
+		MaxTokens:   400,
+	})
 	e := &eval.Eval[QA, string]{
 		Name:    "qa-llmjudge",
 		Dataset: questions(),
@@ -82,7 +89,12 @@ then run: go run ./examples/llmjudge`)
 		}),
 		Judge: judge.Cascade(scorer.Normalized(func(q QA) string { return q.Answer }), rubric, judge.PassSettles),
 	}
-	report, err := e.Run(context.Background(), eval.Config{Concurrency: 4, Seed: 1})
+	// The first Ctrl-C cancels gracefully; stop() then restores the default,
+	// so a second one exits at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	report, err := e.Run(ctx, eval.Config{Concurrency: 4, Seed: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,47 +4,51 @@
 //
 // # Configuration
 //
-// [New] reads ANTHROPIC_BASE_URL (default https://api.anthropic.com) and
-// ANTHROPIC_API_KEY; options override both. The model has no default: set
-// it with [WithModel] (or ANTHROPIC_MODEL).
+// [New] takes [Options]; empty fields fall back to ANTHROPIC_BASE_URL
+// (default https://api.anthropic.com), ANTHROPIC_API_KEY and
+// ANTHROPIC_MODEL. The model has no default.
 //
 // # Behaviour
 //
-// A call is retried on 408, 409, 429, 5xx (529 overloaded included),
-// connection errors and an attempt's timeout, with exponential backoff and
-// full jitter, honouring a Retry-After header (seconds or an HTTP date; a
-// hint over two minutes ends the retries); other statuses fail at once.
-// Attempts are bounded ([WithMaxAttempts], default 4) and each has its own
-// timeout ([WithTimeout], default 2 minutes). A semaphore bounds the
-// requests in flight per client ([WithConcurrency], default 16), apart from
-// the eval's episode concurrency. An HTTP error is a *[judge.APIError] with
-// the status, the error type (rate_limit_error, overloaded_error…) and
-// message, and whether it was retryable.
+// Complete makes one HTTP request: no retries, no concurrency limit. Wrap
+// the client with the decorators that serve every provider alike:
+//
+//	grader := judge.Retry(judge.Limit(anthropic.New(nil), 8), nil)
+//
+// retries 429, 5xx (529 overloaded included), connection errors and
+// timed-out attempts with exponential backoff and full jitter, honouring
+// Retry-After, and keeps 8 requests in flight at most (see the judge/openai
+// package doc for why New does not wrap by itself). An HTTP error is a
+// *[judge.APIError] with the status, the error type (rate_limit_error,
+// overloaded_error…), the message and the Retry-After hint; a 4xx other
+// than 408, 409 and 429 is permanent and is not sent again. A response
+// body over [Options].MaxResponseBytes is an unscored error ("response
+// too large"), never a cut body.
 //
 // The answer is the concatenation of the response's text content blocks
 // (thinking and tool blocks are skipped). Usage comes from usage.input_tokens
 // (plus the cache_creation_input_tokens and cache_read_input_tokens, priced
 // as input: an upper bound when caching is on) and usage.output_tokens; the
-// cost from [DefaultPrices] (or [WithPrices]). stop_reason end_turn and
+// cost from [DefaultPrices] (or [Options].Prices). stop_reason end_turn and
 // stop_sequence normalize to [judge.StopEnd], max_tokens to
 // [judge.StopMaxTokens], refusal to [judge.StopRefusal]. Streaming is off.
 //
 // # Why net/http and not github.com/anthropics/anthropic-sdk-go
 //
 // The SDK fits a base URL and the usage fields, but carries its own retry
-// loop and a large generated API surface for one endpoint; the retries, the
-// concurrency limit and the typed errors must behave the same as the
-// OpenAI driver's, so both share a small net/http core.
+// loop and a large generated API surface for one endpoint; the typed
+// errors must behave the same as the OpenAI driver's, and retries are
+// judge.Retry's, so both drivers share a small net/http core.
 package anthropic
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
@@ -64,7 +68,7 @@ const DefaultMaxTokens = 1024
 
 // DefaultPrices are list prices in USD per million tokens (no caching or
 // batch discounts), as published in 2025. Prices change: override with
-// [WithPrices]. Models missing here cost 0, they are never guessed. Dated
+// [Options].Prices. Models missing here cost 0, they are never guessed. Dated
 // model IDs ("claude-sonnet-4-20250514") match by prefix.
 var DefaultPrices = judge.Prices{
 	"claude-opus-4-5":   {Input: 5, Output: 25},
@@ -84,74 +88,51 @@ type Client struct {
 	http             *httpapi.Client
 }
 
-// Option configures a Client.
-type Option func(*config)
-
-type config struct {
-	base, key, model             string
-	prices                       judge.Prices
-	httpClient                   *http.Client
-	attempts, concurrency        int
-	timeout, backoff, maxBackoff time.Duration
+// Options configures a Client. The zero value (and nil) is valid: every
+// empty field means its default.
+type Options struct {
+	// BaseURL is the API base (with or without /v1); "":
+	// ANTHROPIC_BASE_URL, else [DefaultBaseURL].
+	BaseURL string
+	// APIKey is sent as x-api-key; "": ANTHROPIC_API_KEY.
+	APIKey string
+	// Model is the model asked; "": ANTHROPIC_MODEL.
+	Model string
+	// Prices is the price table; nil: [DefaultPrices]. An empty table
+	// prices nothing.
+	Prices judge.Prices
+	// HTTPClient sends the requests (transport, proxies, TLS); nil:
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// MaxResponseBytes caps a response body; a longer one is unscored
+	// ("response too large"). 0: 32 MiB.
+	MaxResponseBytes int64
 }
 
-// WithBaseURL sets the API base (without /v1).
-func WithBaseURL(u string) Option { return func(c *config) { c.base = u } }
-
-// WithAPIKey sets the key sent as x-api-key.
-func WithAPIKey(k string) Option { return func(c *config) { c.key = k } }
-
-// WithModel sets the model asked.
-func WithModel(m string) Option { return func(c *config) { c.model = m } }
-
-// WithPrices replaces the price table.
-func WithPrices(p judge.Prices) Option { return func(c *config) { c.prices = p } }
-
-// WithHTTPClient sets the HTTP client (transport, proxies, TLS).
-func WithHTTPClient(h *http.Client) Option { return func(c *config) { c.httpClient = h } }
-
-// WithMaxAttempts bounds the tries per call, the first included; default 4.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.attempts = n } }
-
-// WithConcurrency bounds the requests in flight; default 16.
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
-
-// WithTimeout bounds each attempt; default 2 minutes.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// WithBackoff sets the base and the cap of the exponential backoff between
-// retries; default 500ms and 30s.
-func WithBackoff(base, maxBackoff time.Duration) Option {
-	return func(c *config) { c.backoff, c.maxBackoff = base, maxBackoff }
-}
-
-// New returns a client configured by the environment and opts.
-func New(opts ...Option) *Client {
-	cfg := config{base: os.Getenv("ANTHROPIC_BASE_URL"), key: os.Getenv("ANTHROPIC_API_KEY"), model: os.Getenv("ANTHROPIC_MODEL"),
-		prices: DefaultPrices, httpClient: http.DefaultClient}
-	for _, o := range opts {
-		o(&cfg)
+// New returns a client configured by opts and the environment.
+func New(opts *Options) *Client {
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	if cfg.base == "" {
-		cfg.base = DefaultBaseURL
+	if o.BaseURL == "" {
+		o.BaseURL = os.Getenv("ANTHROPIC_BASE_URL")
 	}
-	h := httpapi.New("anthropic", cfg.concurrency)
-	h.HTTP = cfg.httpClient
-	if cfg.attempts > 0 {
-		h.MaxAttempts = cfg.attempts
+	if o.BaseURL == "" {
+		o.BaseURL = DefaultBaseURL
 	}
-	if cfg.timeout != 0 {
-		h.Timeout = max(cfg.timeout, 0)
+	if o.APIKey == "" {
+		o.APIKey = os.Getenv("ANTHROPIC_API_KEY")
 	}
-	if cfg.backoff > 0 {
-		h.Backoff = cfg.backoff
+	if o.Model == "" {
+		o.Model = os.Getenv("ANTHROPIC_MODEL")
 	}
-	if cfg.maxBackoff > 0 {
-		h.MaxBackoff = cfg.maxBackoff
+	if o.Prices == nil {
+		o.Prices = DefaultPrices
 	}
-	h.ParseError = parseError
-	return &Client{base: strings.TrimSuffix(strings.TrimRight(cfg.base, "/"), "/v1"), key: cfg.key, model: cfg.model,
-		prices: cfg.prices, http: h}
+	h := &httpapi.Client{Provider: "anthropic", HTTP: o.HTTPClient, MaxBody: o.MaxResponseBytes, ParseError: parseError}
+	return &Client{base: strings.TrimSuffix(strings.TrimRight(o.BaseURL, "/"), "/v1"), key: o.APIKey, model: o.Model,
+		prices: o.Prices, http: h}
 }
 
 // Model returns the model the client asks.
@@ -181,11 +162,11 @@ type response struct {
 	} `json:"usage"`
 }
 
-// Complete asks the model. See the package documentation for retries,
-// limits and errors.
+// Complete asks the model, in one HTTP request. See the package
+// documentation for errors.
 func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
 	if c.model == "" {
-		return judge.Response{}, fmt.Errorf("anthropic: no model set (WithModel or ANTHROPIC_MODEL)")
+		return judge.Response{}, judge.Permanent(errors.New("anthropic: no model set (Options.Model or ANTHROPIC_MODEL)"))
 	}
 	body := request{Model: c.model, MaxTokens: req.MaxTokens, System: req.System, Messages: req.Messages, Temperature: req.Temperature}
 	if body.MaxTokens <= 0 {
@@ -193,7 +174,7 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return judge.Response{}, fmt.Errorf("anthropic: encoding the request: %w", err)
+		return judge.Response{}, judge.Permanent(fmt.Errorf("anthropic: encoding the request: %w", err))
 	}
 	h := http.Header{}
 	h.Set("x-api-key", c.key)
@@ -202,6 +183,11 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	if err != nil {
 		return judge.Response{}, err
 	}
+	return c.decode(raw)
+}
+
+// decode reads a 2xx response body.
+func (c *Client) decode(raw []byte) (judge.Response, error) {
 	var r response
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return judge.Response{}, fmt.Errorf("anthropic: decoding the response: %w", err)

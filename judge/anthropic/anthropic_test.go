@@ -8,10 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,9 +61,13 @@ func reply(status int, body string, header ...string) http.HandlerFunc {
 	}
 }
 
-func client(url string, opts ...anthropic.Option) *anthropic.Client {
-	return anthropic.New(append([]anthropic.Option{anthropic.WithBaseURL(url), anthropic.WithAPIKey("sk-test"),
-		anthropic.WithModel("claude-sonnet-4-20250514"), anthropic.WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)...)
+// client is the bare driver against url; edit adjusts its options.
+func client(url string, edit ...func(*anthropic.Options)) *anthropic.Client {
+	o := &anthropic.Options{BaseURL: url, APIKey: "sk-test", Model: "claude-sonnet-4-20250514"}
+	for _, e := range edit {
+		e(o)
+	}
+	return anthropic.New(o)
 }
 
 var req = judge.Request{System: "You grade.", Messages: []judge.Message{{Role: "user", Content: "Grade this."}}, MaxTokens: 256}
@@ -103,11 +106,11 @@ func TestCompleteSendsTheWireFormatAndReadsUsage(t *testing.T) {
 func TestPricesOverride(t *testing.T) {
 	t.Parallel()
 	s, _ := server(t, reply(200, okBody))
-	c := client(s.URL, anthropic.WithPrices(judge.Prices{"claude-sonnet-4": {Input: 1, Output: 2}}))
+	c := client(s.URL, func(o *anthropic.Options) { o.Prices = judge.Prices{"claude-sonnet-4": {Input: 1, Output: 2}} })
 	resp, err := c.Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.InDelta(t, (1000*1+200*2)/1e6, resp.Usage.CostUSD, 1e-12)
-	resp, err = client(s.URL, anthropic.WithPrices(judge.Prices{})).Complete(context.Background(), req)
+	resp, err = client(s.URL, func(o *anthropic.Options) { o.Prices = judge.Prices{} }).Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.Zero(t, resp.Usage.CostUSD, "an unknown model's cost is not guessed")
 }
@@ -124,47 +127,14 @@ func TestStopReasons(t *testing.T) {
 	}
 }
 
-func TestRetries429HonouringRetryAfter(t *testing.T) {
-	t.Parallel()
-	s, n := server(t,
-		reply(429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`, "Retry-After", time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat)),
-		reply(200, okBody))
-	start := time.Now()
-	resp, err := client(s.URL).Complete(context.Background(), req)
-	require.NoError(t, err)
-	require.Equal(t, "Matches.\nGRADE: C", resp.Text)
-	require.EqualValues(t, 2, n.Load())
-	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "waited for Retry-After (an HTTP date), not the 1ms backoff")
-}
-
-func TestRetries500(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, reply(500, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`),
-		reply(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), reply(200, okBody))
-	_, err := client(s.URL).Complete(context.Background(), req)
-	require.NoError(t, err)
-	require.EqualValues(t, 3, n.Load())
-}
-
-func TestRetriesAreBounded(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, reply(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
-	_, err := client(s.URL, anthropic.WithMaxAttempts(3)).Complete(context.Background(), req)
-	var ae *judge.APIError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, 529, ae.StatusCode)
-	require.Equal(t, "overloaded_error", ae.Type)
-	require.True(t, ae.Retryable)
-	require.EqualValues(t, 3, n.Load())
-}
-
 func TestNonRetryable400(t *testing.T) {
 	t.Parallel()
 	s, n := server(t, reply(400, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"},"request_id":"req_011"}`))
-	_, err := client(s.URL).Complete(context.Background(), req)
+	_, err := judge.Retry(client(s.URL), nil).Complete(context.Background(), req)
 	var ae *judge.APIError
 	require.ErrorAs(t, err, &ae)
 	require.EqualValues(t, 1, n.Load(), "a 400 is not retried")
+	require.True(t, ae.Permanent())
 	require.Equal(t, &judge.APIError{Provider: "anthropic", StatusCode: 400, Type: "invalid_request_error",
 		Message: "max_tokens: Field required"}, ae)
 	require.ErrorContains(t, err, "anthropic: HTTP 400")
@@ -178,67 +148,28 @@ func TestMalformedJSON(t *testing.T) {
 	require.EqualValues(t, 1, n.Load())
 }
 
-func TestSlowResponseHitsTheTimeout(t *testing.T) {
+func TestResponseTooLargeIsUnscored(t *testing.T) {
 	t.Parallel()
-	s, n := server(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
-	start := time.Now()
-	_, err := client(s.URL, anthropic.WithTimeout(50*time.Millisecond), anthropic.WithMaxAttempts(2)).Complete(context.Background(), req)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "timed out")
-	require.EqualValues(t, 2, n.Load(), "a timed-out attempt is retried")
-	require.Less(t, time.Since(start), 2*time.Second)
-}
+	s, n := server(t, reply(200, okBody))
+	_, err := judge.Retry(client(s.URL, func(o *anthropic.Options) { o.MaxResponseBytes = int64(len(okBody)) - 1 }), nil).
+		Complete(context.Background(), req)
+	require.ErrorIs(t, err, judge.ErrUnscored)
+	var ue *judge.UnscoredError
+	require.ErrorAs(t, err, &ue)
+	require.True(t, strings.HasPrefix(ue.Reason, "response too large"), ue.Reason)
+	require.EqualValues(t, 1, n.Load(), "the same oversized answer is not paid for twice")
 
-func TestCallerCancellationIsNotRetried(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := client(s.URL).Complete(ctx, req)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.EqualValues(t, 1, n.Load())
-}
-
-func TestConcurrencyLimit(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	inFlight, maxInFlight := 0, 0
-	s, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		inFlight++
-		maxInFlight = max(maxInFlight, inFlight)
-		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-		mu.Lock()
-		inFlight--
-		mu.Unlock()
-		reply(200, okBody)(w, r)
-	})
-	c := client(s.URL, anthropic.WithConcurrency(3))
-	var wg sync.WaitGroup
-	errs := make([]error, 15)
-	for i := range errs {
-		wg.Go(func() { _, errs[i] = c.Complete(context.Background(), req) })
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	require.Equal(t, 3, maxInFlight)
+	resp, err := client(s.URL, func(o *anthropic.Options) { o.MaxResponseBytes = int64(len(okBody)) }).Complete(context.Background(), req)
+	require.NoError(t, err, "a body of exactly the cap is whole")
+	require.Equal(t, "Matches.\nGRADE: C", resp.Text)
 }
 
 func TestNoModel(t *testing.T) {
 	t.Setenv("ANTHROPIC_MODEL", "")
-	_, err := anthropic.New(anthropic.WithBaseURL("http://127.0.0.1:1")).Complete(context.Background(), req)
+	_, err := anthropic.New(&anthropic.Options{BaseURL: "http://127.0.0.1:1"}).Complete(context.Background(), req)
 	require.ErrorContains(t, err, "anthropic: no model")
+	var p interface{ Permanent() bool }
+	require.True(t, errors.As(err, &p) && p.Permanent(), "a missing model is not retried")
 }
 
 func TestEnvironment(t *testing.T) {
@@ -250,7 +181,7 @@ func TestEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_BASE_URL", s.URL+"/")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-env")
 	t.Setenv("ANTHROPIC_MODEL", "claude-haiku-4-5")
-	_, err := anthropic.New().Complete(context.Background(), req)
+	_, err := anthropic.New(nil).Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, "sk-env", auth)
 }

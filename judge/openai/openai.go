@@ -5,27 +5,33 @@
 //
 // # Configuration
 //
-// [New] reads OPENAI_BASE_URL (default https://api.openai.com/v1) and
-// OPENAI_API_KEY (optional: local servers need none); options override
-// both. The model has no default: set it with [WithModel] (or
-// OPENAI_MODEL).
+// [New] takes [Options]; empty fields fall back to OPENAI_BASE_URL
+// (default https://api.openai.com/v1), OPENAI_API_KEY (optional: local
+// servers need none) and OPENAI_MODEL. The model has no default.
 //
 // # Behaviour
 //
-// A call is retried on 408, 409, 429, 5xx, connection errors and an
-// attempt's timeout, with exponential backoff and full jitter, honouring a
-// Retry-After header (seconds or an HTTP date; a hint over two minutes ends
-// the retries); other statuses fail at once. Attempts are bounded
-// ([WithMaxAttempts], default 4) and each has its own timeout
-// ([WithTimeout], default 2 minutes). A semaphore bounds the requests in
-// flight per client ([WithConcurrency], default 16), apart from the eval's
-// episode concurrency: share one client between judges to share its limit.
+// Complete makes one HTTP request: no retries, no concurrency limit. Those
+// are decorators over any [judge.Model], stated once for every provider:
+//
+//	grader := judge.Retry(judge.Limit(openai.New(nil), 8), nil)
+//
+// retries 429, 5xx, connection errors and timed-out attempts with
+// exponential backoff and full jitter, honouring Retry-After, and keeps 8
+// requests in flight at most. New returns the bare driver rather than a
+// wrapped one so that a caller who adds judge.Retry does not multiply two
+// retry loops (4 × 4 requests per call), and keeps the *Client's methods.
+//
 // An HTTP error is a *[judge.APIError] with the status, the provider's
-// error type and message, and whether it was retryable.
+// error type and message and the Retry-After hint; a 4xx other than 408,
+// 409 and 429 is permanent (400, 401, 403, 404, 422…): neither judge.Retry
+// nor the eval engine sends it again. A response body over
+// [Options].MaxResponseBytes is an unscored error ("response too large"),
+// never a cut body.
 //
 // Usage comes from the response's usage.prompt_tokens and
 // usage.completion_tokens; the cost from [DefaultPrices] (or
-// [WithPrices]) by the model the response names. Streaming is off.
+// [Options].Prices) by the model the response names. Streaming is off.
 //
 // # Why net/http and not github.com/openai/openai-go
 //
@@ -33,20 +39,20 @@
 // retry loop (with its own backoff and Retry-After handling), a large
 // dependency tree, and request types that track the newest OpenAI features
 // rather than the common subset gateways speak (max_tokens versus
-// max_completion_tokens, for one). A judge needs one endpoint, retries and
-// a concurrency limit it controls, typed errors shared with the Anthropic
-// driver, and nothing else: about 150 lines of net/http.
+// max_completion_tokens, for one). A judge needs one endpoint and typed
+// errors shared with the Anthropic driver, and nothing else: about 150
+// lines of net/http.
 package openai
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
@@ -62,7 +68,7 @@ const DefaultMaxTokens = 1024
 
 // DefaultPrices are list prices in USD per million tokens (standard tier,
 // no caching), as published in 2025. Prices change: override with
-// [WithPrices]. Models missing here cost 0, they are never guessed.
+// [Options].Prices. Models missing here cost 0, they are never guessed.
 var DefaultPrices = judge.Prices{
 	"gpt-4o":       {Input: 2.50, Output: 10},
 	"gpt-4o-mini":  {Input: 0.15, Output: 0.60},
@@ -84,87 +90,62 @@ type Client struct {
 	http             *httpapi.Client
 }
 
-// Option configures a Client.
-type Option func(*config)
-
-type config struct {
-	base, key, model, tokensField string
-	prices                        judge.Prices
-	httpClient                    *http.Client
-	attempts, concurrency         int
-	timeout, backoff, maxBackoff  time.Duration
+// Options configures a Client. The zero value (and nil) is valid: every
+// empty field means its default.
+type Options struct {
+	// BaseURL is the API base, e.g. "http://localhost:8000/v1" for vLLM;
+	// "": OPENAI_BASE_URL, else [DefaultBaseURL].
+	BaseURL string
+	// APIKey is the bearer token; "": OPENAI_API_KEY (none if unset).
+	APIKey string
+	// Model is the model asked; "": OPENAI_MODEL.
+	Model string
+	// Prices is the price table; nil: [DefaultPrices]. An empty table
+	// prices nothing.
+	Prices judge.Prices
+	// HTTPClient sends the requests (transport, proxies, TLS); nil:
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// MaxTokensField names the request field that bounds the answer:
+	// "max_tokens" (what vLLM, llama.cpp and most gateways read) or
+	// "max_completion_tokens" (what OpenAI's reasoning models require).
+	// "": max_completion_tokens for api.openai.com, max_tokens elsewhere.
+	MaxTokensField string
+	// MaxResponseBytes caps a response body; a longer one is unscored
+	// ("response too large"). 0: 32 MiB.
+	MaxResponseBytes int64
 }
 
-// WithBaseURL sets the API base, e.g. "http://localhost:8000/v1" for vLLM.
-func WithBaseURL(u string) Option { return func(c *config) { c.base = u } }
-
-// WithAPIKey sets the bearer token.
-func WithAPIKey(k string) Option { return func(c *config) { c.key = k } }
-
-// WithModel sets the model asked.
-func WithModel(m string) Option { return func(c *config) { c.model = m } }
-
-// WithPrices replaces the price table.
-func WithPrices(p judge.Prices) Option { return func(c *config) { c.prices = p } }
-
-// WithHTTPClient sets the HTTP client (transport, proxies, TLS).
-func WithHTTPClient(h *http.Client) Option { return func(c *config) { c.httpClient = h } }
-
-// WithMaxAttempts bounds the tries per call, the first included; default 4.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.attempts = n } }
-
-// WithConcurrency bounds the requests in flight; default 16.
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
-
-// WithTimeout bounds each attempt; default 2 minutes.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// WithBackoff sets the base and the cap of the exponential backoff between
-// retries; default 500ms and 30s.
-func WithBackoff(base, maxBackoff time.Duration) Option {
-	return func(c *config) { c.backoff, c.maxBackoff = base, maxBackoff }
-}
-
-// WithMaxTokensField names the request field that bounds the answer:
-// "max_tokens" (what vLLM, llama.cpp and most gateways read) or
-// "max_completion_tokens" (what OpenAI's reasoning models require). The
-// default is max_completion_tokens for api.openai.com and max_tokens
-// elsewhere.
-func WithMaxTokensField(f string) Option { return func(c *config) { c.tokensField = f } }
-
-// New returns a client configured by the environment and opts.
-func New(opts ...Option) *Client {
-	cfg := config{base: os.Getenv("OPENAI_BASE_URL"), key: os.Getenv("OPENAI_API_KEY"), model: os.Getenv("OPENAI_MODEL"),
-		prices: DefaultPrices, httpClient: http.DefaultClient}
-	for _, o := range opts {
-		o(&cfg)
+// New returns a client configured by opts and the environment.
+func New(opts *Options) *Client {
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	if cfg.base == "" {
-		cfg.base = DefaultBaseURL
+	if o.BaseURL == "" {
+		o.BaseURL = os.Getenv("OPENAI_BASE_URL")
 	}
-	if cfg.tokensField == "" {
-		cfg.tokensField = "max_tokens"
-		if u, err := url.Parse(cfg.base); err == nil && u.Host == "api.openai.com" {
-			cfg.tokensField = "max_completion_tokens"
+	if o.BaseURL == "" {
+		o.BaseURL = DefaultBaseURL
+	}
+	if o.APIKey == "" {
+		o.APIKey = os.Getenv("OPENAI_API_KEY")
+	}
+	if o.Model == "" {
+		o.Model = os.Getenv("OPENAI_MODEL")
+	}
+	if o.Prices == nil {
+		o.Prices = DefaultPrices
+	}
+	if o.MaxTokensField == "" {
+		o.MaxTokensField = "max_tokens"
+		if u, err := url.Parse(o.BaseURL); err == nil && u.Host == "api.openai.com" {
+			o.MaxTokensField = "max_completion_tokens"
 		}
 	}
-	h := httpapi.New("openai", cfg.concurrency)
-	h.HTTP = cfg.httpClient
-	if cfg.attempts > 0 {
-		h.MaxAttempts = cfg.attempts
-	}
-	if cfg.timeout != 0 {
-		h.Timeout = max(cfg.timeout, 0)
-	}
-	if cfg.backoff > 0 {
-		h.Backoff = cfg.backoff
-	}
-	if cfg.maxBackoff > 0 {
-		h.MaxBackoff = cfg.maxBackoff
-	}
-	h.ParseError = parseError
-	return &Client{base: strings.TrimRight(cfg.base, "/"), key: cfg.key, model: cfg.model,
-		tokensField: cfg.tokensField, prices: cfg.prices, http: h}
+	h := &httpapi.Client{Provider: "openai", HTTP: o.HTTPClient, MaxBody: o.MaxResponseBytes, ParseError: parseError}
+	return &Client{base: strings.TrimRight(o.BaseURL, "/"), key: o.APIKey, model: o.Model,
+		tokensField: o.MaxTokensField, prices: o.Prices, http: h}
 }
 
 // Model returns the model the client asks.
@@ -190,11 +171,11 @@ type response struct {
 	} `json:"usage"`
 }
 
-// Complete asks the model. See the package documentation for retries,
-// limits and errors.
+// Complete asks the model, in one HTTP request. See the package
+// documentation for errors.
 func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
 	if c.model == "" {
-		return judge.Response{}, fmt.Errorf("openai: no model set (WithModel or OPENAI_MODEL)")
+		return judge.Response{}, judge.Permanent(errors.New("openai: no model set (Options.Model or OPENAI_MODEL)"))
 	}
 	msgs := make([]message, 0, len(req.Messages)+1)
 	if req.System != "" {
@@ -213,7 +194,7 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return judge.Response{}, fmt.Errorf("openai: encoding the request: %w", err)
+		return judge.Response{}, judge.Permanent(fmt.Errorf("openai: encoding the request: %w", err))
 	}
 	h := http.Header{}
 	if c.key != "" {
@@ -223,12 +204,17 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	if err != nil {
 		return judge.Response{}, err
 	}
+	return c.decode(raw)
+}
+
+// decode reads a 2xx response body.
+func (c *Client) decode(raw []byte) (judge.Response, error) {
 	var r response
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return judge.Response{}, fmt.Errorf("openai: decoding the response: %w", err)
 	}
 	if len(r.Choices) == 0 {
-		return judge.Response{}, fmt.Errorf("openai: the response has no choices")
+		return judge.Response{}, errors.New("openai: the response has no choices")
 	}
 	ch := r.Choices[0]
 	out := judge.Response{Model: r.Model, StopReason: stopReason(ch.FinishReason)}

@@ -8,10 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,9 +63,13 @@ func reply(status int, body string, header ...string) http.HandlerFunc {
 	}
 }
 
-func client(url string, opts ...openai.Option) *openai.Client {
-	return openai.New(append([]openai.Option{openai.WithBaseURL(url + "/v1"), openai.WithAPIKey("sk-test"),
-		openai.WithModel("gpt-4o-mini"), openai.WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)...)
+// client is the bare driver against url; edit adjusts its options.
+func client(url string, edit ...func(*openai.Options)) *openai.Client {
+	o := &openai.Options{BaseURL: url + "/v1", APIKey: "sk-test", Model: "gpt-4o-mini"}
+	for _, e := range edit {
+		e(o)
+	}
+	return openai.New(o)
 }
 
 var req = judge.Request{System: "You grade.", Messages: []judge.Message{{Role: "user", Content: "Grade this."}}, MaxTokens: 256}
@@ -113,14 +116,17 @@ func TestPricesOverrideAndMaxTokensField(t *testing.T) {
 		json.NewDecoder(r.Body).Decode(&body)
 		reply(200, okBody)(w, r)
 	})
-	c := client(s.URL, openai.WithPrices(judge.Prices{"gpt-4o-mini": {Input: 1, Output: 2}}), openai.WithMaxTokensField("max_completion_tokens"))
+	c := client(s.URL, func(o *openai.Options) {
+		o.Prices = judge.Prices{"gpt-4o-mini": {Input: 1, Output: 2}}
+		o.MaxTokensField = "max_completion_tokens"
+	})
 	resp, err := c.Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.InDelta(t, (1000*1+200*2)/1e6, resp.Usage.CostUSD, 1e-12)
 	require.Equal(t, 256.0, body["max_completion_tokens"])
 	require.NotContains(t, body, "max_tokens")
 
-	c = client(s.URL, openai.WithPrices(judge.Prices{}))
+	c = client(s.URL, func(o *openai.Options) { o.Prices = judge.Prices{} })
 	resp, err = c.Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.Zero(t, resp.Usage.CostUSD, "an unknown model's cost is not guessed")
@@ -147,46 +153,14 @@ func TestStopReasons(t *testing.T) {
 	}
 }
 
-func TestRetries429HonouringRetryAfter(t *testing.T) {
-	t.Parallel()
-	s, n := server(t,
-		reply(429, `{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "Retry-After", "1"),
-		reply(200, okBody))
-	start := time.Now()
-	resp, err := client(s.URL).Complete(context.Background(), req)
-	require.NoError(t, err)
-	require.Equal(t, "Matches.\nGRADE: C", resp.Text)
-	require.EqualValues(t, 2, n.Load())
-	require.GreaterOrEqual(t, time.Since(start), 950*time.Millisecond, "waited for Retry-After, not the 1ms backoff")
-}
-
-func TestRetries500(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, reply(500, `{"error":{"message":"The server had an error","type":"server_error"}}`),
-		reply(502, `<html>bad gateway</html>`), reply(200, okBody))
-	_, err := client(s.URL).Complete(context.Background(), req)
-	require.NoError(t, err)
-	require.EqualValues(t, 3, n.Load())
-}
-
-func TestRetriesAreBounded(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, reply(503, `{"error":{"message":"overloaded","type":"server_error"}}`))
-	_, err := client(s.URL, openai.WithMaxAttempts(3)).Complete(context.Background(), req)
-	var ae *judge.APIError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, 503, ae.StatusCode)
-	require.True(t, ae.Retryable)
-	require.EqualValues(t, 3, n.Load())
-}
-
 func TestNonRetryable400(t *testing.T) {
 	t.Parallel()
 	s, n := server(t, reply(400, `{"error":{"message":"Invalid value for 'temperature': must be between 0 and 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`))
-	_, err := client(s.URL).Complete(context.Background(), req)
+	_, err := judge.Retry(client(s.URL), nil).Complete(context.Background(), req)
 	var ae *judge.APIError
 	require.ErrorAs(t, err, &ae)
 	require.EqualValues(t, 1, n.Load(), "a 400 is not retried")
+	require.True(t, ae.Permanent())
 	require.Equal(t, &judge.APIError{Provider: "openai", StatusCode: 400, Type: "invalid_request_error/invalid_value",
 		Message: "Invalid value for 'temperature': must be between 0 and 2."}, ae)
 	require.ErrorContains(t, err, "openai: HTTP 400")
@@ -200,67 +174,42 @@ func TestMalformedJSON(t *testing.T) {
 	require.EqualValues(t, 1, n.Load())
 }
 
-func TestSlowResponseHitsTheTimeout(t *testing.T) {
+func TestResponseTooLargeIsUnscored(t *testing.T) {
 	t.Parallel()
+	// A well-formed answer padded past the default 32 MiB cap: cut, its
+	// start would still look like JSON; it must not be read as an answer.
+	pad := bytes.Repeat([]byte(" "), 1<<20)
 	s, n := server(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"GRADE: C"},"finish_reason":"stop"}]`)
+		for range 33 {
+			w.Write(pad)
 		}
+		io.WriteString(w, "}")
 	})
-	start := time.Now()
-	_, err := client(s.URL, openai.WithTimeout(50*time.Millisecond), openai.WithMaxAttempts(2)).Complete(context.Background(), req)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "timed out")
-	require.EqualValues(t, 2, n.Load(), "a timed-out attempt is retried")
-	require.Less(t, time.Since(start), 2*time.Second)
-}
+	_, err := judge.Retry(client(s.URL), nil).Complete(context.Background(), req)
+	require.ErrorIs(t, err, judge.ErrUnscored)
+	var ue *judge.UnscoredError
+	require.ErrorAs(t, err, &ue)
+	require.True(t, strings.HasPrefix(ue.Reason, "response too large"), ue.Reason)
+	require.EqualValues(t, 1, n.Load(), "the same oversized answer is not paid for twice")
 
-func TestCallerCancellationIsNotRetried(t *testing.T) {
-	t.Parallel()
-	s, n := server(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := client(s.URL).Complete(ctx, req)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.EqualValues(t, 1, n.Load())
-}
-
-func TestConcurrencyLimit(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	inFlight, maxInFlight := 0, 0
-	s, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		inFlight++
-		maxInFlight = max(maxInFlight, inFlight)
-		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-		mu.Lock()
-		inFlight--
-		mu.Unlock()
-		reply(200, okBody)(w, r)
-	})
-	c := client(s.URL, openai.WithConcurrency(3))
-	var wg sync.WaitGroup
-	errs := make([]error, 15)
-	for i := range errs {
-		wg.Go(func() { _, errs[i] = c.Complete(context.Background(), req) })
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	require.Equal(t, 3, maxInFlight)
+	// A body of exactly the cap is whole, and read.
+	body := `{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"GRADE: C"},"finish_reason":"stop"}]}`
+	s, _ = server(t, reply(200, body))
+	resp, err := client(s.URL, func(o *openai.Options) { o.MaxResponseBytes = int64(len(body)) }).Complete(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "GRADE: C", resp.Text)
+	_, err = client(s.URL, func(o *openai.Options) { o.MaxResponseBytes = int64(len(body)) - 1 }).Complete(context.Background(), req)
+	require.ErrorIs(t, err, judge.ErrUnscored)
 }
 
 func TestNoModel(t *testing.T) {
 	t.Setenv("OPENAI_MODEL", "")
-	_, err := openai.New(openai.WithBaseURL("http://127.0.0.1:1")).Complete(context.Background(), req)
+	_, err := openai.New(&openai.Options{BaseURL: "http://127.0.0.1:1"}).Complete(context.Background(), req)
 	require.ErrorContains(t, err, "openai: no model")
+	var p interface{ Permanent() bool }
+	require.True(t, errors.As(err, &p) && p.Permanent(), "a missing model is not retried")
 }
 
 func TestEnvironment(t *testing.T) {
@@ -272,7 +221,7 @@ func TestEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", s.URL+"/v1/")
 	t.Setenv("OPENAI_API_KEY", "sk-env")
 	t.Setenv("OPENAI_MODEL", "gpt-4o-mini")
-	_, err := openai.New().Complete(context.Background(), req)
+	_, err := openai.New(nil).Complete(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, "Bearer sk-env", auth)
 }

@@ -1,14 +1,12 @@
 package jsonl
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"syscall"
 
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -37,18 +35,47 @@ type Recovery struct {
 	Torn    *TornTailError        // the torn tail that was cut off, if any
 }
 
-// Open recovers the log at path and opens it for appending, creating it if
-// missing. A torn tail is cut off and reported in Recovery.Torn. With
-// DropErrors, error records are removed (see OpenOptions). A log holding
-// more than one run, a corrupt line with records after it, or a record of
-// another schema is an error: nothing is cut or rewritten then.
+// Open recovers the log at path and opens it for appending, creating it
+// if missing; an empty file is a fresh log. It holds the log's lock (see
+// the package doc) from its first step, so a log in use fails at once with
+// a *LockedError.
 //
-// Open reads only each line's key fields, not its outputs, so that resuming
-// a log of a million records starts new work in well under a second.
+// A torn tail, what a crash in the middle of a write leaves, is cut off and
+// reported in Recovery.Torn: a last line without its newline that is a
+// prefix of a record as AppendJSON writes it, or a complete last line that
+// does not parse but starts as one does. With DropErrors, error records are
+// removed (see OpenOptions). Anything else that is not a committed record
+// is an error and nothing is cut or rewritten: a file that is not a
+// proctor log (*NotLogError), a corrupt line (*CorruptError), a record of
+// another schema (*SchemaError), a log holding more than one run. A path
+// that is not a regular file (a directory, a FIFO, a device) is an error
+// before anything is opened or created.
+//
+// A line counts as committed exactly when [sink.Record.UnmarshalJSON]
+// accepts it, as [Records] does; Open checks that with [sink.ScanLine],
+// which validates the whole line but builds only its key fields, so that
+// resuming a log of a million records starts new work in well under a
+// second.
 func Open(path string, opts *OpenOptions) (*Writer, *Recovery, error) {
 	if opts == nil {
 		opts = &OpenOptions{}
 	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, nil, &NotLogError{Path: path, Err: fmt.Errorf("not a regular file (%v)", st.Mode().Type())}
+	}
+	lk, err := lock(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, rec, err := open(path, opts, lk)
+	if err != nil {
+		unlock(path, lk)
+		return nil, nil, err
+	}
+	return w, rec, nil
+}
+
+func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, error) {
 	visit := opts.Visit
 	rec := &Recovery{}
 	if visit == nil {
@@ -72,55 +99,88 @@ func Open(path string, opts *OpenOptions) (*Writer, *Recovery, error) {
 		rec.Records += rec.Dropped
 		rec.Dropped = 0
 	}
-	w, err := Append(path, &opts.Options)
+	w, err := appendLocked(path, lk, &opts.Options)
 	if err != nil {
 		return nil, nil, err
 	}
 	return w, rec, nil
 }
 
-// scanIndex reads the key fields of every line.
+// NotLogError reports a file that is not a proctor log: Open leaves it as
+// it is rather than append to it or cut anything off.
+type NotLogError struct {
+	Path string
+	Line int   // the first line that is not a record; 0 for the file as a whole
+	Err  error // why
+}
+
+func (e *NotLogError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("jsonl: %s is not a proctor log: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("jsonl: %s is not a proctor log: line %d is not a record: %v", e.Path, e.Line, e.Err)
+}
+
+func (e *NotLogError) Unwrap() error { return e.Err }
+
+// recordStart is how every line AppendJSON writes begins.
+const recordStart = `{"schema":`
+
+// looksLikeRecord reports whether b starts as a record line does, or, cut
+// short, could: the test of a torn tail.
+func looksLikeRecord(b []byte) bool {
+	if len(b) < len(recordStart) {
+		return len(b) > 0 && recordStart[:len(b)] == string(b)
+	}
+	return string(b[:len(recordStart)]) == recordStart
+}
+
+// scanIndex reads every line, validates it and visits its key.
 func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	if !st.Mode().IsRegular() { // replaced since Open's first look
+		return &NotLogError{Path: path, Err: fmt.Errorf("not a regular file (%v)", st.Mode().Type())}
+	}
+	// A log starts with a record's opening brace; anything else (a binary
+	// file without a newline in its first gigabyte, say) is refused before
+	// a line of it is buffered.
+	var head [1]byte
+	if n, _ := f.ReadAt(head[:], 0); n == 1 && head[0] != '{' {
+		return &NotLogError{Path: path, Line: 1, Err: errors.New("it does not start with '{'")}
+	}
+	committed := 0
 	err = scanLines(path, f, func(l line) error {
-		if len(bytes.TrimSpace(l.data)) == 0 {
+		if blank(l.data) && !l.incomplete {
 			return nil
 		}
-		k, err := parseKey(l.data)
-		if err == nil && l.last && !json.Valid(l.data) {
-			err = errors.New("invalid JSON")
-		}
+		k, err := checkLine(path, l, committed)
 		if err != nil {
-			if l.last {
-				return &TornTailError{Path: path, Line: l.num, Offset: l.offset}
-			}
-			return &CorruptError{Path: path, Line: l.num, Err: err}
+			return err
 		}
-		if k.schema != sink.SchemaVersion {
-			return &SchemaError{Path: path, Line: l.num, Schema: k.schema}
-		}
+		committed++
 		if rec.RunID == "" {
-			rec.RunID = string(k.runID)
-		} else if string(k.runID) != rec.RunID {
-			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, l.num, k.runID, rec.RunID)
+			rec.RunID = string(k.RunID)
+		} else if string(k.RunID) != rec.RunID {
+			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, l.num, k.RunID, rec.RunID)
 		}
-		if k.status == sink.Error {
+		if k.Status == sink.Error {
 			rec.Dropped++
 			return nil
 		}
 		rec.Records++
-		visit(k.sampleID, k.epoch)
+		visit(k.SampleID, k.Epoch)
 		return nil
 	})
 	var torn *TornTailError
 	if errors.As(err, &torn) {
-		if st, serr := f.Stat(); serr == nil {
-			torn.Bytes = st.Size() - torn.Offset
-		}
 		rec.Torn = torn
 		return nil
 	}
@@ -128,35 +188,42 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 }
 
 // dropErrorRecords rewrites the log without its error records: a new file
-// beside it, fsynced, renamed over it, and the directory fsynced.
+// beside it, fsynced, renamed over it, and the directory fsynced. The
+// caller holds the lock and has validated every line.
 func dropErrorRecords(path string) error {
-	tmp := path + ".rewrite"
-	w, err := Create(tmp, nil)
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".rewrite-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("jsonl: dropping error records: %w", err)
 	}
 	f, err := os.Open(path)
-	if err != nil {
-		w.Close(context.Background())
-		return fmt.Errorf("jsonl: %w", err)
-	}
-	err = scanLines(path, f, func(l line) error {
-		k, err := parseKey(l.data)
-		if err == nil && k.status == sink.Error {
-			return nil
+	if err == nil {
+		if st, serr := f.Stat(); serr == nil {
+			tmp.Chmod(st.Mode().Perm()) // the log keeps its permissions
 		}
-		_, err = w.WriteLine(l.data)
-		return err
-	})
-	f.Close()
-	if cerr := w.Close(context.Background()); err == nil {
+		bw := bufio.NewWriterSize(tmp, 1<<20)
+		err = scanLines(path, f, func(l line) error {
+			if k, err := sink.ScanLine(l.data); err == nil && k.Status == sink.Error {
+				return nil
+			}
+			bw.Write(l.data)
+			return bw.WriteByte('\n')
+		})
+		f.Close()
+		if err == nil {
+			err = bw.Flush()
+		}
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		os.Remove(tmp.Name())
 		return fmt.Errorf("jsonl: dropping error records: %w", err)
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
@@ -164,108 +231,4 @@ func dropErrorRecords(path string) error {
 		d.Close()
 	}
 	return nil
-}
-
-type lineKey struct {
-	schema   int
-	runID    []byte // aliases the line
-	sampleID []byte // aliases the line
-	epoch    int
-	status   sink.Status
-}
-
-// parseKey reads the key fields of a record line. Lines written by
-// Record.AppendJSON start with them in a fixed order, which is read without
-// a JSON decoder; any other valid record line takes the slow path.
-func parseKey(b []byte) (lineKey, error) {
-	if k, ok := parseKeyFast(b); ok {
-		return k, nil
-	}
-	var r struct {
-		Schema   int         `json:"schema"`
-		RunID    string      `json:"run_id"`
-		SampleID string      `json:"sample_id"`
-		Epoch    int         `json:"epoch"`
-		Status   sink.Status `json:"status"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return lineKey{}, err
-	}
-	if r.SampleID == "" {
-		return lineKey{}, errors.New(`record without "sample_id"`)
-	}
-	return lineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status}, nil
-}
-
-func parseKeyFast(b []byte) (k lineKey, ok bool) {
-	if len(b) < 2 || b[len(b)-1] != '}' {
-		return k, false
-	}
-	p := fieldParser{b: b, ok: true}
-	k.schema = p.int(`{"schema":`)
-	k.runID = p.str(`,"run_id":`)
-	p.str(`,"eval":`)
-	k.sampleID = p.str(`,"sample_id":`)
-	k.epoch = p.int(`,"epoch":`)
-	p.int(`,"attempt":`)
-	k.status = statusOf(p.str(`,"status":`))
-	return k, p.ok && len(k.sampleID) > 0
-}
-
-type fieldParser struct {
-	b  []byte
-	ok bool
-	i  int
-}
-
-func (p *fieldParser) prefix(name string) bool {
-	if !p.ok || !bytes.HasPrefix(p.b[p.i:], []byte(name)) {
-		p.ok = false
-		return false
-	}
-	p.i += len(name)
-	return true
-}
-
-func (p *fieldParser) int(name string) int {
-	if !p.prefix(name) {
-		return 0
-	}
-	j := p.i
-	for j < len(p.b) && (p.b[j] == '-' || p.b[j] >= '0' && p.b[j] <= '9') {
-		j++
-	}
-	n, err := strconv.Atoi(string(p.b[p.i:j]))
-	if err != nil {
-		p.ok = false
-	}
-	p.i = j
-	return n
-}
-
-// str reads a JSON string without escapes; one with escapes sends the line
-// to the slow path. The result aliases the line.
-func (p *fieldParser) str(name string) []byte {
-	if !p.prefix(name) || p.i >= len(p.b) || p.b[p.i] != '"' {
-		p.ok = false
-		return nil
-	}
-	rest := p.b[p.i+1:]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
-		p.ok = false
-		return nil
-	}
-	p.i += j + 2
-	return rest[:j]
-}
-
-// statusOf maps a status to its constant without allocating.
-func statusOf(b []byte) sink.Status {
-	for _, s := range [...]sink.Status{sink.Pass, sink.Fail, sink.Error, sink.Unscored} {
-		if string(b) == string(s) {
-			return s
-		}
-	}
-	return sink.Status(b)
 }

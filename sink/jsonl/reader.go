@@ -51,17 +51,18 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("jsonl: %s:%d: record schema %d, this version of proctor reads schema %d", e.Path, e.Line, e.Schema, sink.SchemaVersion)
 }
 
-// lines yields each line of the file (without its newline) with its number
-// and offset, then, when the file does not end in a newline, the torn tail
-// as a *TornTailError. A line that does not parse is judged by the caller,
-// which knows whether anything follows it.
+// line is one line of a log, without its newline.
 type line struct {
-	data   []byte // valid until the next iteration
-	num    int
-	offset int64
-	last   bool // no complete line follows
+	data       []byte // valid until the next iteration
+	num        int
+	offset     int64
+	last       bool // no complete line follows
+	incomplete bool // the file ends without this line's newline
 }
 
+// scanLines yields each line of the file with its number and offset, the
+// last one (complete, or not) marked so: a line that is not a record is
+// judged by the caller, which knows whether anything follows it.
 func scanLines(path string, f io.Reader, yield func(line) error) error {
 	r := bufio.NewReaderSize(f, 1<<20)
 	var (
@@ -91,13 +92,10 @@ func scanLines(path string, f io.Reader, yield func(line) error) error {
 			long = nil
 		}
 		if err == io.EOF {
-			if len(b) > 0 {
-				if ferr := flush(true); ferr != nil {
-					return ferr
-				}
-				return &TornTailError{Path: path, Line: num + 1, Offset: off, Bytes: int64(len(b))}
+			if ferr := flush(true); ferr != nil || len(b) == 0 {
+				return ferr
 			}
-			return flush(true)
+			return yield(line{data: b, num: num + 1, offset: off, last: true, incomplete: true})
 		}
 		if err != nil {
 			return fmt.Errorf("jsonl: read %s: %w", path, err)
@@ -114,10 +112,46 @@ func scanLines(path string, f io.Reader, yield func(line) error) error {
 	}
 }
 
-// Records yields the committed records of the log at path, in order. A torn
-// tail is yielded last as a *TornTailError (the records before it are all
-// good); a corrupt line with records after it is a *CorruptError, and a
-// record of another schema a *SchemaError, and end the iteration.
+// checkLine is the one rule of every reader of a log: it returns the key
+// of a committed record, or the error that says what the line is instead.
+// committed is the number of records before the line. A torn tail is the
+// last line, cut short or complete, that is not a record but starts as
+// one; a file whose first line is not a record is not a log.
+func checkLine(path string, l line, committed int) (sink.LineKey, error) {
+	k, err := sink.ScanLine(l.data)
+	if err == nil && l.incomplete {
+		err = errors.New("no newline")
+	}
+	if err == nil && k.Schema != sink.SchemaVersion {
+		if committed > 0 || k.Schema != 0 {
+			return k, &SchemaError{Path: path, Line: l.num, Schema: k.Schema}
+		}
+		err = errors.New(`no "schema" field`)
+	}
+	if err == nil {
+		return k, nil
+	}
+	switch {
+	case l.last && looksLikeRecord(l.data):
+		n := int64(len(l.data))
+		if !l.incomplete {
+			n++
+		}
+		return k, &TornTailError{Path: path, Line: l.num, Offset: l.offset, Bytes: n}
+	case committed == 0:
+		return k, &NotLogError{Path: path, Line: l.num, Err: err}
+	}
+	return k, &CorruptError{Path: path, Line: l.num, Err: err}
+}
+
+// blank reports a line of white space only, which readers skip.
+func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+// Records yields the committed records of the log at path, in order: the
+// lines Open counts as committed, by the same rule. A torn tail is yielded
+// last as a *TornTailError (the records before it are all good); a corrupt
+// line is a *CorruptError, a record of another schema a *SchemaError and a
+// file that is not a log a *NotLogError, and end the iteration.
 func Records(path string) iter.Seq2[sink.Record, error] {
 	return func(yield func(sink.Record, error) bool) {
 		f, err := os.Open(path)
@@ -172,22 +206,21 @@ func Entries(path string) iter.Seq2[Entry, error] {
 func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		stopped := errors.New("stopped")
+		committed := 0
 		err := scanLines(path, f, func(l line) error {
-			if len(bytes.TrimSpace(l.data)) == 0 {
+			if blank(l.data) && !l.incomplete {
 				return nil
 			}
 			var r sink.Record
-			// UnmarshalJSON validates as it decodes: calling it directly
-			// skips encoding/json's separate validation pass.
-			if err := r.UnmarshalJSON(l.data); err != nil {
-				if l.last {
-					return &TornTailError{Path: path, Line: l.num, Offset: l.offset, Bytes: int64(len(l.data)) + 1}
+			if err := r.UnmarshalJSON(l.data); err != nil || l.incomplete || r.Schema != sink.SchemaVersion {
+				// Not committed: checkLine, the rule Open applies too,
+				// says what it is.
+				if _, cerr := checkLine(path, l, committed); cerr != nil {
+					return cerr
 				}
-				return &CorruptError{Path: path, Line: l.num, Err: err}
+				return &CorruptError{Path: path, Line: l.num, Err: err} // unreachable: ScanLine and UnmarshalJSON agree
 			}
-			if r.Schema != sink.SchemaVersion {
-				return &SchemaError{Path: path, Line: l.num, Schema: r.Schema}
-			}
+			committed++
 			if !yield(Entry{r, l.offset}, nil) {
 				return stopped
 			}

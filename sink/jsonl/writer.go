@@ -3,7 +3,15 @@
 // what resume reads, what reports and exports are rebuilt from.
 //
 // A record is committed when its line is complete (ends in a newline) and
-// parses. Writes are group-committed: lines are buffered and written whole,
+// parses: when [sink.Record.UnmarshalJSON] accepts it. Every reader here
+// ([Open]'s resume scan, [Records]) applies that one rule.
+//
+// A log has one writer at a time: a Writer holds an exclusive lock (flock
+// on the sidecar file <log>.lock, which names the holder's pid and host)
+// from the moment it is made until Close, and a second Writer of the same
+// log, in this process or another, fails at once with a *[LockedError].
+// The kernel drops the lock when its holder dies, even by SIGKILL, so no
+// lock is ever stale. Readers take no lock. Writes are group-committed: lines are buffered and written whole,
 // and the file is fsynced every SyncEvery records or SyncInterval, whichever
 // comes first, never once per line. A crash (even kill -9) can lose only the
 // records not yet written, and can leave at most one torn line at the end of
@@ -55,6 +63,7 @@ func (o *Options) withDefaults() Options {
 type Writer struct {
 	path string
 	opts Options
+	lock *os.File // held until Close
 
 	mu       sync.Mutex
 	f        *os.File
@@ -70,18 +79,37 @@ type Writer struct {
 	syncNow  chan struct{}
 }
 
-// Create creates (or truncates) the log at path for writing.
+// Create creates (or truncates) the log at path for writing. It fails with
+// a *LockedError if another Writer holds the log.
 func Create(path string, opts *Options) (*Writer, error) {
+	lk, err := lock(path)
+	if err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
+		unlock(path, lk)
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	return newWriter(path, f, opts), nil
+	return newWriter(path, f, lk, opts), nil
 }
 
 // Append opens the log at path for appending, creating it if missing. It
-// does not check what is already there: use [Open] to recover a log.
+// does not check what is already there: use [Open] to recover a log. It
+// fails with a *LockedError if another Writer holds the log.
 func Append(path string, opts *Options) (*Writer, error) {
+	lk, err := lock(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := appendLocked(path, lk, opts)
+	if err != nil {
+		unlock(path, lk)
+	}
+	return w, err
+}
+
+func appendLocked(path string, lk *os.File, opts *Options) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("jsonl: %w", err)
@@ -91,13 +119,13 @@ func Append(path string, opts *Options) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	w := newWriter(path, f, opts)
+	w := newWriter(path, f, lk, opts)
 	w.size = st.Size()
 	return w, nil
 }
 
-func newWriter(path string, f *os.File, opts *Options) *Writer {
-	w := &Writer{path: path, opts: opts.withDefaults(), f: f, lastSync: time.Now(),
+func newWriter(path string, f *os.File, lk *os.File, opts *Options) *Writer {
+	w := &Writer{path: path, opts: opts.withDefaults(), f: f, lock: lk, lastSync: time.Now(),
 		stop: make(chan struct{}), done: make(chan struct{}), syncNow: make(chan struct{}, 1)}
 	w.buf = make([]byte, 0, w.opts.BufferSize+4096)
 	go w.syncLoop()
@@ -277,8 +305,9 @@ func (w *Writer) fsync() {
 	}
 }
 
-// Close flushes, fsyncs and closes the log. It ignores ctx's cancellation:
-// committing what was written is the point. Closing twice is a no-op.
+// Close flushes, fsyncs and closes the log, then releases its lock. It
+// ignores ctx's cancellation: committing what was written is the point.
+// Closing twice is a no-op.
 func (w *Writer) Close(context.Context) error {
 	w.mu.Lock()
 	if w.closed {
@@ -296,6 +325,9 @@ func (w *Writer) Close(context.Context) error {
 	err := w.err
 	if cerr := w.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("jsonl: close %s: %w", w.path, cerr)
+	}
+	if cerr := unlock(w.path, w.lock); cerr != nil && err == nil {
+		err = fmt.Errorf("jsonl: unlock %s: %w", w.path, cerr)
 	}
 	return err
 }

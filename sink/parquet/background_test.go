@@ -14,8 +14,8 @@ import (
 
 // TestOrderAcrossRowGroupsAndFiles: row groups are written in the
 // background, one at a time; rows keep their order across row groups and
-// files, and every file but the last holds exactly WithFileRows rows, in
-// row groups of WithRowGroupRows rows cut at the file's end.
+// files, and every file but the last holds exactly Options.FileRows rows, in
+// row groups of Options.RowGroupRows rows cut at the file's end.
 func TestOrderAcrossRowGroupsAndFiles(t *testing.T) {
 	t.Parallel()
 	const (
@@ -24,7 +24,7 @@ func TestOrderAcrossRowGroupsAndFiles(t *testing.T) {
 		fileLen  = 10_007
 	)
 	dir := t.TempDir()
-	w, err := parquet.New(dir, parquet.WithRowGroupRows(groupLen), parquet.WithFileRows(fileLen))
+	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: groupLen, FileRows: fileLen})
 	require.NoError(t, err)
 	recs := benchRecords(n)
 	for i := range recs {
@@ -68,7 +68,7 @@ func TestBackgroundError(t *testing.T) {
 	const groupLen, fileLen = 100, 1000
 	open := func(t *testing.T) (*parquet.Writer, string) {
 		dir := t.TempDir()
-		w, err := parquet.New(dir, parquet.WithRowGroupRows(groupLen), parquet.WithFileRows(fileLen))
+		w, err := parquet.New(dir, &parquet.Options{RowGroupRows: groupLen, FileRows: fileLen})
 		require.NoError(t, err)
 		// File 0 finished, file 1 open with one row group handed off.
 		for _, r := range benchRecords(fileLen + groupLen + 50) {

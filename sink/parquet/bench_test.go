@@ -64,7 +64,7 @@ func BenchmarkWrite(b *testing.B) {
 	}{{"zstd", parquet.Zstd}, {"snappy", parquet.Snappy}, {"none", parquet.Uncompressed}} {
 		b.Run(c.name, func(b *testing.B) {
 			recs := benchRecords(1 << 16)
-			w, err := parquet.New(b.TempDir(), parquet.WithCompression(c.opt))
+			w, err := parquet.New(b.TempDir(), &parquet.Options{Compression: c.opt})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		w, err := parquet.New(dir, parquet.WithRowGroupRows(64<<10))
+		w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 64 << 10})
 		if err != nil {
 			b.Fatal(err)
 		}

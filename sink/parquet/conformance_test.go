@@ -15,19 +15,19 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opts []parquet.Option
+		opts *parquet.Options
 		many int
 	}{
 		{"Defaults", nil, 0},
 		// Tiny row groups and files: every case crosses row-group and file
 		// boundaries.
-		{"SmallGroupsAndFiles", []parquet.Option{parquet.WithRowGroupRows(3), parquet.WithFileRows(50), parquet.WithCompression(parquet.Snappy)}, 2000},
+		{"SmallGroupsAndFiles", &parquet.Options{RowGroupRows: 3, FileRows: 50, Compression: parquet.Snappy}, 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sinktest.Run(t, sinktest.Harness{
 				New: func(t *testing.T, dir string) sink.Sink {
-					w, err := parquet.New(dir, tc.opts...)
+					w, err := parquet.New(dir, tc.opts)
 					require.NoError(t, err)
 					return w
 				},

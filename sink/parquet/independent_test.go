@@ -65,7 +65,7 @@ func TestIndependentReader(t *testing.T) {
 	recs[8].ParentRunID = "run-parent"
 
 	dir := t.TempDir()
-	w, err := parquet.New(dir, parquet.WithRowGroupRows(1000), parquet.WithFileRows(2000))
+	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 1000, FileRows: 2000})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, r := range recs {
@@ -104,7 +104,9 @@ func TestIndependentReader(t *testing.T) {
 			{"started_at", "TIMESTAMP(isAdjustedToUTC=true,unit=MICROS)"},
 			{"scores", "MAP"},
 			{"tags", "MAP"},
-			{"input", "STRING"},
+			{"input", "JSON"},
+			{"output", "JSON"},
+			{"run_id", "STRING"},
 			{"seed", "INT(64,false)"},
 		} {
 			field, ok := pf.Schema().Lookup(col.name)

@@ -1,11 +1,11 @@
 package parquet
 
 import (
-	"strconv"
+	"errors"
+	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/proctor-evals/proctor/sink"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // MetadataKey is the file-level key-value metadata key that marks a Parquet
@@ -13,86 +13,192 @@ import (
 // ([sink.SchemaVersion], "1").
 const MetadataKey = "proctor.schema"
 
-// The columns, in the order of [sink.Record]'s fields. Their names are the
-// record's JSON names.
+// The leaf columns of the Parquet schema, in file order (the order of
+// [sink.Record]'s fields; scores and tags hold two leaves each, key and
+// value). Their names are the record's JSON names.
 const (
-	colSchema = iota
-	colRunID
-	colEval
-	colSampleID
-	colEpoch
-	colAttempt
-	colStatus
-	colScore
-	colScores
-	colWeight
-	colReason
-	colError
-	colErrorKind
-	colInput
-	colOutput
-	colTags
-	colStartedAt
-	colDurationMS
-	colInputTokens
-	colOutputTokens
-	colCostUSD
-	colSeed
-	colTrace
-	colParentRunID
-	numCols
+	leafSchema = iota
+	leafRunID
+	leafEval
+	leafSampleID
+	leafEpoch
+	leafAttempt
+	leafStatus
+	leafScore
+	leafScoreKey
+	leafScoreValue
+	leafWeight
+	leafReason
+	leafError
+	leafErrorKind
+	leafInput
+	leafOutput
+	leafTagKey
+	leafTagValue
+	leafStartedAt
+	leafDurationMS
+	leafInputTokens
+	leafOutputTokens
+	leafCostUSD
+	leafSeed
+	leafTrace
+	leafParentRunID
+	numLeaves
 )
 
-// jsonMetadata marks a string column whose values are JSON documents.
-var jsonMetadata = arrow.NewMetadata([]string{"proctor.content"}, []string{"json"})
-
-// schema is the Arrow schema of record schema v1. Scalar columns are
-// required (the zero value is a value); input and output are null when the
-// record has none, scores and tags when the map is empty.
-var schema = arrow.NewSchema([]arrow.Field{
-	colSchema:       {Name: "schema", Type: arrow.PrimitiveTypes.Int64},
-	colRunID:        {Name: "run_id", Type: arrow.BinaryTypes.String},
-	colEval:         {Name: "eval", Type: arrow.BinaryTypes.String},
-	colSampleID:     {Name: "sample_id", Type: arrow.BinaryTypes.String},
-	colEpoch:        {Name: "epoch", Type: arrow.PrimitiveTypes.Int64},
-	colAttempt:      {Name: "attempt", Type: arrow.PrimitiveTypes.Int64},
-	colStatus:       {Name: "status", Type: arrow.BinaryTypes.String},
-	colScore:        {Name: "score", Type: arrow.PrimitiveTypes.Float64},
-	colScores:       {Name: "scores", Type: scoresType, Nullable: true},
-	colWeight:       {Name: "weight", Type: arrow.PrimitiveTypes.Float64},
-	colReason:       {Name: "reason", Type: arrow.BinaryTypes.String},
-	colError:        {Name: "error", Type: arrow.BinaryTypes.String},
-	colErrorKind:    {Name: "error_kind", Type: arrow.BinaryTypes.String},
-	colInput:        {Name: "input", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: jsonMetadata},
-	colOutput:       {Name: "output", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: jsonMetadata},
-	colTags:         {Name: "tags", Type: tagsType, Nullable: true},
-	colStartedAt:    {Name: "started_at", Type: arrow.FixedWidthTypes.Timestamp_us},
-	colDurationMS:   {Name: "duration_ms", Type: arrow.PrimitiveTypes.Float64},
-	colInputTokens:  {Name: "input_tokens", Type: arrow.PrimitiveTypes.Int64},
-	colOutputTokens: {Name: "output_tokens", Type: arrow.PrimitiveTypes.Int64},
-	colCostUSD:      {Name: "cost_usd", Type: arrow.PrimitiveTypes.Float64},
-	colSeed:         {Name: "seed", Type: arrow.PrimitiveTypes.Uint64},
-	colTrace:        {Name: "trace", Type: arrow.BinaryTypes.String},
-	colParentRunID:  {Name: "parent_run_id", Type: arrow.BinaryTypes.String},
-}, metadataPtr(arrow.NewMetadata([]string{MetadataKey}, []string{strconv.Itoa(sink.SchemaVersion)})))
-
-var (
-	scoresType = mapOf(arrow.PrimitiveTypes.Float64)
-	tagsType   = mapOf(arrow.BinaryTypes.String)
+// The writer's buffers: each leaf's values live in one slice of a
+// row group, by physical type.
+const (
+	i64Schema = iota
+	i64Epoch
+	i64Attempt
+	i64StartedAt
+	i64InputTokens
+	i64OutputTokens
+	i64Seed // uint64 bits
+	numI64
 )
 
-// mapOf is map<string, item> with sorted keys (the writer sorts them) and
-// non-null items.
-func mapOf(item arrow.DataType) *arrow.MapType {
-	t := arrow.MapOfFields(
-		arrow.Field{Name: "key", Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: "value", Type: item},
-	)
-	t.KeysSorted = true
-	return t
+const (
+	f64Score = iota
+	f64ScoreValue
+	f64Weight
+	f64DurationMS
+	f64CostUSD
+	numF64
+)
+
+const (
+	strRunID = iota
+	strEval
+	strSampleID
+	strStatus
+	strScoreKey
+	strReason
+	strError
+	strErrorKind
+	strInput
+	strOutput
+	strTagKey
+	strTagValue
+	strTrace
+	strParentRunID
+	numStr
+)
+
+// Which levels a leaf carries.
+const (
+	levelsNone = iota
+	levelsInput
+	levelsOutput
+	levelsScores
+	levelsTags
+)
+
+// leaf describes one leaf column: its dotted path, its physical type, the
+// buffer holding its values and the levels it carries.
+type leaf struct {
+	path   string
+	typ    pq.Type
+	buf    int // index in the i64, f64 or str buffers, by typ
+	levels int
 }
 
-func metadataPtr(m arrow.Metadata) *arrow.Metadata { return &m }
+var leaves = [numLeaves]leaf{
+	leafSchema:       {"schema", pq.Types.Int64, i64Schema, levelsNone},
+	leafRunID:        {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
+	leafEval:         {"eval", pq.Types.ByteArray, strEval, levelsNone},
+	leafSampleID:     {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
+	leafEpoch:        {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
+	leafAttempt:      {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
+	leafStatus:       {"status", pq.Types.ByteArray, strStatus, levelsNone},
+	leafScore:        {"score", pq.Types.Double, f64Score, levelsNone},
+	leafScoreKey:     {"scores.key_value.key", pq.Types.ByteArray, strScoreKey, levelsScores},
+	leafScoreValue:   {"scores.key_value.value", pq.Types.Double, f64ScoreValue, levelsScores},
+	leafWeight:       {"weight", pq.Types.Double, f64Weight, levelsNone},
+	leafReason:       {"reason", pq.Types.ByteArray, strReason, levelsNone},
+	leafError:        {"error", pq.Types.ByteArray, strError, levelsNone},
+	leafErrorKind:    {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
+	leafInput:        {"input", pq.Types.ByteArray, strInput, levelsInput},
+	leafOutput:       {"output", pq.Types.ByteArray, strOutput, levelsOutput},
+	leafTagKey:       {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
+	leafTagValue:     {"tags.key_value.value", pq.Types.ByteArray, strTagValue, levelsTags},
+	leafStartedAt:    {"started_at", pq.Types.Int64, i64StartedAt, levelsNone},
+	leafDurationMS:   {"duration_ms", pq.Types.Double, f64DurationMS, levelsNone},
+	leafInputTokens:  {"input_tokens", pq.Types.Int64, i64InputTokens, levelsNone},
+	leafOutputTokens: {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
+	leafCostUSD:      {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
+	leafSeed:         {"seed", pq.Types.Int64, i64Seed, levelsNone},
+	leafTrace:        {"trace", pq.Types.ByteArray, strTrace, levelsNone},
+	leafParentRunID:  {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
+}
+
+// fileSchema is the Parquet schema of record schema v1, with the logical
+// types query engines map to their own: STRING for text, JSON for input
+// and output, MAP for scores and tags, TIMESTAMP(MICROS, UTC) for
+// started_at, INT(64, unsigned) for seed. Scalar columns are required (the
+// zero value is a value); input and output are null when the record has
+// none, scores and tags when the map is empty.
+//
+// It is built with arrow-go's parquet/schema and written with its
+// parquet/file column writers rather than through pqarrow, which links
+// arrow/flight and with it gRPC into every program that writes Parquet.
+var fileSchema = buildSchema()
+
+func buildSchema() *schema.GroupNode {
+	req, opt := pq.Repetitions.Required, pq.Repetitions.Optional
+	var errs []error
+	prim := func(name string, rep pq.Repetition, lt schema.LogicalType, typ pq.Type) schema.Node {
+		n, err := schema.NewPrimitiveNodeLogical(name, rep, lt, typ, -1, -1)
+		errs = append(errs, err)
+		return n
+	}
+	str := func(name string) schema.Node {
+		return prim(name, req, schema.StringLogicalType{}, pq.Types.ByteArray)
+	}
+	i64 := func(name string) schema.Node { return schema.NewInt64Node(name, req, -1) }
+	f64 := func(name string) schema.Node { return schema.NewFloat64Node(name, req, -1) }
+	jsonCol := func(name string) schema.Node {
+		return prim(name, opt, schema.JSONLogicalType{}, pq.Types.ByteArray)
+	}
+	mapCol := func(name string, value schema.Node) schema.Node {
+		n, err := schema.MapOf(name, str("key"), value, opt, -1)
+		errs = append(errs, err)
+		return n
+	}
+	fields := schema.FieldList{
+		i64("schema"),
+		str("run_id"),
+		str("eval"),
+		str("sample_id"),
+		i64("epoch"),
+		i64("attempt"),
+		str("status"),
+		f64("score"),
+		mapCol("scores", f64("value")),
+		f64("weight"),
+		str("reason"),
+		str("error"),
+		str("error_kind"),
+		jsonCol("input"),
+		jsonCol("output"),
+		mapCol("tags", str("value")),
+		prim("started_at", req, schema.NewTimestampLogicalTypeForce(true, schema.TimeUnitMicros), pq.Types.Int64),
+		f64("duration_ms"),
+		i64("input_tokens"),
+		i64("output_tokens"),
+		f64("cost_usd"),
+		prim("seed", req, schema.NewIntLogicalType(64, false), pq.Types.Int64),
+		str("trace"),
+		str("parent_run_id"),
+	}
+	root, err := schema.NewGroupNode("schema", req, fields, -1)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		panic(fmt.Sprintf("parquet: record schema: %v", err))
+	}
+	return root
+}
 
 // Every column is plain-encoded (pq.WithDictionaryDefault(false)): zstd
 // compresses a repeated value (status, error_kind, run_id…) about as well as

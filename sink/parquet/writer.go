@@ -5,19 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -53,86 +53,63 @@ func (c Compression) codec() (compress.Compression, error) {
 	return 0, fmt.Errorf("parquet: unknown compression %d", int(c))
 }
 
-// An Option configures a [Writer].
-type Option func(*config)
-
-type config struct {
-	compression   Compression
-	level         int
-	levelSet      bool
-	rowGroupRows  int
-	rowGroupBytes int
-	fileRows      int
-}
-
-// WithCompression sets the codec of every column (default [Zstd]).
-func WithCompression(c Compression) Option {
-	return func(cfg *config) { cfg.compression = c }
-}
-
-// WithCompressionLevel sets the codec's level (codec-specific; the default
-// is the codec's default, for zstd its "default" speed).
-func WithCompressionLevel(level int) Option {
-	return func(cfg *config) { cfg.level, cfg.levelSet = level, true }
-}
-
-// WithRowGroupRows sets the maximum number of rows of a row group (default
-// [DefaultRowGroupRows]). The writer holds at most two row groups in memory
-// as Arrow arrays (one buffering, one being written in the background), so
-// this bounds its memory together with [WithRowGroupBytes].
-// Values below 1 mean the default.
-func WithRowGroupRows(n int) Option {
-	return func(cfg *config) { cfg.rowGroupRows = n }
-}
-
-// WithRowGroupBytes sets the size of buffered string data (input, output,
-// reason…) at which the writer ends a row group early (default
-// [DefaultRowGroupBytes]), so that large outputs do not make a row group
-// of [WithRowGroupRows] rows unbounded. Values below 1 mean the default.
-func WithRowGroupBytes(n int) Option {
-	return func(cfg *config) { cfg.rowGroupBytes = n }
-}
-
-// WithFileRows sets the number of rows after which the writer finishes the
-// current file and starts the next one (default [DefaultFileRows]). Values
-// below 1 mean the default.
-func WithFileRows(n int) Option {
-	return func(cfg *config) { cfg.fileRows = n }
+// Options configure a [Writer]. A nil *Options, and every zero field,
+// means the default.
+type Options struct {
+	// Compression is the codec of every column (default [Zstd]).
+	Compression Compression
+	// CompressionLevel is the codec's level (codec-specific); 0 means the
+	// codec's default, for zstd its "default" speed.
+	CompressionLevel int
+	// RowGroupRows is the maximum number of rows of a row group (default
+	// [DefaultRowGroupRows]). The writer holds at most two row groups in
+	// memory (one buffering, one being written in the background), so this
+	// bounds its memory together with RowGroupBytes.
+	RowGroupRows int
+	// RowGroupBytes is the size of buffered string data (input, output,
+	// reason…) at which the writer ends a row group early (default
+	// [DefaultRowGroupBytes]), so that large outputs do not make a row
+	// group of RowGroupRows rows unbounded.
+	RowGroupBytes int
+	// FileRows is the number of rows after which the writer finishes the
+	// current file and starts the next one (default [DefaultFileRows]).
+	FileRows int
 }
 
 // Writer is a [sink.Sink] that writes records as Parquet files into a
 // directory: part-00000.parquet, part-00001.parquet…, one new file every
-// [WithFileRows] rows. A file is written as part-NNNNN.parquet.tmp and
+// [Options.FileRows] rows. A file is written as part-NNNNN.parquet.tmp and
 // renamed to its final name (after an fsync) only once complete, so a crash
 // leaves at most the one open file, under its .tmp name, incomplete: every
 // file under a final name is whole. Close finishes the open file; a run that
-// wrote no record leaves one valid file with zero rows, so that readers find
-// the schema.
+// wrote no record into a new directory leaves one valid file with zero rows,
+// so that readers find the schema.
 //
-// The writer buffers records in Arrow builders. When [WithRowGroupRows]
-// rows or [WithRowGroupBytes] bytes are buffered, it hands them, as one row
+// The writer buffers records column by column in plain Go slices. When
+// [Options.RowGroupRows] rows or [Options.RowGroupBytes] bytes are buffered, it hands them, as one row
 // group, to a background goroutine that encodes, compresses and writes them
-// (and finishes the file when it is full), and goes on buffering in fresh
-// builders: on two cores, Write and the encoding overlap. It waits for a row
+// (and finishes the file when it is full), and goes on buffering in the other of
+// its two row groups: on two cores, Write and the encoding overlap. It waits for a row
 // group's write before handing off the next, so at most one is in flight:
 // its memory is bounded by two row groups (the one buffering and the one
 // being written), plus the encoder's buffers and up to 64 MiB of recycled
 // buffers, whatever the number of records. Row groups reach the file in
-// order, and a file holds exactly [WithFileRows] rows (the last one fewer).
+// order, and a file holds exactly [Options.FileRows] rows (the last one fewer).
 // A full file is finished (fsynced and renamed) in the background too, after
 // its last row group: by the time the next file is created, at the hand-off
 // of its first row group, or by the time Close returns. The background
 // goroutine lives only while a row group is in flight, so a Writer that is
 // never closed leaks no goroutine (but leaves its open file as .tmp).
 //
-// Column mapping (names are the record's JSON names): schema, epoch, attempt,
-// input_tokens, output_tokens are int64; seed is uint64; score, weight,
-// duration_ms, cost_usd are float64; run_id, eval, sample_id, status,
-// reason, error, error_kind, trace, parent_run_id are strings (all
-// plain-encoded, then compressed); scores is map<string, float64> and tags
-// map<string, string>, keys sorted, null when empty; input and output are
-// strings holding the JSON text as given, null when absent; started_at is
-// timestamp[us, UTC]. The file's key-value metadata holds
+// Column mapping (names are the record's JSON names, types are Parquet
+// logical types, which DuckDB, Spark, pandas and polars map to their own):
+// schema, epoch, attempt, input_tokens, output_tokens are INT64; seed is
+// INT(64, unsigned); score, weight, duration_ms, cost_usd are DOUBLE;
+// run_id, eval, sample_id, status, reason, error, error_kind, trace,
+// parent_run_id are STRING (all plain-encoded, then compressed); scores is
+// a MAP of STRING to DOUBLE and tags a MAP of STRING to STRING, keys
+// sorted, null when empty; input and output are JSON, the text as given,
+// null when absent; started_at is TIMESTAMP(MICROS, adjusted to UTC). The file's key-value metadata holds
 // proctor.schema=1 ([MetadataKey]).
 //
 // Values are kept as they are, with two exceptions. StartedAt is stored in
@@ -153,150 +130,228 @@ func WithFileRows(n int) Option {
 // happens, or by Close; the records written in the meantime are lost with
 // the file.
 type Writer struct {
-	mu     sync.Mutex
-	dir    string
-	cfg    config
-	props  *pq.WriterProperties
-	aprops pqarrow.ArrowWriterProperties
+	mu    sync.Mutex
+	dir   string
+	opts  Options // defaults filled in
+	props *pq.WriterProperties
+	meta  metadata.KeyValueMetadata
 
-	rb      *array.RecordBuilder
-	cols    columns
-	strings []*array.StringBuilder // the string builders of cols
-	next    builderSizes           // to reserve for the next row group
+	// cur is the row group being buffered; spare is the one written in the
+	// background, or idle: the two swap at each hand-off, and keep their
+	// capacity, so that after the first two row groups Write appends
+	// without growing a buffer.
+	cur, spare *group
 	// The sorted entries of the last record's scores and tags (reused).
 	scoreKeys, tagKeys, tagVals []string
 	scoreVals                   []float64
 
-	buffered      int // rows in the builders
-	bufferedBytes int // bytes of variable-length data in the builders
+	bufferedBytes int // bytes of variable-length data in cur
 
 	part     int // index of the open (or next) file
 	fileRows int // rows written to the open file, including buffered ones
 	f        *os.File
 	bw       *bufio.Writer
-	fw       *pqarrow.FileWriter
-	files    int // finished files
+	fw       *file.Writer
+	files    int  // files finished by this writer
+	resumed  bool // the directory held part files when New was called
 
 	// done, when not nil, receives the result of the row group being
 	// written in the background; until then the background goroutine owns
-	// part, f, bw, fw and files.
+	// spare, part, f, bw, fw and files.
 	done chan error
 
 	err    error
 	closed bool
 }
 
-// builderSizes are the lengths of a row group's builders.
-type builderSizes struct {
-	rows, scoreEntries, tagEntries int
-	data                           [14]int // by w.strings
+// group is one row group's values, by leaf buffer (see [leaves]).
+type group struct {
+	rows int
+	i64  [numI64][]int64
+	f64  [numF64][]float64
+	str  [numStr]strCol
+	// The definition levels of input and output (1 present, 0 null), and
+	// the definition and repetition levels of scores and tags, which each
+	// map's key and value leaves share.
+	inputDef, outputDef  []int16
+	scoresDef, scoresRep []int16
+	tagsDef, tagsRep     []int16
+	views                []pq.ByteArray // scratch: one string leaf's values
 }
 
-// columns are the typed builders of the record builder, by column.
-type columns struct {
-	schema, epoch, attempt, inputTokens, outputTokens *array.Int64Builder
-	score, weight, durationMS, costUSD                *array.Float64Builder
-	runID, eval, sampleID, status, reason             *array.StringBuilder
-	errorMsg, errorKind, input, output, trace         *array.StringBuilder
-	parentRunID                                       *array.StringBuilder
-	scores                                            *array.MapBuilder
-	scoreKeys                                         *array.StringBuilder
-	scoreValues                                       *array.Float64Builder
-	tags                                              *array.MapBuilder
-	tagKeys, tagValues                                *array.StringBuilder
-	startedAt                                         *array.TimestampBuilder
-	seed                                              *array.Uint64Builder
+// strCol holds a string leaf's values end to end, and where each ends.
+type strCol struct {
+	data []byte
+	ends []int
+}
+
+func (g *group) reset() {
+	g.rows = 0
+	for i := range g.i64 {
+		g.i64[i] = g.i64[i][:0]
+	}
+	for i := range g.f64 {
+		g.f64[i] = g.f64[i][:0]
+	}
+	for i := range g.str {
+		g.str[i].data, g.str[i].ends = g.str[i].data[:0], g.str[i].ends[:0]
+	}
+	g.inputDef, g.outputDef = g.inputDef[:0], g.outputDef[:0]
+	g.scoresDef, g.scoresRep = g.scoresDef[:0], g.scoresRep[:0]
+	g.tagsDef, g.tagsRep = g.tagsDef[:0], g.tagsRep[:0]
+}
+
+func (g *group) levels(kind int) (def, rep []int16) {
+	switch kind {
+	case levelsInput:
+		return g.inputDef, nil
+	case levelsOutput:
+		return g.outputDef, nil
+	case levelsScores:
+		return g.scoresDef, g.scoresRep
+	case levelsTags:
+		return g.tagsDef, g.tagsRep
+	}
+	return nil, nil
+}
+
+// byteArrays returns the values of string leaf i as views into its data.
+func (g *group) byteArrays(i int) []pq.ByteArray {
+	c := &g.str[i]
+	g.views = g.views[:0]
+	start := 0
+	for _, end := range c.ends {
+		g.views = append(g.views, c.data[start:end:end])
+		start = end
+	}
+	return g.views
+}
+
+// write writes g as the row group of rgw, leaf by leaf.
+func (g *group) write(rgw file.SerialRowGroupWriter) error {
+	for i := range leaves {
+		l := &leaves[i]
+		cw, err := rgw.NextColumn()
+		if err != nil {
+			return err
+		}
+		def, rep := g.levels(l.levels)
+		switch cw := cw.(type) {
+		case *file.Int64ColumnChunkWriter:
+			_, err = cw.WriteBatch(g.i64[l.buf], def, rep)
+		case *file.Float64ColumnChunkWriter:
+			_, err = cw.WriteBatch(g.f64[l.buf], def, rep)
+		case *file.ByteArrayColumnChunkWriter:
+			_, err = cw.WriteBatch(g.byteArrays(l.buf), def, rep)
+		default:
+			err = fmt.Errorf("unexpected column writer %T", cw)
+		}
+		if cerr := cw.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("column %s: %w", l.path, err)
+		}
+	}
+	return rgw.Close()
 }
 
 // New returns a Writer that writes Parquet files into dir, creating it if
-// need be. It fails if dir already holds part files (finished or .tmp),
-// so that two runs never mix in one directory.
-func New(dir string, opts ...Option) (*Writer, error) {
-	cfg := config{}
-	for _, o := range opts {
-		o(&cfg)
+// need be; opts may be nil. A directory that already holds part files is
+// taken to be this sink's own from an earlier, interrupted run that is now
+// resumed: the writer leaves them as they are and numbers its files after
+// the highest (finished or .tmp), so records written before and after the
+// resume read back together. The .tmp file of a crashed writer is left in
+// place (readers skip it; its records are in the JSONL log, from which
+// proctor export rewrites a complete directory). New fails if the last
+// finished part file is not a proctor record file, so that records never
+// mix with someone else's data.
+func New(dir string, opts *Options) (*Writer, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	if cfg.rowGroupRows < 1 {
-		cfg.rowGroupRows = DefaultRowGroupRows
+	if o.RowGroupRows < 1 {
+		o.RowGroupRows = DefaultRowGroupRows
 	}
-	if cfg.rowGroupBytes < 1 {
-		cfg.rowGroupBytes = DefaultRowGroupBytes
+	if o.RowGroupBytes < 1 {
+		o.RowGroupBytes = DefaultRowGroupBytes
 	}
-	if cfg.fileRows < 1 {
-		cfg.fileRows = DefaultFileRows
+	if o.FileRows < 1 {
+		o.FileRows = DefaultFileRows
 	}
-	codec, err := cfg.compression.codec()
+	codec, err := o.Compression.codec()
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet: %w", err)
 	}
-	existing, err := filepath.Glob(filepath.Join(dir, "part-*.parquet*"))
+	next, err := nextPart(dir)
 	if err != nil {
-		return nil, fmt.Errorf("parquet: %w", err)
-	}
-	if len(existing) > 0 {
-		return nil, fmt.Errorf("parquet: %s already holds part files (%s): %w", dir, filepath.Base(existing[0]), fs.ErrExist)
+		return nil, err
 	}
 
 	mem := &recycler{}
 	props := []pq.WriterProperty{
 		pq.WithCompression(codec),
-		pq.WithMaxRowGroupLength(int64(cfg.rowGroupRows)),
+		pq.WithMaxRowGroupLength(int64(o.RowGroupRows)),
 		pq.WithDictionaryDefault(false),
 		pq.WithCreatedBy("proctor (github.com/proctor-evals/proctor) over arrow-go"),
 		pq.WithAllocator(mem),
 	}
-	if cfg.levelSet {
-		props = append(props, pq.WithCompressionLevel(cfg.level))
+	if o.CompressionLevel != 0 {
+		props = append(props, pq.WithCompressionLevel(o.CompressionLevel))
 	}
 	for _, c := range noStatsColumns {
 		props = append(props, pq.WithStatsFor(c, false))
 	}
+	meta := metadata.NewKeyValueMetadata()
+	meta.Append(MetadataKey, strconv.Itoa(sink.SchemaVersion))
+	return &Writer{
+		dir:     dir,
+		opts:    o,
+		props:   pq.NewWriterProperties(props...),
+		meta:    meta,
+		cur:     &group{},
+		spare:   &group{},
+		part:    next,
+		resumed: next > 0,
+	}, nil
+}
 
-	w := &Writer{
-		dir:    dir,
-		cfg:    cfg,
-		props:  pq.NewWriterProperties(props...),
-		aprops: pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)),
-		rb:     array.NewRecordBuilder(mem, schema),
+// nextPart returns the index of the first part file New may create in dir:
+// one past the highest part file there, finished or not. It fails if the
+// last finished one is not a proctor record file.
+func nextPart(dir string) (int, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "part-*.parquet*"))
+	if err != nil {
+		return 0, fmt.Errorf("parquet: %w", err)
 	}
-	f := w.rb.Field
-	w.cols = columns{
-		schema:       f(colSchema).(*array.Int64Builder),
-		runID:        f(colRunID).(*array.StringBuilder),
-		eval:         f(colEval).(*array.StringBuilder),
-		sampleID:     f(colSampleID).(*array.StringBuilder),
-		epoch:        f(colEpoch).(*array.Int64Builder),
-		attempt:      f(colAttempt).(*array.Int64Builder),
-		status:       f(colStatus).(*array.StringBuilder),
-		score:        f(colScore).(*array.Float64Builder),
-		scores:       f(colScores).(*array.MapBuilder),
-		weight:       f(colWeight).(*array.Float64Builder),
-		reason:       f(colReason).(*array.StringBuilder),
-		errorMsg:     f(colError).(*array.StringBuilder),
-		errorKind:    f(colErrorKind).(*array.StringBuilder),
-		input:        f(colInput).(*array.StringBuilder),
-		output:       f(colOutput).(*array.StringBuilder),
-		tags:         f(colTags).(*array.MapBuilder),
-		startedAt:    f(colStartedAt).(*array.TimestampBuilder),
-		durationMS:   f(colDurationMS).(*array.Float64Builder),
-		inputTokens:  f(colInputTokens).(*array.Int64Builder),
-		outputTokens: f(colOutputTokens).(*array.Int64Builder),
-		costUSD:      f(colCostUSD).(*array.Float64Builder),
-		seed:         f(colSeed).(*array.Uint64Builder),
-		trace:        f(colTrace).(*array.StringBuilder),
-		parentRunID:  f(colParentRunID).(*array.StringBuilder),
+	next, last := 0, ""
+	for _, name := range names {
+		base := filepath.Base(name)
+		num, ok := strings.CutPrefix(base, "part-")
+		if !ok {
+			continue
+		}
+		finished := strings.HasSuffix(num, ".parquet")
+		num, _, _ = strings.Cut(num, ".")
+		i, err := strconv.Atoi(num)
+		if err != nil || i < 0 {
+			continue
+		}
+		next = max(next, i+1)
+		if finished && name > last {
+			last = name
+		}
 	}
-	w.cols.scoreKeys = w.cols.scores.KeyBuilder().(*array.StringBuilder)
-	w.cols.scoreValues = w.cols.scores.ItemBuilder().(*array.Float64Builder)
-	w.cols.tagKeys = w.cols.tags.KeyBuilder().(*array.StringBuilder)
-	w.cols.tagValues = w.cols.tags.ItemBuilder().(*array.StringBuilder)
-	c := &w.cols
-	w.strings = []*array.StringBuilder{c.runID, c.eval, c.sampleID, c.status, c.reason, c.errorMsg, c.errorKind, c.input, c.output, c.trace, c.parentRunID, c.scoreKeys, c.tagKeys, c.tagValues}
-	w.rb.Reserve(min(cfg.rowGroupRows, 4096))
-	return w, nil
+	if last != "" {
+		if err := checkProctorFile(last); err != nil {
+			return 0, fmt.Errorf("parquet: %s holds part files that are not this sink's: %w", dir, err)
+		}
+	}
+	return next, nil
 }
 
 // Dir returns the directory the writer writes into.
@@ -327,9 +382,8 @@ func (w *Writer) Write(_ context.Context, r sink.Record) error {
 		}
 	}
 	w.append(&r)
-	w.buffered++
 	w.fileRows++
-	if w.buffered >= w.cfg.rowGroupRows || w.bufferedBytes >= w.cfg.rowGroupBytes || w.fileRows >= w.cfg.fileRows {
+	if w.cur.rows >= w.opts.RowGroupRows || w.bufferedBytes >= w.opts.RowGroupBytes || w.fileRows >= w.opts.FileRows {
 		if err := w.flush(); err != nil {
 			return w.fail(err)
 		}
@@ -348,15 +402,14 @@ func (w *Writer) Close(_ context.Context) error {
 		return nil
 	}
 	w.closed = true
-	defer w.rb.Release()
-	if w.err == nil && w.buffered > 0 {
+	if w.err == nil && w.cur.rows > 0 {
 		w.fail(w.flush())
 	}
 	// Wait even after an error: abort must not race the background write.
 	if err := w.wait(); err != nil {
 		w.fail(err)
 	}
-	if w.err == nil && w.fw == nil && w.files == 0 {
+	if w.err == nil && w.fw == nil && w.files == 0 && !w.resumed {
 		// An empty run still leaves a valid, readable file: the schema.
 		w.fail(w.open())
 	}
@@ -366,6 +419,7 @@ func (w *Writer) Close(_ context.Context) error {
 	if w.err != nil {
 		w.abort()
 	}
+	w.cur, w.spare = nil, nil
 	return w.err
 }
 
@@ -413,7 +467,7 @@ func (w *Writer) open() error {
 	}
 	// bufio.Writer is not an io.Closer, so the Parquet writer leaves f to us.
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(schema, bw, w.props, w.aprops)
+	fw, err := file.NewParquetWriterWithError(bw, fileSchema, file.WithWriterProps(w.props), file.WithWriteMetadata(w.meta))
 	if err != nil {
 		f.Close()
 		os.Remove(name)
@@ -425,15 +479,12 @@ func (w *Writer) open() error {
 
 // flush hands the buffered rows, as one row group, to a background
 // goroutine that encodes, compresses and writes them (and finishes the file
-// if it is full), while Write goes on filling the builders, emptied. It
-// first waits for the previous row group: at most one is in flight, so the
-// writer holds at most two row groups (the one being written and the one
-// being buffered), and row groups reach the file in order. The file is
-// opened here rather than in the background, so that it exists, as .tmp,
-// once Write returns.
-//
-// Until the background write is done (w.done), it alone uses the file
-// fields (f, bw, fw, part, files).
+// if it is full), while Write goes on filling the other group. It first
+// waits for the previous row group: at most one is in flight, so the writer
+// holds at most two row groups (the one being written and the one being
+// buffered), and row groups reach the file in order. The file is opened
+// here rather than in the background, so that it exists, as .tmp, once
+// Write returns.
 func (w *Writer) flush() error {
 	if err := w.wait(); err != nil {
 		return err
@@ -443,53 +494,52 @@ func (w *Writer) flush() error {
 			return err
 		}
 	}
-	w.sizes(w.buffered)
-	rec := w.rb.NewRecordBatch()
-	finish := w.fileRows >= w.cfg.fileRows
-	w.buffered, w.bufferedBytes = 0, 0
+	g := w.cur
+	w.cur, w.spare = w.spare, g
+	w.cur.reset()
+	finish := w.fileRows >= w.opts.FileRows
+	w.bufferedBytes = 0
 	if finish {
 		w.fileRows = 0
 	}
 	done := make(chan error, 1)
 	w.done = done
 	go func() {
-		defer rec.Release()
-		err := w.fw.Write(rec)
-		if err != nil {
-			err = fmt.Errorf("parquet: %s: %w", w.f.Name(), err)
-		} else if finish {
+		err := w.writeGroup(g)
+		if err == nil && finish {
 			err = w.finishFile()
 		}
 		done <- err
 	}()
-	w.reserve()
 	return nil
 }
 
-// sizes records the lengths of the row group being handed off: the next
-// one is likely alike, so reserve reserves as much, once, instead of
-// growing (and copying) each buffer by doubling.
-func (w *Writer) sizes(rows int) {
-	c := &w.cols
-	w.next.rows = rows
-	w.next.scoreEntries = c.scoreKeys.Len()
-	w.next.tagEntries = c.tagKeys.Len()
-	for i, b := range w.strings {
-		w.next.data[i] = b.DataLen()
+// writeGroup writes g as the open file's next row group. A panic in the
+// encoder (arrow-go reports some write failures so) is returned as an
+// error, like any other.
+func (w *Writer) writeGroup(g *group) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(p)
+		}
+		if err != nil {
+			err = fmt.Errorf("parquet: %s: %w", w.f.Name(), err)
+		}
+	}()
+	rgw, err := w.fw.AppendRowGroupChecked()
+	if err != nil {
+		return err
 	}
+	return g.write(rgw)
 }
 
-func (w *Writer) reserve() {
-	s := &w.next
-	w.rb.Reserve(s.rows)
-	c := &w.cols
-	c.scoreKeys.Reserve(s.scoreEntries)
-	c.scoreValues.Reserve(s.scoreEntries)
-	c.tagKeys.Reserve(s.tagEntries)
-	c.tagValues.Reserve(s.tagEntries)
-	for i, b := range w.strings {
-		b.ReserveData(s.data[i])
+// panicError turns a recovered panic value into an error, keeping an
+// error value's chain.
+func panicError(p any) error {
+	if err, ok := p.(error); ok {
+		return err
 	}
+	return fmt.Errorf("%v", p)
 }
 
 // finishFile closes the open file, syncs it and renames it to its final
@@ -530,51 +580,53 @@ func syncDir(dir string) {
 	}
 }
 
-// append adds r to the builders. It is the hot path: no allocation.
+// append adds r to the buffered row group. It is the hot path: no
+// allocation once the buffers have grown to a row group's size.
 func (w *Writer) append(r *sink.Record) {
-	c := &w.cols
-	c.schema.Append(int64(r.Schema))
-	w.appendString(c.runID, r.RunID)
-	w.appendString(c.eval, r.Eval)
-	w.appendString(c.sampleID, r.SampleID)
-	c.epoch.Append(int64(r.Epoch))
-	c.attempt.Append(int64(r.Attempt))
-	w.appendString(c.status, string(r.Status))
-	c.score.Append(r.Score)
+	g := w.cur
+	g.rows++
+	g.i64[i64Schema] = append(g.i64[i64Schema], int64(r.Schema))
+	w.appendString(strRunID, r.RunID)
+	w.appendString(strEval, r.Eval)
+	w.appendString(strSampleID, r.SampleID)
+	g.i64[i64Epoch] = append(g.i64[i64Epoch], int64(r.Epoch))
+	g.i64[i64Attempt] = append(g.i64[i64Attempt], int64(r.Attempt))
+	w.appendString(strStatus, string(r.Status))
+	g.f64[f64Score] = append(g.f64[f64Score], r.Score)
 	if len(r.Scores) == 0 {
-		c.scores.AppendNull()
+		g.scoresDef, g.scoresRep = append(g.scoresDef, 0), append(g.scoresRep, 0)
 	} else {
-		c.scores.Append(true)
 		w.scoreKeys, w.scoreVals = sortedEntries(w.scoreKeys, w.scoreVals, r.Scores)
 		for i, k := range w.scoreKeys {
-			w.appendString(c.scoreKeys, k)
-			c.scoreValues.Append(w.scoreVals[i])
+			g.scoresDef, g.scoresRep = append(g.scoresDef, 2), append(g.scoresRep, min(int16(i), 1))
+			w.appendString(strScoreKey, k)
+			g.f64[f64ScoreValue] = append(g.f64[f64ScoreValue], w.scoreVals[i])
 		}
 	}
-	c.weight.Append(r.Weight)
-	w.appendString(c.reason, r.Reason)
-	w.appendString(c.errorMsg, r.Error)
-	w.appendString(c.errorKind, string(r.ErrorKind))
-	w.appendJSON(c.input, r.Input)
-	w.appendJSON(c.output, r.Output)
+	g.f64[f64Weight] = append(g.f64[f64Weight], r.Weight)
+	w.appendString(strReason, r.Reason)
+	w.appendString(strError, r.Error)
+	w.appendString(strErrorKind, string(r.ErrorKind))
+	g.inputDef = w.appendJSON(g.inputDef, strInput, r.Input)
+	g.outputDef = w.appendJSON(g.outputDef, strOutput, r.Output)
 	if len(r.Tags) == 0 {
-		c.tags.AppendNull()
+		g.tagsDef, g.tagsRep = append(g.tagsDef, 0), append(g.tagsRep, 0)
 	} else {
-		c.tags.Append(true)
 		w.tagKeys, w.tagVals = sortedEntries(w.tagKeys, w.tagVals, r.Tags)
 		for i, k := range w.tagKeys {
-			w.appendString(c.tagKeys, k)
-			w.appendString(c.tagValues, w.tagVals[i])
+			g.tagsDef, g.tagsRep = append(g.tagsDef, 2), append(g.tagsRep, min(int16(i), 1))
+			w.appendString(strTagKey, k)
+			w.appendString(strTagValue, w.tagVals[i])
 		}
 	}
-	c.startedAt.Append(arrow.Timestamp(r.StartedAt.UnixMicro()))
-	c.durationMS.Append(r.DurationMS)
-	c.inputTokens.Append(r.InputTokens)
-	c.outputTokens.Append(r.OutputTokens)
-	c.costUSD.Append(r.CostUSD)
-	c.seed.Append(r.Seed)
-	w.appendString(c.trace, r.Trace)
-	w.appendString(c.parentRunID, r.ParentRunID)
+	g.i64[i64StartedAt] = append(g.i64[i64StartedAt], r.StartedAt.UnixMicro())
+	g.f64[f64DurationMS] = append(g.f64[f64DurationMS], r.DurationMS)
+	g.i64[i64InputTokens] = append(g.i64[i64InputTokens], r.InputTokens)
+	g.i64[i64OutputTokens] = append(g.i64[i64OutputTokens], r.OutputTokens)
+	g.f64[f64CostUSD] = append(g.f64[f64CostUSD], r.CostUSD)
+	g.i64[i64Seed] = append(g.i64[i64Seed], int64(r.Seed))
+	w.appendString(strTrace, r.Trace)
+	w.appendString(strParentRunID, r.ParentRunID)
 }
 
 // sortedEntries returns the entries of m sorted by key, reusing the slices
@@ -609,26 +661,25 @@ func sortedEntries[V any](keys []string, vals []V, m map[string]V) ([]string, []
 	return keys, vals
 }
 
-func (w *Writer) appendString(b *array.StringBuilder, s string) {
+func (w *Writer) appendString(i int, s string) {
+	c := &w.cur.str[i]
 	w.bufferedBytes += len(s)
-	if !utf8.ValidString(s) {
-		b.BinaryBuilder.Append(appendValidUTF8(nil, s))
-		return
+	if utf8.ValidString(s) {
+		c.data = append(c.data, s...)
+	} else {
+		c.data = appendValidUTF8(c.data, s)
 	}
-	// BinaryBuilder copies the bytes; it never writes to them.
-	b.BinaryBuilder.Append(unsafe.Slice(unsafe.StringData(s), len(s)))
+	c.ends = append(c.ends, len(c.data))
 }
 
-func (w *Writer) appendJSON(b *array.StringBuilder, v []byte) {
+// appendJSON appends v to string leaf i, or a null when v is empty, and
+// returns def with v's definition level appended.
+func (w *Writer) appendJSON(def []int16, i int, v []byte) []int16 {
 	if len(v) == 0 {
-		b.AppendNull()
-		return
+		return append(def, 0)
 	}
-	w.bufferedBytes += len(v)
-	if !utf8.Valid(v) {
-		v = appendValidUTF8(nil, unsafe.String(unsafe.SliceData(v), len(v)))
-	}
-	b.BinaryBuilder.Append(v)
+	w.appendString(i, unsafe.String(unsafe.SliceData(v), len(v))) // copied, not kept
+	return append(def, 1)
 }
 
 // appendValidUTF8 appends s to b with each byte of an invalid UTF-8

@@ -33,7 +33,7 @@ func names(t *testing.T, dir string) []string {
 func TestRolling(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, parquet.WithRowGroupRows(4), parquet.WithFileRows(10))
+	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 4, FileRows: 10})
 	require.NoError(t, err)
 	ctx := context.Background()
 	recs := benchRecords(25)
@@ -71,7 +71,7 @@ func TestRolling(t *testing.T) {
 func TestExactMultipleOfFileRows(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, parquet.WithFileRows(5))
+	w, err := parquet.New(dir, &parquet.Options{FileRows: 5})
 	require.NoError(t, err)
 	for _, r := range benchRecords(10) {
 		require.NoError(t, w.Write(t.Context(), r))
@@ -83,7 +83,7 @@ func TestExactMultipleOfFileRows(t *testing.T) {
 func TestEmptyRunLeavesOneFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir)
+	w, err := parquet.New(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 	require.Equal(t, []string{"part-00000.parquet"}, names(t, dir))
@@ -94,25 +94,68 @@ func TestEmptyRunLeavesOneFile(t *testing.T) {
 	require.Equal(t, 24, rdr.MetaData().Schema.NumColumns()-2) // scores and tags hold 2 leaves each
 }
 
-func TestNewRefusesUsedDir(t *testing.T) {
+// TestNewResumesOwnDir: a run resumed into its own Parquet directory
+// writes new part files after the ones there (a .tmp left by a crash
+// included, which stays untouched), and the directory reads back as all
+// the records of both runs. It failed before: New refused the directory.
+func TestNewResumesOwnDir(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"part-00000.parquet", "part-00003.parquet.tmp"} {
-		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
-		_, err := parquet.New(dir)
-		require.ErrorIs(t, err, fs.ErrExist, name)
-	}
-	// Other files are fine; a missing dir is created.
 	dir := t.TempDir()
+	recs := benchRecords(30)
+	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 4, FileRows: 10})
+	require.NoError(t, err)
+	for _, r := range recs[:25] {
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	// A crash: two files finished, the third open as .tmp.
+	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet.tmp"}, names(t, dir))
+
+	w2, err := parquet.New(dir, &parquet.Options{FileRows: 10})
+	require.NoError(t, err)
+	for _, r := range recs[20:] {
+		require.NoError(t, w2.Write(t.Context(), r))
+	}
+	require.NoError(t, w2.Close(t.Context()))
+	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet.tmp", "part-00003.parquet"}, names(t, dir))
+	got := readAll(t, dir)
+	require.Len(t, got, 30)
+	for i, r := range got {
+		require.Equal(t, recs[i].SampleID, r.SampleID, i)
+	}
+
+	// Resuming with nothing to write adds no empty file.
+	w3, err := parquet.New(dir, nil)
+	require.NoError(t, err)
+	require.NoError(t, w3.Close(t.Context()))
+	require.Len(t, names(t, dir), 4)
+}
+
+// TestNewRefusesForeignParts: part files that are not proctor record
+// files are someone else's; New refuses the directory and leaves them.
+func TestNewRefusesForeignParts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	name := filepath.Join(dir, "part-00000.parquet")
+	require.NoError(t, os.WriteFile(name, []byte("not ours"), 0o644))
+	_, err := parquet.New(dir, nil)
+	require.ErrorContains(t, err, "not this sink's")
+	require.ErrorContains(t, err, dir)
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	require.Equal(t, "not ours", string(b))
+	require.Equal(t, []string{"part-00000.parquet"}, names(t, dir))
+
+	// Other files are fine; a missing dir is created.
+	dir = t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.jsonl"), nil, 0o644))
-	w, err := parquet.New(filepath.Join(dir, "a", "b"))
+	w, err := parquet.New(filepath.Join(dir, "a", "b"), nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 }
 
 func TestWriteAfterClose(t *testing.T) {
 	t.Parallel()
-	w, err := parquet.New(t.TempDir())
+	w, err := parquet.New(t.TempDir(), nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 	err = w.Write(t.Context(), sink.Record{})
@@ -121,11 +164,11 @@ func TestWriteAfterClose(t *testing.T) {
 }
 
 // TestRowGroupBytes: large outputs end a row group before its row limit,
-// so buffered memory stays bounded by WithRowGroupBytes.
+// so buffered memory stays bounded by Options.RowGroupBytes.
 func TestRowGroupBytes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, parquet.WithRowGroupBytes(1<<20))
+	w, err := parquet.New(dir, &parquet.Options{RowGroupBytes: 1 << 20})
 	require.NoError(t, err)
 	big := json.RawMessage(`"` + strings.Repeat("x", 300<<10) + `"`)
 	for i := range 10 {
@@ -166,7 +209,7 @@ func TestRecordsErrors(t *testing.T) {
 
 	// Stopping early is fine.
 	d2 := t.TempDir()
-	w, err := parquet.New(d2)
+	w, err := parquet.New(d2, nil)
 	require.NoError(t, err)
 	for _, r := range benchRecords(100) {
 		require.NoError(t, w.Write(t.Context(), r))

@@ -8,7 +8,7 @@ import (
 	"github.com/proctor-evals/proctor/harness"
 )
 
-// ErrNotSampled marks an episode that [Sample] left out of the expensive
+// ErrNotSampled marks an episode that [Subsample] left out of the expensive
 // judge's sample. It satisfies errors.Is(err, ErrUnscored) too, so an engine
 // that knows nothing of sampling records the episode as unscored, which is
 // exactly its weight in the estimator: zero.
@@ -20,7 +20,7 @@ func (e *notSampledError) Error() string        { return e.u.Error() }
 func (e *notSampledError) Unwrap() error        { return e.u }
 func (e *notSampledError) Is(target error) bool { return target == ErrNotSampled }
 
-// Sample is asymmetric sampling for an expensive judge: every suspected
+// Subsample is asymmetric sampling for an expensive judge: every suspected
 // failure goes to it, and only a seeded fraction rate of suspected
 // successes.
 //
@@ -59,7 +59,7 @@ func (e *notSampledError) Is(target error) bool { return target == ErrNotSampled
 // suspect's verdict (with its sub-scores) together with an error wrapping
 // [ErrNotSampled], which is also an unscored error: the engine records it
 // as unscored, so it counts in neither sum; the report shows how many
-// there were. Every verdict Sample returns has Scores["sampled"] (1 or 0)
+// there were. Every verdict Subsample returns has Scores["sampled"] (1 or 0)
 // and Scores["suspect_pass"] (1 or 0); a sampled suspected success has
 // Scores["inclusion_probability"] = rate and a Reason ending in
 // "[sampled 1/rate]".
@@ -68,11 +68,11 @@ func (e *notSampledError) Is(target error) bool { return target == ErrNotSampled
 // drops out, which biases the estimate if that correlates with the
 // outcome; keep the expensive judge's unscored rate low.
 //
-// rate must be in (0, 1]; Sample panics otherwise. With rate 1 every
+// rate must be in (0, 1]; Subsample panics otherwise. With rate 1 every
 // episode goes to the expensive judge and every weight is 1.
-func Sample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint64) Judge[T, O] {
+func Subsample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint64) Judge[T, O] {
 	if !(rate > 0 && rate <= 1) {
-		panic(fmt.Sprintf("judge: Sample rate %v is not in (0, 1]", rate))
+		panic(fmt.Sprintf("judge: Subsample rate %v is not in (0, 1]", rate))
 	}
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		s, err := suspect.Judge(ctx, ep, out)
@@ -104,7 +104,7 @@ func Sample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint64)
 }
 
 // Sampled reports whether an episode with seed epSeed is in a rate sample
-// drawn with seed: the decision [Sample] makes for a suspected success. It
+// drawn with seed: the decision [Subsample] makes for a suspected success. It
 // is a pure function of its arguments.
 func Sampled(epSeed, seed uint64, rate float64) bool {
 	x := splitmix(epSeed ^ splitmix(seed+0x5bd1e995))

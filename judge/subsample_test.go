@@ -22,7 +22,7 @@ func TestSampleRouting(t *testing.T) {
 
 	// A suspected failure always goes to the expensive judge, weight 1.
 	for seed := range uint64(50) {
-		v, err := judge.Sample(fixed(fail, nil, nil), expensive, rate, 7).Judge(context.Background(), ep(seed), "")
+		v, err := judge.Subsample(fixed(fail, nil, nil), expensive, rate, 7).Judge(context.Background(), ep(seed), "")
 		require.NoError(t, err)
 		require.Equal(t, 0.0, v.Weight)
 		require.Equal(t, 1.0, v.Scores["sampled"])
@@ -31,15 +31,15 @@ func TestSampleRouting(t *testing.T) {
 	require.EqualValues(t, 50, calls.Load())
 
 	// An unscored suspect counts as a suspected failure.
-	_, err := judge.Sample(fixed(judge.Verdict{}, unscored, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
+	_, err := judge.Subsample(fixed(judge.Verdict{}, unscored, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
 	require.NoError(t, err)
 	// An error of the suspect is returned.
-	_, err = judge.Sample(fixed(judge.Verdict{}, boom, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
+	_, err = judge.Subsample(fixed(judge.Verdict{}, boom, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
 	require.ErrorIs(t, err, boom)
 
 	// Suspected successes: about rate of them, reproducibly from the seed.
 	calls.Store(0)
-	s := judge.Sample(fixed(pass, nil, nil), expensive, rate, 7)
+	s := judge.Subsample(fixed(pass, nil, nil), expensive, rate, 7)
 	const n = 4000
 	sampled := 0
 	for seed := range uint64(n) {
@@ -74,8 +74,8 @@ func TestSampleRouting(t *testing.T) {
 	}
 	require.Greater(t, diff, 100)
 
-	require.Panics(t, func() { judge.Sample(expensive, expensive, 0, 1) })
-	require.Panics(t, func() { judge.Sample(expensive, expensive, 1.5, 1) })
+	require.Panics(t, func() { judge.Subsample(expensive, expensive, 0, 1) })
+	require.Panics(t, func() { judge.Subsample(expensive, expensive, 1.5, 1) })
 }
 
 // TestSampleIPWIsUnbiased simulates many runs of an eval where a cheap
@@ -111,7 +111,7 @@ func TestSampleIPWIsUnbiased(t *testing.T) {
 				out, real = "1", real+1
 			}
 			suspect := fixed(judge.Verdict{Pass: suspectPass, Score: b2f(suspectPass)}, nil, nil)
-			v, err := judge.Sample(suspect, truth, rate, run).Judge(context.Background(), ep(rng.Uint64()+uint64(e)), out)
+			v, err := judge.Subsample(suspect, truth, rate, run).Judge(context.Background(), ep(rng.Uint64()+uint64(e)), out)
 			switch {
 			case errors.Is(err, judge.ErrNotSampled):
 				naive += b2f(v.Pass) // the cheap verdict, weight 1

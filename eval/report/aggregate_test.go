@@ -1,0 +1,185 @@
+package report_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// randomRecords returns the records of a run of n samples × epochs with
+// every kind of outcome, tags, weights, durations and usage.
+func randomRecords(rng *rand.Rand, n, epochs int) []sink.Record {
+	var recs []sink.Record
+	for s := range n {
+		tags := map[string]string{"difficulty": strconv.Itoa(s % 3)}
+		if s%4 == 0 {
+			tags["repo"] = "r" + strconv.Itoa(s%7)
+		}
+		for ep := range epochs {
+			r := sink.Record{Schema: 1, RunID: "run", Eval: "e", SampleID: "s" + strconv.Itoa(s), Epoch: ep, Tags: tags,
+				DurationMS: rng.Float64() * 100, InputTokens: int64(rng.IntN(100)), OutputTokens: int64(rng.IntN(50)), CostUSD: 0.001}
+			switch k := rng.IntN(10); {
+			case k < 5:
+				r.Status, r.Score = sink.Pass, 1
+			case k < 8:
+				r.Status, r.Score, r.Reason = sink.Fail, 0.25, "wrong"
+			case k < 9:
+				r.Status, r.ErrorKind, r.Error = sink.Error, sink.KindHarness, "boom\nstack"
+			default:
+				r.Status, r.Reason = sink.Unscored, "no grade"
+			}
+			recs = append(recs, r)
+		}
+	}
+	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	return recs
+}
+
+// equalReports compares reports up to what merging may change: the order
+// of Failures and SampleResults, and float rounding.
+func equalReports(t *testing.T, want, got *report.Report) {
+	t.Helper()
+	opts := cmp.Options{
+		cmp.AllowUnexported(report.Report{}),
+		cmpopts.SortSlices(func(a, b report.Failure) bool {
+			return fmt.Sprint(a.SampleID, a.Epoch) < fmt.Sprint(b.SampleID, b.Epoch)
+		}),
+		cmpopts.SortSlices(func(a, b report.SampleResult) bool { return a.ID < b.ID }),
+		cmpopts.EquateApprox(0, 1e-12),
+		cmpopts.EquateNaNs(),
+	}
+	if d := cmp.Diff(want, got, opts); d != "" {
+		t.Errorf("merged report differs from the report of one aggregator (-one +merged):\n%s", d)
+	}
+}
+
+func TestMergeEqualsOneAggregator(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		parts   int
+		epochs  int
+		indexed bool // the first part is a NewIndexed over the whole dataset
+	}{
+		{"two parts one epoch", 2, 1, false},
+		{"two parts epochs split", 2, 4, false},
+		{"three parts epochs split", 3, 5, false},
+		{"indexed receiver", 3, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const n = 40
+			rng := rand.New(rand.NewPCG(7, uint64(tc.parts*10+tc.epochs)))
+			recs := randomRecords(rng, n, tc.epochs)
+			opts := &report.Options{Resamples: 200, Seed: 3}
+
+			one := report.NewAggregator(opts)
+			for i := range recs {
+				one.Add(&recs[i])
+			}
+			one.Warn("a warning")
+
+			parts := make([]*report.Aggregator, tc.parts)
+			for p := range parts {
+				parts[p] = report.NewAggregator(opts)
+			}
+			if tc.indexed {
+				parts[0] = report.NewIndexed(opts, n, func(i int) (string, map[string]string) {
+					// The same tags the records carry.
+					for _, r := range recs {
+						if r.SampleID == "s"+strconv.Itoa(i) {
+							return r.SampleID, r.Tags
+						}
+					}
+					panic("no sample " + strconv.Itoa(i))
+				})
+			}
+			for i := range recs {
+				parts[rng.IntN(tc.parts)].Add(&recs[i])
+			}
+			parts[tc.parts-1].Warn("a warning")
+			for _, p := range parts[1:] {
+				parts[0].Merge(p)
+			}
+			want, got := one.Report(), parts[0].Report()
+			require.Equal(t, n*tc.epochs, got.Episodes)
+			if tc.epochs > 1 {
+				require.NotNil(t, got.Bootstrap)
+			}
+			equalReports(t, want, got)
+		})
+	}
+}
+
+func TestMergeKeepsMaxFailures(t *testing.T) {
+	t.Parallel()
+	opts := &report.Options{MaxFailures: 3, Resamples: -1}
+	a, b := report.NewAggregator(opts), report.NewAggregator(opts)
+	for i := range 4 {
+		a.Add(&sink.Record{SampleID: "a" + strconv.Itoa(i), Status: sink.Fail})
+		b.Add(&sink.Record{SampleID: "b" + strconv.Itoa(i), Status: sink.Fail})
+	}
+	a.Merge(b)
+	rep := a.Report()
+	require.Len(t, rep.Failures, 3)
+	require.Equal(t, 5, rep.FailuresOmitted) // 1 omitted in a, 1 in b, 3 of b's listed beyond the cap
+	require.Equal(t, 8, rep.Failed)
+}
+
+// TestIndexedExcludesSamplesNotInTheDataset: records of samples the
+// dataset no longer has (a resumed log) are counted as excluded, in none of
+// the counts, and printed.
+func TestIndexedExcludesSamplesNotInTheDataset(t *testing.T) {
+	t.Parallel()
+	ids := []string{"s0", "s1"}
+	a := report.NewIndexed(nil, len(ids), func(i int) (string, map[string]string) { return ids[i], nil })
+	for _, id := range []string{"s0", "gone", "s1", "gone", "also-gone"} {
+		a.Add(&sink.Record{SampleID: id, Status: sink.Pass, Score: 1})
+	}
+	i, ok := a.Index("s1")
+	require.True(t, ok)
+	require.Equal(t, 1, i)
+	_, ok = a.Index("gone")
+	require.False(t, ok)
+
+	rep := a.Report()
+	require.Equal(t, 3, rep.Excluded)
+	require.Equal(t, 2, rep.Passed)
+	require.Equal(t, 2, rep.Episodes)
+	require.Equal(t, 2, rep.Samples)
+	require.Contains(t, rep.String(), "3 records for samples not in the dataset (excluded)")
+
+	rep.Reused = 4
+	require.Contains(t, rep.String(), "reused")
+	require.NotContains(t, (&report.Report{}).String(), "reused")
+}
+
+// TestReportOrderIndependent: the same records in another order give the
+// same report, bootstrap interval included.
+func TestReportOrderIndependent(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	recs := randomRecords(rng, 30, 3)
+	reversed := make([]sink.Record, len(recs))
+	for i := range recs {
+		reversed[len(recs)-1-i] = recs[i]
+	}
+	opts := &report.Options{Resamples: 300}
+	a, b := report.NewAggregator(opts), report.NewAggregator(opts)
+	for i := range recs {
+		a.Add(&recs[i])
+		b.Add(&reversed[i])
+	}
+	ra, rb := a.Report(), b.Report()
+	equalReports(t, ra, rb)
+	require.True(t, strings.Contains(ra.String(), "bootstrap CI"))
+}
