@@ -62,7 +62,7 @@ type Config struct {
 	// Sandbox provides each episode a sandbox: a sample's environment is
 	// provisioned once and each of its episodes gets an isolated fork.
 	// Nil means episodes have no sandbox.
-	Sandbox sandbox.Provider
+	Sandbox *sandbox.Provider
 
 	// Log is the path of the JSONL log: the durable record of the run and
 	// what resume reads. Running again with the same log resumes the run it

@@ -18,6 +18,7 @@ import (
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 	"github.com/proctor-evals/proctor/sandbox/local"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
 	"github.com/proctor-evals/proctor/sink"
@@ -30,9 +31,10 @@ import (
 // Fork per attempt, every fork and every environment closed, whatever
 // happened to the episode.
 
-// counting wraps a provider and counts what the engine does with it.
+// counting wraps a driver and counts what the engine does with it.
 type counting struct {
-	sandbox.Provider
+	driver.Provider
+	capacity int
 	// fail, when set, runs before each Provision with its 1-based call
 	// number; an error it returns is Provision's.
 	fail func(n int32) error
@@ -46,7 +48,14 @@ type counting struct {
 	maxOpen     atomic.Int32 // most forks open at once
 }
 
-func (c *counting) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Environment, error) {
+// provider is the portable provider over c, with c's capacity.
+func (c *counting) provider() *sandbox.Provider {
+	return sandbox.NewProvider(c, &sandbox.ProviderOptions{Capacity: c.capacity})
+}
+
+func (c *counting) Capacity() int { return c.capacity }
+
+func (c *counting) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environment, error) {
 	n := c.provisions.Add(1)
 	if c.fail != nil {
 		if err := c.fail(n); err != nil {
@@ -62,12 +71,12 @@ func (c *counting) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.En
 }
 
 type countedEnv struct {
-	sandbox.Environment
+	driver.Environment
 	c    *counting
 	once sync.Once
 }
 
-func (e *countedEnv) Fork(ctx context.Context) (sandbox.Sandbox, error) {
+func (e *countedEnv) Fork(ctx context.Context) (driver.Sandbox, error) {
 	sb, err := e.Environment.Fork(ctx)
 	if err != nil {
 		return nil, err
@@ -89,7 +98,7 @@ func (e *countedEnv) Close() error {
 }
 
 type countedSandbox struct {
-	sandbox.Sandbox
+	driver.Sandbox
 	c    *counting
 	once sync.Once
 }
@@ -113,9 +122,8 @@ func (c *counting) requireAllClosed(t *testing.T) {
 // providerCase is a sandbox driver the engine tests run against.
 type providerCase struct {
 	name string
-	// new returns a provider with the given capacity (0: unbounded), or
-	// skips the test.
-	new func(t *testing.T, capacity int) sandbox.Provider
+	// new returns a driver, or skips the test.
+	new func(t *testing.T) driver.Provider
 	// writeFile is a Setup command that writes content to name.
 	writeFile func(name, content string) sandbox.Cmd
 }
@@ -123,8 +131,8 @@ type providerCase struct {
 var providers = []providerCase{
 	{
 		name: "fake",
-		new: func(_ *testing.T, capacity int) sandbox.Provider {
-			return &sandboxtest.Fake{MaxOpen: capacity, Exec: func(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Cmd) (sandbox.Result, error) {
+		new: func(_ *testing.T) driver.Provider {
+			return &sandboxtest.Fake{Exec: func(ctx context.Context, sb sandboxtest.Files, cmd sandbox.Cmd) (sandbox.Result, error) {
 				if cmd.Args[0] == "write-file" && len(cmd.Args) == 3 {
 					return sandbox.Result{}, sb.WriteFile(ctx, cmd.Args[1], []byte(cmd.Args[2]), 0o644)
 				}
@@ -137,15 +145,16 @@ var providers = []providerCase{
 	},
 	{
 		name: "local",
-		new: func(t *testing.T, capacity int) sandbox.Provider {
-			p := local.New(local.WithDir(t.TempDir()), local.WithCapacity(capacity))
+		new: func(t *testing.T) driver.Provider {
+			p := local.New(&local.Options{Dir: t.TempDir()})
 			sb, err := sandbox.Open(context.Background(), p, sandbox.Spec{})
 			if err != nil {
 				t.Skipf("the local sandbox driver cannot provision here: %v", err)
 			}
 			sb.Close()
-			t.Logf("local fork method: %s", p.Method())
-			return p
+			d := p.Driver().(*local.Driver)
+			t.Logf("local fork method: %s", d.Method())
+			return d
 		},
 		writeFile: func(name, content string) sandbox.Cmd {
 			return sandbox.Cmd{Args: []string{"sh", "-c", `printf %s "$2" > "$1"`, "sh", name, content}}
@@ -183,7 +192,7 @@ func TestEpisodesOfASampleShareOneEnvironmentInIsolatedForks(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			const epochs = 5
-			c := &counting{Provider: pc.new(t, 0)}
+			c := &counting{Provider: pc.new(t)}
 			ids := []string{"a", "b"}
 			var d dataset.Slice[string]
 			barriers := map[string]*barrier{}
@@ -228,7 +237,7 @@ func TestEpisodesOfASampleShareOneEnvironmentInIsolatedForks(t *testing.T) {
 					return sandbox.Spec{Setup: []sandbox.Cmd{pc.writeFile("setup.txt", "provisioned "+s.ID)}}
 				}}
 			mem := &memSink{}
-			rep, err := e.Run(context.Background(), eval.Config{Sandbox: c, Epochs: epochs, Concurrency: 2 * epochs,
+			rep, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Epochs: epochs, Concurrency: 2 * epochs,
 				Retries: -1, Timeout: time.Minute, Sinks: []sink.Sink{mem}})
 			require.NoError(t, err)
 			for _, r := range mem.recs {
@@ -324,7 +333,7 @@ func TestSandboxIsClosedWhateverEndsTheEpisode(t *testing.T) {
 			var err error
 			go func() {
 				defer close(done)
-				rep, err = e.Run(ctx, eval.Config{Sandbox: c, Epochs: epochs, Concurrency: n * epochs, Retries: -1,
+				rep, err = e.Run(ctx, eval.Config{Sandbox: c.provider(), Epochs: epochs, Concurrency: n * epochs, Retries: -1,
 					Timeout: timeout, Sinks: []sink.Sink{mem}})
 			}()
 			select {
@@ -353,7 +362,7 @@ func TestSandboxIsClosedWhateverEndsTheEpisode(t *testing.T) {
 			require.Equal(t, int32(n*epochs), c.forks.Load())
 			c.requireAllClosed(t)
 			sbs.Range(func(k, v any) bool {
-				_, err := v.(sandbox.Sandbox).ReadDir(context.Background(), "")
+				_, err := v.(*sandbox.Sandbox).ReadDir(context.Background(), "")
 				require.ErrorIs(t, err, sandbox.ErrClosed, "episode %v: its sandbox is closed", k)
 				return true
 			})
@@ -367,7 +376,7 @@ func TestProviderCapacityBoundsOpenSandboxes(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			const capacity, concurrency = 2, 8
-			c := &counting{Provider: pc.new(t, capacity)}
+			c := &counting{Provider: pc.new(t), capacity: capacity}
 			require.Equal(t, capacity, c.Capacity())
 			h := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
 				if err := ep.Sandbox.WriteFile(ctx, "out", []byte("ok"), 0o644); err != nil {
@@ -382,7 +391,7 @@ func TestProviderCapacityBoundsOpenSandboxes(t *testing.T) {
 				return string(b), err
 			})
 			e := &eval.Eval[string, string]{Name: "capacity", Dataset: samples("ok", "ok", "ok", "ok"), Harness: h, Judge: wantOK}
-			rep, err := e.Run(context.Background(), eval.Config{Sandbox: c, Epochs: 4, Concurrency: concurrency, Retries: -1})
+			rep, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Epochs: 4, Concurrency: concurrency, Retries: -1})
 			require.NoError(t, err)
 			require.Equal(t, 16, rep.Passed)
 			require.LessOrEqual(t, c.maxOpen.Load(), int32(capacity), "never more forks open than the provider's capacity")
@@ -399,7 +408,7 @@ func TestAbandonedAttemptFreesItsSandboxCapacity(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
-	c := &counting{Provider: &sandboxtest.Fake{MaxOpen: 1}}
+	c := &counting{Provider: &sandboxtest.Fake{}, capacity: 1}
 	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
 		if ep.Sample.Input == "hang" {
 			<-release // ignores ctx
@@ -408,7 +417,7 @@ func TestAbandonedAttemptFreesItsSandboxCapacity(t *testing.T) {
 	})
 	mem := &memSink{}
 	e := &eval.Eval[string, string]{Name: "abandon", Dataset: samples("hang", "ok", "ok"), Harness: h, Judge: wantOK}
-	rep, err := e.Run(context.Background(), eval.Config{Sandbox: c, Concurrency: 2, Retries: -1,
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Concurrency: 2, Retries: -1,
 		Timeout: 300 * time.Millisecond, Sinks: []sink.Sink{mem}})
 	require.NoError(t, err)
 	for _, r := range mem.recs {
@@ -463,7 +472,7 @@ func TestProvisionErrorsAreSandboxErrorsAndRetried(t *testing.T) {
 			c := &counting{Provider: &sandboxtest.Fake{}, fail: tc.fail}
 			mem := &memSink{}
 			e := &eval.Eval[string, string]{Name: "provision", Dataset: samples("ok"), Harness: echo, Judge: wantOK}
-			_, err := e.Run(context.Background(), eval.Config{Sandbox: c, Retries: tc.retries, Backoff: time.Millisecond,
+			_, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Retries: tc.retries, Backoff: time.Millisecond,
 				Sinks: []sink.Sink{mem}})
 			require.NoError(t, err, "a sandbox fault is data, not a failed run")
 			require.Len(t, mem.recs, 1)
@@ -510,7 +519,7 @@ func TestErrorsWrappingErrUnavailableAreSandboxFaults(t *testing.T) {
 			c := &counting{Provider: &sandboxtest.Fake{}}
 			mem := &memSink{}
 			e := &eval.Eval[string, string]{Name: "kinds", Dataset: samples("ok"), Harness: h, Judge: j}
-			_, err := e.Run(context.Background(), eval.Config{Sandbox: c, Retries: -1, Sinks: []sink.Sink{mem}})
+			_, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Retries: -1, Sinks: []sink.Sink{mem}})
 			require.NoError(t, err)
 			require.Len(t, mem.recs, 1)
 			require.Equal(t, sink.Error, mem.recs[0].Status)
@@ -526,7 +535,7 @@ func TestErrorsWrappingErrUnavailableAreSandboxFaults(t *testing.T) {
 // less capacity than the run's concurrency turns queueing into timeouts.
 func TestWaitingForSandboxCapacityIsNotATimeout(t *testing.T) {
 	t.Parallel()
-	c := &counting{Provider: &sandboxtest.Fake{MaxOpen: 1}}
+	c := &counting{Provider: &sandboxtest.Fake{}, capacity: 1}
 	h := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
 		select {
 		case <-time.After(100 * time.Millisecond): // well within the timeout
@@ -537,7 +546,7 @@ func TestWaitingForSandboxCapacityIsNotATimeout(t *testing.T) {
 	})
 	mem := &memSink{}
 	e := &eval.Eval[string, string]{Name: "queue", Dataset: samples("ok", "ok", "ok", "ok"), Harness: h, Judge: wantOK}
-	rep, err := e.Run(context.Background(), eval.Config{Sandbox: c, Concurrency: 4, Retries: -1,
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: c.provider(), Concurrency: 4, Retries: -1,
 		Timeout: 250 * time.Millisecond, Sinks: []sink.Sink{mem}})
 	require.NoError(t, err)
 	for _, r := range mem.recs {

@@ -1,24 +1,43 @@
 package eval
 
 // Sandboxes: one environment per sample, a fork per attempt, bounded by
-// the provider's capacity.
+// the provider's capacity; the bookkeeping is sandbox.Pool's.
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"runtime/debug"
-	"sync"
+	"strconv"
 
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sink"
 )
 
-type envSlot struct {
-	mu  sync.Mutex
-	env sandbox.Environment
+// newPool makes the run's sandbox pool and announces, per sample, the
+// episodes the log does not hold yet: its environment is closed after the
+// last of them settles.
+func (r *scheduler[T, O]) newPool() {
+	r.pool = sandbox.NewPool(r.cfg.Sandbox, &sandbox.PoolOptions{Timeout: r.cfg.Timeout})
+	for i := range r.samples {
+		n := 0
+		for ep := range r.cfg.Epochs {
+			if !r.done.has(int64(i)*int64(r.cfg.Epochs) + int64(ep)) {
+				n++
+			}
+		}
+		if n > 0 {
+			r.pool.Add(strconv.Itoa(i), n)
+		}
+	}
 }
 
-// freeSandbox closes the attempt's sandbox and gives back its capacity
+func (r *scheduler[T, O]) closePool() {
+	if r.pool != nil {
+		r.pool.Close()
+	}
+}
+
+// freeSandbox closes the attempt's sandbox, which gives back its capacity
 // slot, once: when the attempt returns or when it is abandoned, whichever
 // comes first, so that a hung harness holds no slot.
 func (j *job) freeSandbox() {
@@ -37,78 +56,35 @@ func (j *job) freeSandbox() {
 // openSandbox gives the attempt its own sandbox, forked from the sample's
 // environment, before the attempt's clock starts: waiting for a capacity
 // slot or for provisioning is not the agent's time. Provisioning and
-// forking have a bound of their own, the episode timeout.
-func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job) (sb sandbox.Sandbox, fault sink.ErrorKind, err error) {
-	fault = sink.KindSandbox
-	defer func() {
-		if p := recover(); p != nil {
-			fault, err = sink.KindPanic, fmt.Errorf("sandbox provider panicked: %v\n%s", p, debug.Stack())
+// forking have a bound of their own, the episode timeout (the pool's).
+func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job) (sb *sandbox.Sandbox, fault sink.ErrorKind, err error) {
+	sb, err = r.pool.Fork(runCtx, strconv.Itoa(j.sample), func() sandbox.Spec {
+		if r.e.Sandbox == nil {
+			return sandbox.Spec{}
 		}
+		return r.e.Sandbox(r.samples[j.sample])
+	})
+	if err != nil {
+		fault = sink.KindSandbox
 		if runCtx.Err() != nil {
 			fault = sink.KindCancelled
 		}
-	}()
-	if r.sandboxes != nil {
-		select {
-		case r.sandboxes <- struct{}{}:
-		case <-runCtx.Done():
-			return nil, fault, runCtx.Err()
+		var pe *sandbox.PathError
+		if errors.As(err, &pe) && pe.Op == "provision" {
+			return nil, fault, fmt.Errorf("provisioning the sandbox: %w", err)
 		}
-	}
-	ctx, cancel := runCtx, context.CancelFunc(func() {})
-	if r.cfg.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(runCtx, r.cfg.Timeout)
-	}
-	defer cancel()
-	env, err := r.environment(ctx, j.sample)
-	if err == nil {
-		sb, err = env.Fork(ctx)
-		if err != nil {
-			err = fmt.Errorf("forking the sandbox: %w", err)
-		}
-	}
-	if err != nil {
-		if r.sandboxes != nil {
-			<-r.sandboxes
-		}
-		return nil, fault, err
+		return nil, fault, fmt.Errorf("forking the sandbox: %w", err)
 	}
 	j.mu.Lock()
 	j.sb = sb
-	if r.sandboxes != nil {
-		j.release = func() { <-r.sandboxes }
-	}
 	j.mu.Unlock()
 	return sb, "", nil
 }
 
-// environment provisions a sample's environment once; a failed provision
-// is tried again by the next attempt.
-func (r *scheduler[T, O]) environment(ctx context.Context, i int) (sandbox.Environment, error) {
-	slot := &r.envs[i]
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	if slot.env != nil {
-		return slot.env, nil
-	}
-	var spec sandbox.Spec
-	if r.e.Sandbox != nil {
-		spec = r.e.Sandbox(r.samples[i])
-	}
-	env, err := r.cfg.Sandbox.Provision(ctx, spec)
-	if err != nil {
-		return nil, fmt.Errorf("provisioning the sandbox: %w", err)
-	}
-	slot.env = env
-	return env, nil
-}
-
+// closeEnv settles one episode of sample i: the pool closes the sample's
+// environment after its last.
 func (r *scheduler[T, O]) closeEnv(i int) {
-	slot := &r.envs[i]
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	if slot.env != nil {
-		slot.env.Close()
-		slot.env = nil
+	if r.pool != nil {
+		r.pool.Done(strconv.Itoa(i))
 	}
 }

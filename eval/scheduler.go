@@ -55,9 +55,7 @@ type scheduler[T, O any] struct {
 	wg    sync.WaitGroup
 
 	// Sandboxes: one environment per sample, closed after its last episode.
-	envs      []envSlot
-	left      []atomic.Int32 // episodes of each sample not yet settled
-	sandboxes chan struct{}  // capacity tokens; nil when unbounded
+	pool *sandbox.Pool
 
 	workersMu sync.Mutex
 	workers   []*workerState[T]
@@ -84,32 +82,21 @@ type job struct {
 	permanent bool // the latest attempt's error must not be retried
 
 	mu      sync.Mutex
-	sb      sandbox.Sandbox // the open sandbox of the attempt in flight
-	release func()          // gives back its capacity slot
+	sb      *sandbox.Sandbox // the open sandbox of the attempt in flight
+	release func()           // gives back its capacity slot
 }
 
 type kept struct {
 	out     any
-	sb      sandbox.Sandbox // the sandbox the harness left, for the judge
-	release func()          // its capacity slot
+	sb      *sandbox.Sandbox // the sandbox the harness left, for the judge
+	release func()           // its capacity slot
 }
 
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done,
 		total: int64(len(samples)) * int64(cfg.Epochs)}
-	if p := cfg.Sandbox; p != nil {
-		s.envs = make([]envSlot, len(samples))
-		s.left = make([]atomic.Int32, len(samples))
-		for i := range samples {
-			for ep := range cfg.Epochs {
-				if !done.has(int64(i)*int64(cfg.Epochs) + int64(ep)) {
-					s.left[i].Add(1)
-				}
-			}
-		}
-		if n := p.Capacity(); n > 0 {
-			s.sandboxes = make(chan struct{}, n)
-		}
+	if cfg.Sandbox != nil {
+		s.newPool()
 	}
 	return s
 }
@@ -133,11 +120,7 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 	s.wg.Wait()
 	close(stopWatchdog)
 	<-watched
-	for i := range s.envs {
-		if env := s.envs[i].env; env != nil {
-			env.Close()
-		}
-	}
+	s.closePool()
 }
 
 // worker runs jobs until none is left. A worker that replaces an abandoned
@@ -340,9 +323,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		s.countSettled(rec)
 		s.out.commit(&finished{sample: j.sample, rec: *rec, events: j.events})
 	}
-	if s.left != nil && s.left[j.sample].Add(-1) == 0 {
-		s.closeEnv(j.sample)
-	}
+	s.closeEnv(j.sample)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/sandbox"
 )
@@ -27,6 +28,9 @@ type CommandOutput struct {
 	Stderr   string `json:"stderr"`
 	ExitCode int    `json:"exit_code"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// Truncated: the command wrote more than the sandbox keeps
+	// (sandbox.Limits.OutputBytes) and the rest was discarded.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Run writes the files, runs the command and records it in the trace.
@@ -44,7 +48,11 @@ func (c Command[T]) Run(ctx context.Context, ep *Episode[T]) (CommandOutput, err
 	cmd := c.Cmd(ep)
 	start := time.Now()
 	res, err := ep.Sandbox.Exec(ctx, cmd)
-	out := CommandOutput{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode, TimedOut: res.TimedOut}
+	// The output can be megabytes (up to the sandbox's cap per stream):
+	// the strings share the Result's bytes, which nothing else holds or
+	// writes, instead of copying them.
+	out := CommandOutput{Stdout: noCopy(res.Stdout), Stderr: noCopy(res.Stderr), ExitCode: res.ExitCode,
+		TimedOut: res.TimedOut, Truncated: res.Truncated}
 	ev := Event{Time: start, Kind: "command", Name: firstArg(cmd.Args), Duration: time.Since(start)}
 	ev.Input, _ = json.Marshal(cmd.Args)
 	ev.Output, _ = json.Marshal(out)
@@ -53,6 +61,15 @@ func (c Command[T]) Run(ctx context.Context, ep *Episode[T]) (CommandOutput, err
 	}
 	ep.Record(ev)
 	return out, err
+}
+
+// noCopy returns b as a string without copying it; b must never be
+// written again.
+func noCopy(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func firstArg(args []string) string {

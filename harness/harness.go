@@ -19,10 +19,10 @@ import (
 type Episode[T any] struct {
 	RunID   string
 	Sample  dataset.Sample[T]
-	Epoch   int             // 0-based repeat index
-	Attempt int             // 0 on the first try, 1.. on retries
-	Seed    uint64          // derived from (run seed, sample ID, epoch): reproducible
-	Sandbox sandbox.Sandbox // nil when the eval has no sandbox provider
+	Epoch   int              // 0-based repeat index
+	Attempt int              // 0 on the first try, 1.. on retries
+	Seed    uint64           // derived from (run seed, sample ID, epoch): reproducible
+	Sandbox *sandbox.Sandbox // nil when the eval has no sandbox provider
 
 	mu     sync.Mutex
 	usage  Usage

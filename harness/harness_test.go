@@ -41,7 +41,7 @@ type task struct{ Statement string }
 
 func TestCommandRunsTheAgentInTheSandbox(t *testing.T) {
 	t.Parallel()
-	fake := &sandboxtest.Fake{Exec: func(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Cmd) (sandbox.Result, error) {
+	fake := &sandboxtest.Fake{Exec: func(ctx context.Context, sb sandboxtest.Files, cmd sandbox.Cmd) (sandbox.Result, error) {
 		statement, err := sb.ReadFile(ctx, "task.md")
 		if err != nil {
 			return sandbox.Result{}, err
@@ -60,7 +60,7 @@ func TestCommandRunsTheAgentInTheSandbox(t *testing.T) {
 		},
 	}
 	run := func(statement string) (harness.CommandOutput, *harness.Episode[task], error) {
-		sb, err := sandbox.Open(context.Background(), fake, sandbox.Spec{})
+		sb, err := sandbox.Open(context.Background(), fake.Provider(), sandbox.Spec{})
 		require.NoError(t, err)
 		defer sb.Close()
 		ep := &harness.Episode[task]{Sandbox: sb}
@@ -91,10 +91,10 @@ func TestCommandRunsTheAgentInTheSandbox(t *testing.T) {
 
 func TestCommandReportsASandboxFault(t *testing.T) {
 	t.Parallel()
-	fake := &sandboxtest.Fake{Exec: func(context.Context, sandbox.Sandbox, sandbox.Cmd) (sandbox.Result, error) {
+	fake := &sandboxtest.Fake{Exec: func(context.Context, sandboxtest.Files, sandbox.Cmd) (sandbox.Result, error) {
 		return sandbox.Result{}, fmt.Errorf("container gone: %w", sandbox.ErrUnavailable)
 	}}
-	sb, err := sandbox.Open(context.Background(), fake, sandbox.Spec{})
+	sb, err := sandbox.Open(context.Background(), fake.Provider(), sandbox.Spec{})
 	require.NoError(t, err)
 	defer sb.Close()
 	h := harness.Command[task]{Cmd: func(*harness.Episode[task]) sandbox.Cmd { return sandbox.Cmd{Args: []string{"agent"}} }}
@@ -102,4 +102,20 @@ func TestCommandReportsASandboxFault(t *testing.T) {
 	_, err = h.Run(context.Background(), ep)
 	require.True(t, errors.Is(err, sandbox.ErrUnavailable))
 	require.Contains(t, ep.Events()[0].Error, "container gone")
+}
+
+// An agent that writes without end costs the run the sandbox's output cap
+// per stream, and the output says it was cut.
+func TestCommandOutputIsCappedAndMarked(t *testing.T) {
+	t.Parallel()
+	sb, err := sandbox.Open(context.Background(), (&sandboxtest.Fake{}).Provider(), sandbox.Spec{})
+	require.NoError(t, err)
+	defer sb.Close()
+	h := harness.Command[task]{Cmd: func(*harness.Episode[task]) sandbox.Cmd {
+		return sandbox.Cmd{Args: []string{"./probe", "yes", "20000000"}} // the Fake's builtin
+	}}
+	out, err := h.Run(context.Background(), &harness.Episode[task]{Sandbox: sb})
+	require.NoError(t, err)
+	require.True(t, out.Truncated)
+	require.Len(t, out.Stdout, sandbox.DefaultOutputBytes)
 }

@@ -1,11 +1,43 @@
 // Package sandbox defines where an episode's agent acts: an isolated world
 // with a filesystem and a way to run commands in it.
 //
-// A [Provider] provisions an [Environment] once per sample (the repository at
-// its commit, installed dependencies…) and each episode of that sample gets a
-// cheap, isolated [Sandbox] forked from it. Episodes of one sample run in
-// parallel without seeing each other's writes, and no write ever reaches the
-// environment they were forked from.
+// A [Provider] provisions an [Environment] once per sample (the repository
+// at its commit, installed dependencies…) and each episode of that sample
+// gets a cheap, isolated [Sandbox] forked from it. Episodes of one sample
+// run in parallel without seeing each other's writes, and no write ever
+// reaches the environment they were forked from. A [Pool] does that
+// bookkeeping for many samples at once: one environment per key, a fork per
+// episode, a bound on open sandboxes, each environment released after its
+// last use.
+//
+// Provider, Environment and Sandbox are concrete types over a small driver
+// interface (package sandbox/driver), as database/sql is over its drivers:
+// what every driver would otherwise repeat, or forget, is done here once.
+//
+//   - Paths are slash-separated and relative to the workspace root ("" or
+//     "." is the root), cleaned lexically as io/fs paths are: "a/../b" is
+//     "b". One that leaves the workspace ("..", "../x", "/etc") is an
+//     error wrapping [ErrEscape]; so is one a driver finds leaving through
+//     a symlink. Any other name is legal: "..name", spaces, any UTF-8.
+//   - Calls after Close return [ErrClosed]; a done ctx is checked before
+//     any work.
+//   - Commands are validated (an argument, no NUL bytes, a valid Dir, a
+//     non-negative Timeout) before they reach the driver.
+//   - What comes back into the caller's process is bounded: each output
+//     stream of a command is capped at Limits.OutputBytes (default 16 MiB;
+//     the Result is then marked Truncated), and ReadFile refuses a file
+//     over Limits.ReadBytes (default 64 MiB) with [ErrTooLarge] and
+//     anything but a regular file (a FIFO, a device) with
+//     [ErrNotRegular], without reading it.
+//   - An environment's resources outlive its Close until its last fork is
+//     closed.
+//   - Every error is wrapped once, in a [*PathError]; a driver that panics
+//     yields an error wrapping [ErrUnavailable], not a crash.
+//
+// Errors: a missing file satisfies errors.Is(err, fs.ErrNotExist); an
+// error wrapping [ErrUnavailable] means the sandbox itself failed (died,
+// was removed, the engine is unreachable): an infrastructure fault, not the
+// agent's.
 //
 // Drivers live in subpackages (sandbox/local, sandbox/docker); the
 // conformance suite every driver runs, and an in-memory fake for users' unit
@@ -13,57 +45,56 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"path"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
-// Spec describes the environment one sample needs. The zero Spec is an empty
-// workspace with no network.
-type Spec struct {
-	// Image names the base image (Docker). Drivers that have no images
-	// ignore it.
-	Image string
-	// Template is a directory on the host whose tree is the initial
-	// workspace. The local driver forks it copy-on-write; the Docker driver
-	// copies it into the container's WorkDir.
-	Template string
-	// Files are written into the workspace (paths relative to WorkDir)
-	// after Template and before Setup.
-	Files map[string][]byte
-	// Setup runs once per environment, when it is provisioned, before any
-	// fork: installing dependencies, checking out a commit.
-	Setup []Cmd
-	// WorkDir is the workspace root inside the sandbox; relative paths in
-	// Cmd.Dir, ReadFile and WriteFile are relative to it. Drivers choose a
-	// default when empty.
-	WorkDir string
-	// Env is added to every command's environment.
-	Env map[string]string
-	// Network allows network access. Off by default.
-	Network bool
-	// Limits bounds the resources of each sandbox, where the driver can.
-	Limits Limits
-}
+// The plain data types live in package driver, so that driver interfaces
+// can name them without an import cycle; these are the same types.
+type (
+	// Spec describes the environment one sample needs; see [driver.Spec].
+	Spec = driver.Spec
+	// Limits bounds what one sandbox may use; see [driver.Limits].
+	Limits = driver.Limits
+	// Cmd is one command to run in a sandbox; see [driver.Cmd].
+	Cmd = driver.Cmd
+	// FileInfo describes one entry of a directory listing.
+	FileInfo = driver.FileInfo
+	// Guarantees is what a provider enforces on this host; see
+	// [driver.Guarantees].
+	Guarantees = driver.Guarantees
+)
 
-// Limits bounds what one sandbox may use. Zero means the driver's default
-// (no limit unless documented). Each driver documents which limits it
-// enforces; a driver must not claim a limit it does not enforce.
-type Limits struct {
-	CPUs        float64 // cores
-	MemoryBytes int64
-	Pids        int64 // processes and threads
-}
+// Default caps; see [Limits].
+const (
+	DefaultOutputBytes = driver.DefaultOutputBytes
+	DefaultReadBytes   = driver.DefaultReadBytes
+)
 
-// Cmd is one command to run in a sandbox.
-type Cmd struct {
-	Args    []string          // argv; Args[0] is looked up in PATH
-	Dir     string            // working directory, relative to the workspace root; "" is the root
-	Env     map[string]string // added to Spec.Env for this command
-	Stdin   []byte
-	Timeout time.Duration // kills the command's whole process tree; 0 means only ctx bounds it
-}
+var (
+	// ErrUnavailable marks an infrastructure fault of the sandbox itself.
+	ErrUnavailable = driver.ErrUnavailable
+	// ErrClosed is returned by calls on a closed sandbox or environment.
+	ErrClosed = driver.ErrClosed
+	// ErrEscape is returned for a path that leaves the workspace.
+	ErrEscape = driver.ErrEscape
+	// ErrTooLarge is returned by ReadFile for a file over Limits.ReadBytes.
+	ErrTooLarge = driver.ErrTooLarge
+	// ErrNotRegular is returned by ReadFile for a directory, FIFO, device
+	// or socket.
+	ErrNotRegular = driver.ErrNotRegular
+)
 
 // Result is what a finished command left. A command that ran and exited
 // non-zero is a Result with ExitCode != 0 and a nil error: the command
@@ -74,95 +105,273 @@ type Result struct {
 	ExitCode int // -1 when killed by a signal or timeout
 	TimedOut bool
 	Duration time.Duration
+	// Truncated: Stdout or Stderr reached Limits.OutputBytes and the rest
+	// of it was discarded.
+	Truncated bool
 }
 
-// FileInfo describes one entry of a directory listing.
-type FileInfo struct {
-	Name  string // base name
-	Size  int64
-	Mode  fs.FileMode
-	IsDir bool
+// PathError records an error and the operation and path (the command's
+// name, for Exec; empty for Provision and Fork) that caused it.
+type PathError struct {
+	Op   string
+	Path string
+	Err  error
 }
 
-// Sandbox is one episode's isolated world.
-//
-// Paths are slash-separated and relative to the workspace root; a path that
-// escapes it (through ".." or a symlink) is an error wrapping [ErrEscape].
-// A missing file is an error satisfying errors.Is(err, fs.ErrNotExist).
-// An error wrapping [ErrUnavailable] means the sandbox itself failed (died,
-// was removed, the engine is unreachable): an infrastructure fault, not the
-// agent's.
-//
-// Methods may be called concurrently. Close releases everything the sandbox
-// holds; it is idempotent, and calls after it return [ErrClosed].
-type Sandbox interface {
-	// Exec runs cmd and waits for it. When cmd.Timeout expires the
-	// command's whole process tree is killed and Exec returns a Result
-	// with TimedOut set and a nil error. When ctx is done first, the tree
-	// is killed too and Exec returns an error wrapping ctx.Err().
-	Exec(ctx context.Context, cmd Cmd) (Result, error)
-	// ReadFile returns the content of the named file.
-	ReadFile(ctx context.Context, name string) ([]byte, error)
-	// WriteFile writes data to the named file, creating it (and missing
-	// parent directories) or truncating it.
-	WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error
-	// ReadDir lists the named directory ("" or "." is the workspace
-	// root), sorted by name.
-	ReadDir(ctx context.Context, name string) ([]FileInfo, error)
-	Close() error
+func (e *PathError) Error() string {
+	if e.Path == "" {
+		return "sandbox: " + e.Op + ": " + e.Err.Error()
+	}
+	return "sandbox: " + e.Op + " " + e.Path + ": " + e.Err.Error()
+}
+
+func (e *PathError) Unwrap() error { return e.Err }
+
+// call runs f, turning a panic of the driver into an error.
+func call(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("driver panicked: %v: %w\n%s", p, ErrUnavailable, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+// ProviderOptions configures a [Provider]. The zero value is valid.
+type ProviderOptions struct {
+	// Capacity is how many sandboxes the provider can keep open at once; 0
+	// means no limit. A [Pool] bounds open sandboxes by it.
+	Capacity int
+}
+
+// Provider provisions environments through a driver. Its methods may be
+// called concurrently.
+type Provider struct {
+	d        driver.Provider
+	capacity int
+}
+
+// NewProvider returns a provider over d. Drivers offer a constructor that
+// calls it (local.New, docker.New); opts may be nil.
+func NewProvider(d driver.Provider, opts *ProviderOptions) *Provider {
+	p := &Provider{d: d}
+	if opts != nil {
+		p.capacity = opts.Capacity
+	}
+	return p
+}
+
+// Driver returns the driver, for its own methods (type-assert it).
+func (p *Provider) Driver() driver.Provider { return p.d }
+
+// Capacity is how many sandboxes the provider can keep open at once; 0
+// means no limit.
+func (p *Provider) Capacity() int { return p.capacity }
+
+// Guarantees reports what the driver enforces on this host; a driver that
+// does not say guarantees nothing.
+func (p *Provider) Guarantees() Guarantees {
+	if r, ok := p.d.(driver.GuaranteeReporter); ok {
+		var g Guarantees
+		if call(func() error { g = r.Guarantees(); return nil }) == nil {
+			if g.Network {
+				g.IPNetwork = true
+			}
+			return g
+		}
+	}
+	return Guarantees{}
+}
+
+// Provision builds the environment spec describes, running its Setup. A
+// Setup command that exits non-zero is an error wrapping [ErrUnavailable].
+func (p *Provider) Provision(ctx context.Context, spec Spec) (*Environment, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &PathError{Op: "provision", Err: err}
+	}
+	spec, err := checkSpec(spec)
+	if err != nil {
+		return nil, &PathError{Op: "provision", Err: err}
+	}
+	var env driver.Environment
+	if err := call(func() (err error) { env, err = p.d.Provision(ctx, spec); return err }); err != nil {
+		return nil, &PathError{Op: "provision", Err: err}
+	}
+	return &Environment{d: env, limits: spec.Limits}, nil
+}
+
+// checkSpec validates spec and returns it with its paths cleaned and its
+// limits' defaults filled in.
+func checkSpec(spec Spec) (Spec, error) {
+	if spec.Files != nil {
+		files := make(map[string][]byte, len(spec.Files))
+		for name, data := range spec.Files {
+			n, err := clean(name)
+			if err == nil && n == "." {
+				err = fs.ErrInvalid
+			}
+			if err != nil {
+				return spec, fmt.Errorf("Files[%q]: %w", name, err)
+			}
+			files[n] = data
+		}
+		spec.Files = files
+	}
+	if spec.Setup != nil {
+		spec.Setup = slices.Clone(spec.Setup)
+		for i := range spec.Setup {
+			if err := checkCmd(&spec.Setup[i]); err != nil {
+				return spec, fmt.Errorf("Setup[%d]: %w", i, err)
+			}
+		}
+	}
+	for k, v := range spec.Env {
+		if err := checkEnv(k, v); err != nil {
+			return spec, err
+		}
+	}
+	l := &spec.Limits
+	if l.CPUs < 0 || l.MemoryBytes < 0 || l.Pids < 0 || l.DiskBytes < 0 {
+		return spec, errors.New("negative Limits")
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = DefaultOutputBytes
+	}
+	if l.ReadBytes == 0 {
+		l.ReadBytes = DefaultReadBytes
+	}
+	return spec, nil
+}
+
+// clean validates a sandbox path and returns it in the form drivers get:
+// fs.ValidPath holds, "." is the root.
+func clean(name string) (string, error) {
+	if name == "" {
+		return ".", nil
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return "", fmt.Errorf("%w: NUL in name", fs.ErrInvalid)
+	}
+	if name[0] == '/' {
+		return "", ErrEscape
+	}
+	c := path.Clean(name)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", ErrEscape
+	}
+	return c, nil
+}
+
+func checkEnv(k, v string) error {
+	if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%w: environment variable %q", fs.ErrInvalid, k)
+	}
+	return nil
+}
+
+// checkCmd validates c and cleans its Dir.
+func checkCmd(c *Cmd) error {
+	if len(c.Args) == 0 {
+		return fmt.Errorf("%w: empty command", fs.ErrInvalid)
+	}
+	for _, a := range c.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%w: NUL in argument", fs.ErrInvalid)
+		}
+	}
+	for k, v := range c.Env {
+		if err := checkEnv(k, v); err != nil {
+			return err
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: negative Timeout", fs.ErrInvalid)
+	}
+	d, err := clean(c.Dir)
+	if err != nil {
+		return fmt.Errorf("Dir %q: %w", c.Dir, err)
+	}
+	c.Dir = d
+	return nil
 }
 
 // Environment is a sample's provisioned world, from which episodes fork.
-// Fork may be called concurrently; every fork is isolated from the others
-// and from the environment. Close releases the environment; forks still
-// open stay usable until they are closed.
-type Environment interface {
-	Fork(ctx context.Context) (Sandbox, error)
-	Close() error
+// Fork may be called concurrently. Close releases the environment; forks
+// still open stay usable until they are closed, and what the environment
+// holds is released after the last of them.
+type Environment struct {
+	d      driver.Environment
+	limits Limits
+
+	mu       sync.Mutex
+	open     int // forks not yet closed
+	closed   bool
+	released bool
 }
 
-// Provider is a sandbox driver.
-type Provider interface {
-	// Provision builds the environment spec describes, running its Setup.
-	// A Setup command that exits non-zero is an error wrapping
-	// [ErrUnavailable].
-	Provision(ctx context.Context, spec Spec) (Environment, error)
-	// Capacity is how many sandboxes the provider can keep open at once;
-	// 0 means no limit. The engine bounds open sandboxes by it, apart from
-	// its bound on episodes.
-	Capacity() int
+// Fork returns a new sandbox, isolated from the environment and from every
+// other fork.
+func (e *Environment) Fork(ctx context.Context) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &PathError{Op: "fork", Err: err}
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, &PathError{Op: "fork", Err: ErrClosed}
+	}
+	e.open++
+	e.mu.Unlock()
+	var d driver.Sandbox
+	if err := call(func() (err error) { d, err = e.d.Fork(ctx); return err }); err != nil {
+		e.release()
+		return nil, &PathError{Op: "fork", Err: err}
+	}
+	return &Sandbox{d: d, limits: e.limits, done: e.release}, nil
 }
 
-// Guarantees is what a provider enforces on this host, for callers (and
-// the conformance suite) that must know rather than assume. A provider
-// reports them through the optional [GuaranteeReporter] interface; one that
-// does not implement it guarantees none of them.
-type Guarantees struct {
-	// Network: with Spec.Network false, a sandbox cannot reach the host's
-	// network or beyond.
-	Network bool
-	// CPUs, Memory and Pids: the corresponding field of [Limits] is
-	// enforced on every sandbox when set.
-	CPUs, Memory, Pids bool
+// release counts a fork closed (or failed) and releases the driver's
+// environment once it is closed and unused.
+func (e *Environment) release() error {
+	e.mu.Lock()
+	e.open--
+	last := e.closed && e.open == 0 && !e.released
+	e.released = e.released || last
+	e.mu.Unlock()
+	if last {
+		return e.closeDriver()
+	}
+	return nil
 }
 
-// GuaranteeReporter is an optional interface of a [Provider].
-type GuaranteeReporter interface {
-	Guarantees() Guarantees
+func (e *Environment) closeDriver() error {
+	if err := call(e.d.Close); err != nil {
+		return &PathError{Op: "close", Err: err}
+	}
+	return nil
 }
 
-var (
-	// ErrUnavailable marks an infrastructure fault of the sandbox itself.
-	ErrUnavailable = errors.New("sandbox: unavailable")
-	// ErrClosed is returned by calls on a closed sandbox or environment.
-	ErrClosed = errors.New("sandbox: closed")
-	// ErrEscape is returned for a path that leaves the workspace.
-	ErrEscape = errors.New("sandbox: path escapes the workspace")
-)
+// Close closes the environment: no fork may be made after it. It is
+// idempotent.
+func (e *Environment) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	last := e.open == 0
+	e.released = last
+	e.mu.Unlock()
+	if last {
+		return e.closeDriver()
+	}
+	return nil
+}
 
 // Open provisions spec and forks one sandbox from it, for callers that need
 // a single fresh sandbox. Closing the sandbox also releases the environment.
-func Open(ctx context.Context, p Provider, spec Spec) (Sandbox, error) {
+func Open(ctx context.Context, p *Provider, spec Spec) (*Sandbox, error) {
 	env, err := p.Provision(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -172,14 +381,191 @@ func Open(ctx context.Context, p Provider, spec Spec) (Sandbox, error) {
 		env.Close()
 		return nil, err
 	}
-	return &owning{Sandbox: sb, env: env}, nil
+	sb.after = env.Close
+	return sb, nil
 }
 
-type owning struct {
-	Sandbox
-	env Environment
+// Sandbox is one episode's isolated world. Its methods may be called
+// concurrently. Close releases everything the sandbox holds and stops what
+// runs in it; it is idempotent, may be called from another goroutine while
+// a call is in flight, and calls after it return [ErrClosed].
+type Sandbox struct {
+	d      driver.Sandbox
+	limits Limits
+	done   func() error // the environment's fork count
+	after  func() error // Open's environment, a Pool's slot
+
+	mu     sync.Mutex
+	closed bool
 }
 
-func (o *owning) Close() error {
-	return errors.Join(o.Sandbox.Close(), o.env.Close())
+func (s *Sandbox) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// begin checks what every call checks before reaching the driver.
+func (s *Sandbox) begin(ctx context.Context, op, name string) error {
+	if s.isClosed() {
+		return &PathError{Op: op, Path: name, Err: ErrClosed}
+	}
+	if err := ctx.Err(); err != nil {
+		return &PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// fail wraps a driver's error once; an error of a call that Close
+// interrupted also wraps ErrClosed.
+func (s *Sandbox) fail(op, name string, err error) error {
+	if s.isClosed() && !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return &PathError{Op: op, Path: name, Err: err}
+}
+
+// Exec runs cmd and waits for it. When cmd.Timeout expires the command's
+// whole process tree is killed and Exec returns a Result with TimedOut set
+// and a nil error. When ctx is done first, the tree is killed too and Exec
+// returns an error wrapping ctx.Err(). Each output stream keeps at most
+// Limits.OutputBytes (see [Result.Truncated]).
+func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
+	name := ""
+	if len(cmd.Args) > 0 {
+		name = cmd.Args[0]
+	}
+	if err := s.begin(ctx, "exec", name); err != nil {
+		return Result{}, err
+	}
+	if err := checkCmd(&cmd); err != nil {
+		return Result{}, &PathError{Op: "exec", Path: name, Err: err}
+	}
+	stdout, stderr := &capped{max: s.limits.OutputBytes}, &capped{max: s.limits.OutputBytes}
+	start := time.Now()
+	var exit driver.Exit
+	err := call(func() (err error) { exit, err = s.d.Exec(ctx, cmd, stdout, stderr); return err })
+	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, Duration: time.Since(start)}
+	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
+	res.Truncated = stdout.truncated || stderr.truncated
+	if err != nil {
+		return res, s.fail("exec", name, err)
+	}
+	return res, nil
+}
+
+// capped keeps the first max bytes written to it (all of them when max is
+// negative) and discards the rest; it never fails, so that a driver keeps
+// draining the command.
+type capped struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	max       int64
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := p
+	if c.max >= 0 {
+		room := c.max - int64(c.buf.Len())
+		if int64(len(keep)) > room {
+			keep = keep[:max(room, 0)]
+			c.truncated = true
+		}
+	}
+	c.buf.Write(keep)
+	return len(p), nil
+}
+
+func (c *capped) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf.Len() == 0 {
+		return nil
+	}
+	return c.buf.Bytes()
+}
+
+// ReadFile returns the content of the named regular file, refusing one
+// larger than Limits.ReadBytes with [ErrTooLarge].
+func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	if err := s.begin(ctx, "read", name); err != nil {
+		return nil, err
+	}
+	n, err := clean(name)
+	if err != nil {
+		return nil, &PathError{Op: "read", Path: name, Err: err}
+	}
+	limit := s.limits.ReadBytes
+	if limit < 0 {
+		limit = 1<<63 - 1
+	}
+	var data []byte
+	if err := call(func() (err error) { data, err = s.d.ReadFile(ctx, n, limit); return err }); err != nil {
+		return nil, s.fail("read", name, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, &PathError{Op: "read", Path: name, Err: ErrTooLarge}
+	}
+	return data, nil
+}
+
+// WriteFile writes data to the named file, creating it (and missing parent
+// directories) or truncating it.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	if err := s.begin(ctx, "write", name); err != nil {
+		return err
+	}
+	n, err := clean(name)
+	if err == nil && n == "." {
+		err = fmt.Errorf("%w: the workspace root is a directory", fs.ErrInvalid)
+	}
+	if err != nil {
+		return &PathError{Op: "write", Path: name, Err: err}
+	}
+	if err := call(func() error { return s.d.WriteFile(ctx, n, data, perm.Perm()) }); err != nil {
+		return s.fail("write", name, err)
+	}
+	return nil
+}
+
+// ReadDir lists the named directory ("" or "." is the workspace root),
+// sorted by name.
+func (s *Sandbox) ReadDir(ctx context.Context, name string) ([]FileInfo, error) {
+	if err := s.begin(ctx, "readdir", name); err != nil {
+		return nil, err
+	}
+	n, err := clean(name)
+	if err != nil {
+		return nil, &PathError{Op: "readdir", Path: name, Err: err}
+	}
+	var list []FileInfo
+	if err := call(func() (err error) { list, err = s.d.ReadDir(ctx, n); return err }); err != nil {
+		return nil, s.fail("readdir", name, err)
+	}
+	slices.SortFunc(list, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// Close stops whatever runs in the sandbox and releases it. It is
+// idempotent: a second call returns nil.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	if err := call(s.d.Close); err != nil {
+		errs = append(errs, &PathError{Op: "close", Err: err})
+	}
+	errs = append(errs, s.done())
+	if s.after != nil {
+		errs = append(errs, s.after())
+	}
+	return errors.Join(errs...)
 }

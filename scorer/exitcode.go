@@ -1,6 +1,7 @@
 package scorer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,8 +78,13 @@ func ExitCode[T, O any](cmd func(T) sandbox.Cmd) judge.Judge[T, O] {
 // tail returns the last lines of out, at most 20 lines and 2 KiB.
 func tail(out []byte) string {
 	const maxBytes, maxLines = 2048, 20
-	s := strings.TrimRight(string(out), "\n")
+	// Cut the bytes before converting: out may be megabytes.
+	out = bytes.TrimRight(out, "\n")
 	cut := false
+	if len(out) > maxBytes+4 { // the cut below may skip up to 3 continuation bytes
+		out, cut = out[len(out)-maxBytes-4:], true
+	}
+	s := string(out)
 	if len(s) > maxBytes {
 		i := len(s) - maxBytes
 		for i < len(s) && s[i]&0xC0 == 0x80 {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +16,7 @@ import (
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
 	"github.com/proctor-evals/proctor/scorer"
 )
 
@@ -97,19 +98,23 @@ func TestJSONBadReferenceIsAnError(t *testing.T) {
 // fakeSandbox is a test double: Exec answers from a function.
 type fakeSandbox struct {
 	exec func(sandbox.Cmd) (sandbox.Result, error)
+	mu   sync.Mutex
 	cmds []sandbox.Cmd
 }
 
-func (f *fakeSandbox) Exec(_ context.Context, c sandbox.Cmd) (sandbox.Result, error) {
-	f.cmds = append(f.cmds, c)
-	return f.exec(c)
+// open returns a sandbox whose commands f answers.
+func (f *fakeSandbox) open(t *testing.T) *sandbox.Sandbox {
+	fake := &sandboxtest.Fake{Exec: func(_ context.Context, _ sandboxtest.Files, c sandbox.Cmd) (sandbox.Result, error) {
+		f.mu.Lock()
+		f.cmds = append(f.cmds, c)
+		f.mu.Unlock()
+		return f.exec(c)
+	}}
+	sb, err := sandbox.Open(context.Background(), fake.Provider(), sandbox.Spec{Files: map[string][]byte{"repo/.keep": nil}})
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
+	return sb
 }
-func (f *fakeSandbox) ReadFile(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
-func (f *fakeSandbox) WriteFile(context.Context, string, []byte, fs.FileMode) error {
-	return nil
-}
-func (f *fakeSandbox) ReadDir(context.Context, string) ([]sandbox.FileInfo, error) { return nil, nil }
-func (f *fakeSandbox) Close() error                                                { return nil }
 
 func TestExitCode(t *testing.T) {
 	t.Parallel()
@@ -145,7 +150,7 @@ func TestExitCode(t *testing.T) {
 			fake := &fakeSandbox{exec: func(sandbox.Cmd) (sandbox.Result, error) { return tt.res, tt.err }}
 			ep := episode(qa{})
 			if !tt.noSB {
-				ep.Sandbox = fake
+				ep.Sandbox = fake.open(t)
 			}
 			j := scorer.ExitCode[qa, string](func(qa) sandbox.Cmd { return sandbox.Cmd{Args: []string{"go", "test", "./..."}, Dir: "repo"} })
 			v, err := j.Judge(context.Background(), ep, "")

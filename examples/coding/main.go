@@ -151,7 +151,7 @@ func run(ctx context.Context, o Options) (*report.Report, error) {
 		o.Dir = d
 	}
 	var (
-		p    sandbox.Provider
+		p    *sandbox.Provider
 		spec func(Task) sandbox.Spec
 		defs []taskDef
 	)
@@ -161,7 +161,7 @@ func run(ctx context.Context, o Options) (*report.Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		lp := local.New()
+		lp := local.New(nil)
 		p, defs = lp, append(goTasks(), shellTasks()...)
 		spec = func(t Task) sandbox.Spec {
 			s := sandbox.Spec{Template: t.Repo}
@@ -188,9 +188,9 @@ func run(ctx context.Context, o Options) (*report.Report, error) {
 		if err := docker.BuildBusyboxImage(ctx, cli, BusyboxImage, docker.BusyboxPath); err != nil {
 			return nil, err
 		}
-		dp := docker.New(cli)
+		dp := docker.New(cli, nil)
 		defer func() {
-			if err := docker.Cleanup(context.WithoutCancel(ctx), cli, dp.RunID()); err != nil {
+			if err := docker.Cleanup(context.WithoutCancel(ctx), cli, dp.Driver().(*docker.Driver).RunID()); err != nil {
 				log.Printf("coding: %v", err)
 			}
 		}()
@@ -315,7 +315,7 @@ func hostGOROOT() (string, error) {
 
 // warmGoCache compiles the test dependencies once, in a throwaway sandbox,
 // so that the samples' sandboxes find the standard library in the cache.
-func warmGoCache(ctx context.Context, p sandbox.Provider, env map[string]string, dir string) error {
+func warmGoCache(ctx context.Context, p *sandbox.Provider, env map[string]string, dir string) error {
 	repo := filepath.Join(dir, "warm")
 	if err := writeFiles(repo, map[string]string{
 		"go.mod":      "module example.com/warm\n\ngo 1.22\n",

@@ -18,13 +18,13 @@ import (
 //	go test -run '^$' -bench ForkVsFresh -benchtime 10x ./sandbox/docker/
 func BenchmarkForkVsFresh(b *testing.B) {
 	cli := engine(b)
-	p := docker.New(cli)
-	defer docker.Cleanup(context.Background(), cli, p.RunID())
+	p := docker.New(cli, nil)
+	defer docker.Cleanup(context.Background(), cli, runID(p))
 	ctx := context.Background()
 	files := map[string][]byte{"task.txt": []byte("the task\n"), "src/main.sh": []byte("echo hi\n")}
 	setup := []sandbox.Cmd{{Args: []string{"sh", "-c", "mkdir -p build && cat task.txt src/main.sh > build/ready"}}}
 
-	bench := func(b *testing.B, env sandbox.Environment, prepare func(sandbox.Sandbox)) {
+	bench := func(b *testing.B, env *sandbox.Environment, prepare func(*sandbox.Sandbox)) {
 		var times []time.Duration
 		for b.Loop() {
 			start := time.Now()
@@ -48,7 +48,7 @@ func BenchmarkForkVsFresh(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer env.Close()
-		bench(b, env, func(sandbox.Sandbox) {})
+		bench(b, env, func(*sandbox.Sandbox) {})
 	})
 	b.Run("fresh", func(b *testing.B) {
 		env, err := p.Provision(ctx, sandbox.Spec{Image: testImage}) // the bare base image
@@ -56,7 +56,7 @@ func BenchmarkForkVsFresh(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer env.Close()
-		bench(b, env, func(sb sandbox.Sandbox) {
+		bench(b, env, func(sb *sandbox.Sandbox) {
 			for name, data := range files {
 				if err := sb.WriteFile(ctx, name, data, 0o644); err != nil {
 					b.Fatal(err)

@@ -22,11 +22,12 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
 // box is one container: a fork, or the container Setup runs in.
 type box struct {
-	p    *Provider
+	p    *Driver
 	id   string
 	ws   string
 	spec sandbox.Spec
@@ -38,28 +39,19 @@ type box struct {
 	background sync.WaitGroup // internal execs still running (pid file removal)
 }
 
-func (b *box) check(op string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("docker: %s: %w", op, sandbox.ErrClosed)
-	}
-	return nil
-}
-
 // fault classifies an engine error: a missing path in a running container
 // is fs.ErrNotExist, anything else is the sandbox failing.
-func (b *box) fault(ctx context.Context, op, name string, err error) error {
+func (b *box) fault(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("docker: %s %s: %w", op, name, ctx.Err())
+		return ctx.Err()
 	}
 	if cerrdefs.IsNotFound(err) {
 		if st, ierr := b.p.cli.ContainerInspect(ctx, b.id, client.ContainerInspectOptions{}); ierr == nil &&
 			st.Container.State != nil && st.Container.State.Running {
-			return &fs.PathError{Op: "docker: " + op, Path: name, Err: fs.ErrNotExist}
+			return fs.ErrNotExist
 		}
 	}
-	return fmt.Errorf("docker: %s %s: %w: %w", op, name, sandbox.ErrUnavailable, err)
+	return fmt.Errorf("docker: %w: %w", sandbox.ErrUnavailable, err)
 }
 
 // populate creates the workspace and copies Template and Files into it.
@@ -76,8 +68,8 @@ func (b *box) populate(ctx context.Context) error {
 		return unavailable("provision: template", err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.spec.Files)) {
-		if err := b.writeFile(ctx, name, b.spec.Files[name], 0o644); err != nil {
-			return fmt.Errorf("docker: provision: %w", err)
+		if err := b.WriteFile(ctx, name, b.spec.Files[name], 0o644); err != nil {
+			return fmt.Errorf("docker: Files[%q]: %w", name, err)
 		}
 	}
 	return nil
@@ -153,23 +145,11 @@ func tarWorkspace(w io.Writer, ws, dir string) error {
 // starts it as a session leader) so that a timeout can kill the group.
 const wrapper = `echo $$ > "$0"; exec "$@"`
 
-func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	if err := b.check("exec"); err != nil {
-		return sandbox.Result{}, err
-	}
-	return b.exec(ctx, cmd)
-}
-
-func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return sandbox.Result{}, fmt.Errorf("docker: exec: %w", err)
-	}
-	if len(cmd.Args) == 0 {
-		return sandbox.Result{}, errors.New("docker: exec: empty command")
-	}
-	dir, _, err := b.resolve(ctx, "exec: dir", cmd.Dir, false)
+// Exec implements [driver.Sandbox].
+func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
+	dir, _, err := b.resolve(ctx, cmd.Dir, false)
 	if err != nil {
-		return sandbox.Result{}, err
+		return driver.Exit{}, err
 	}
 	b.mu.Lock()
 	b.n++
@@ -180,7 +160,6 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
 		env = append(env, k+"="+cmd.Env[k])
 	}
-	start := time.Now()
 	created, err := b.p.cli.ExecCreate(ctx, b.id, client.ExecCreateOptions{
 		Cmd:          append([]string{"sh", "-c", wrapper, pidfile}, cmd.Args...),
 		Env:          env,
@@ -190,11 +169,11 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 		AttachStderr: true,
 	})
 	if err != nil {
-		return sandbox.Result{}, b.fault(ctx, "exec", cmd.Args[0], err)
+		return driver.Exit{}, b.fault(ctx, err)
 	}
 	att, err := b.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return sandbox.Result{}, b.fault(ctx, "exec", cmd.Args[0], err)
+		return driver.Exit{}, b.fault(ctx, err)
 	}
 	defer att.Close()
 	if len(cmd.Stdin) > 0 {
@@ -203,10 +182,9 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 			att.CloseWrite()
 		}()
 	}
-	var stdout, stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader)
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
 		done <- err
 	}()
 
@@ -229,28 +207,28 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 		b.kill(pidfile)
 		streamErr = b.wait(done, att)
 	}
-	res := sandbox.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), TimedOut: timedOut, Duration: time.Since(start), ExitCode: -1}
+	res := driver.Exit{TimedOut: timedOut, Code: -1}
 	if ctxErr != nil {
-		return res, fmt.Errorf("docker: exec %q: %w", cmd.Args[0], ctxErr)
+		return res, ctxErr
 	}
 	if timedOut {
 		return res, nil
 	}
 	if streamErr != nil {
-		return res, b.fault(ctx, "exec", cmd.Args[0], streamErr)
+		return res, b.fault(ctx, streamErr)
 	}
 	// The stream ends a moment before the engine records the exit code.
 	for i := 0; ; i++ {
 		ins, err := b.p.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
 		if err != nil {
-			return res, b.fault(ctx, "exec", cmd.Args[0], err)
+			return res, b.fault(ctx, err)
 		}
 		if !ins.Running {
-			res.ExitCode = ins.ExitCode
+			res.Code = ins.ExitCode
 			break
 		}
 		if i == 200 {
-			return res, fmt.Errorf("docker: exec %q: still running after its output ended: %w", cmd.Args[0], sandbox.ErrUnavailable)
+			return res, fmt.Errorf("docker: still running after its output ended: %w", sandbox.ErrUnavailable)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -306,25 +284,22 @@ func (b *box) run(ctx context.Context, args []string) {
 
 // --- files ---
 
-// resolve maps a workspace path to an absolute path in the container,
-// following symlinks one component at a time and refusing any that leads
-// out of the workspace. With create, a missing tail is allowed: it returns
-// the deepest existing directory and the components still to create.
-func (b *box) resolve(ctx context.Context, op, name string, create bool) (string, []string, error) {
-	clean := path.Clean("/" + name)
-	if path.IsAbs(name) || strings.HasPrefix(path.Clean(name), "..") {
-		return "", nil, fmt.Errorf("docker: %s %s: %w", op, name, sandbox.ErrEscape)
-	}
+// resolve maps a workspace path (clean, as the portable type passes it)
+// to an absolute path in the container, following symlinks one component
+// at a time and refusing any that leads out of the workspace. With create,
+// a missing tail is allowed: it returns the deepest existing directory and
+// the components still to create.
+func (b *box) resolve(ctx context.Context, name string, create bool) (string, []string, error) {
 	cur := b.ws
-	comps := strings.Split(strings.TrimPrefix(clean, "/"), "/")
-	if clean == "/" {
-		comps = nil
+	var comps []string
+	if name != "." {
+		comps = strings.Split(name, "/")
 	}
 	for i, c := range comps {
 		next := path.Join(cur, c)
 		st, err := b.p.cli.ContainerStatPath(ctx, b.id, client.ContainerStatPathOptions{Path: next})
 		if err != nil {
-			err = b.fault(ctx, op, name, err)
+			err = b.fault(ctx, err)
 			if create && errors.Is(err, fs.ErrNotExist) {
 				return cur, comps[i:], nil
 			}
@@ -333,7 +308,7 @@ func (b *box) resolve(ctx context.Context, op, name string, create bool) (string
 		if st.Stat.Mode&fs.ModeSymlink != 0 {
 			target := path.Clean(st.Stat.LinkTarget)
 			if target != b.ws && !strings.HasPrefix(target, b.ws+"/") {
-				return "", nil, fmt.Errorf("docker: %s %s: %w", op, name, sandbox.ErrEscape)
+				return "", nil, sandbox.ErrEscape
 			}
 			next = target
 		}
@@ -342,45 +317,46 @@ func (b *box) resolve(ctx context.Context, op, name string, create bool) (string
 	return cur, nil, nil
 }
 
-func (b *box) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	if err := b.check("read"); err != nil {
-		return nil, err
-	}
-	p, _, err := b.resolve(ctx, "read", name, false)
+// ReadFile implements [driver.Sandbox]: the archive's stat, sent before
+// its content, says what the file is and how large, so a FIFO, a device or
+// a sparse 100 GB file is refused without reading it.
+func (b *box) ReadFile(ctx context.Context, name string, max int64) ([]byte, error) {
+	p, _, err := b.resolve(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
 	res, err := b.p.cli.CopyFromContainer(ctx, b.id, client.CopyFromContainerOptions{SourcePath: p})
 	if err != nil {
-		return nil, b.fault(ctx, "read", name, err)
+		return nil, b.fault(ctx, err)
 	}
 	defer res.Content.Close()
-	if res.Stat.Mode.IsDir() {
-		return nil, fmt.Errorf("docker: read %s: is a directory", name)
+	if !res.Stat.Mode.IsRegular() {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrNotRegular, res.Stat.Mode.Type())
+	}
+	if res.Stat.Size > max {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", sandbox.ErrTooLarge, res.Stat.Size, max)
 	}
 	tr := tar.NewReader(res.Content)
-	if _, err := tr.Next(); err != nil {
-		return nil, b.fault(ctx, "read", name, err)
-	}
-	data, err := io.ReadAll(tr)
+	h, err := tr.Next()
 	if err != nil {
-		return nil, b.fault(ctx, "read", name, err)
+		return nil, b.fault(ctx, err)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%w: tar type %q", sandbox.ErrNotRegular, h.Typeflag)
+	}
+	if h.Size > max {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", sandbox.ErrTooLarge, h.Size, max)
+	}
+	data, err := io.ReadAll(io.LimitReader(tr, max+1))
+	if err != nil {
+		return nil, b.fault(ctx, err)
 	}
 	return data, nil
 }
 
+// WriteFile implements [driver.Sandbox].
 func (b *box) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
-	if err := b.check("write"); err != nil {
-		return err
-	}
-	return b.writeFile(ctx, name, data, perm)
-}
-
-func (b *box) writeFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
-	if c := path.Clean("/" + name); c == "/" {
-		return fmt.Errorf("docker: write %s: %w", name, sandbox.ErrEscape)
-	}
-	dir, rest, err := b.resolve(ctx, "write", name, true)
+	dir, rest, err := b.resolve(ctx, name, true)
 	if err != nil {
 		return err
 	}
@@ -396,29 +372,27 @@ func (b *box) writeFile(ctx context.Context, name string, data []byte, perm fs.F
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.Join(rest, "/"), Mode: int64(perm.Perm()), Size: int64(len(data)), ModTime: now})
 	tw.Write(data)
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("docker: write %s: %w", name, err)
+		return err
 	}
 	if _, err := b.p.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
-		return b.fault(ctx, "write", name, err)
+		return b.fault(ctx, err)
 	}
 	return nil
 }
 
+// ReadDir implements [driver.Sandbox].
 func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, error) {
-	if err := b.check("readdir"); err != nil {
-		return nil, err
-	}
-	p, _, err := b.resolve(ctx, "readdir", name, false)
+	p, _, err := b.resolve(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
 	res, err := b.p.cli.CopyFromContainer(ctx, b.id, client.CopyFromContainerOptions{SourcePath: p + "/."})
 	if err != nil {
-		return nil, b.fault(ctx, "readdir", name, err)
+		return nil, b.fault(ctx, err)
 	}
 	defer res.Content.Close()
 	if !res.Stat.Mode.IsDir() {
-		return nil, fmt.Errorf("docker: readdir %s: not a directory", name)
+		return nil, fmt.Errorf("docker: %s: not a directory", name)
 	}
 	var out []sandbox.FileInfo
 	tr := tar.NewReader(res.Content)
@@ -428,7 +402,7 @@ func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, err
 			break
 		}
 		if err != nil {
-			return nil, b.fault(ctx, "readdir", name, err)
+			return nil, b.fault(ctx, err)
 		}
 		// Entries are "./x", "./x/y"…: keep the first level.
 		rel := strings.Trim(strings.TrimPrefix(h.Name, "."), "/")
@@ -438,6 +412,5 @@ func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, err
 		fi := h.FileInfo()
 		out = append(out, sandbox.FileInfo{Name: rel, Size: h.Size, Mode: fi.Mode(), IsDir: fi.IsDir()})
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

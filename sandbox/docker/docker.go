@@ -33,8 +33,13 @@
 // whole subtree and keeps the first level: cheap for small directories,
 // not for huge ones.
 //
+// Limits.DiskBytes is not enforced: the engine can bound a container's
+// writable layer only with some storage drivers (overlay2 on xfs with
+// project quotas, devicemapper…), so [Driver.Guarantees] does not claim
+// Disk. Every legal file name works, "..name" included.
+//
 // Every container and image carries the labels proctor.run (the
-// provider's run ID) and proctor.role; [Cleanup] removes what a crashed run
+// driver's run ID) and proctor.role; [Cleanup] removes what a crashed run
 // left behind. A container that died or was removed makes every call fail
 // with an error wrapping [sandbox.ErrUnavailable].
 //
@@ -44,11 +49,13 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -59,6 +66,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
 // Labels set on every container and image.
@@ -81,34 +89,44 @@ func NewClient() (*client.Client, error) {
 	return cli, nil
 }
 
-// Option configures a Provider.
-type Option func(*Provider)
+// Options configures the driver. The zero value is valid.
+type Options struct {
+	// RunID is the value of the proctor.run label (default: random).
+	RunID string
+	// KeepAlive is the command a fork's container runs while the episode
+	// uses it (default: sh -c 'while :; do sleep 3600; done', which works
+	// with busybox; "sleep infinity" needs GNU coreutils).
+	KeepAlive []string
+	// Capacity bounds the containers open at once (see
+	// [sandbox.Provider.Capacity]); 0 is no bound.
+	Capacity int
+}
 
-// WithRunID sets the value of the proctor.run label (default: random).
-func WithRunID(id string) Option { return func(p *Provider) { p.runID = id } }
+// New returns the portable provider over a Docker [Driver] using cli,
+// which the caller keeps and closes; opts may be nil.
+func New(cli *client.Client, opts *Options) *sandbox.Provider {
+	d := NewDriver(cli, opts)
+	return sandbox.NewProvider(d, &sandbox.ProviderOptions{Capacity: d.capacity})
+}
 
-// WithKeepAlive sets the command a fork's container runs while the episode
-// uses it (default: sh -c 'while :; do sleep 3600; done', which works with
-// busybox; "sleep infinity" needs GNU coreutils).
-func WithKeepAlive(cmd ...string) Option { return func(p *Provider) { p.keepAlive = cmd } }
-
-// WithCapacity bounds the containers open at once (see
-// [sandbox.Provider.Capacity]); default 0, no bound.
-func WithCapacity(n int) Option { return func(p *Provider) { p.capacity = n } }
-
-// Provider is the Docker driver. Its methods may be called concurrently.
-type Provider struct {
+// Driver is the Docker driver (a [driver.Provider]). Its methods may be
+// called concurrently. Reach it from a provider made by [New] with
+// p.Driver().(*docker.Driver).
+type Driver struct {
 	cli       *client.Client
 	runID     string
 	keepAlive []string
 	capacity  int
 }
 
-// New returns a provider over cli, which the caller keeps and closes.
-func New(cli *client.Client, opts ...Option) *Provider {
-	p := &Provider{cli: cli, keepAlive: []string{"sh", "-c", "while :; do sleep 3600; done"}}
-	for _, o := range opts {
-		o(p)
+// NewDriver returns a Docker driver over cli; opts may be nil.
+func NewDriver(cli *client.Client, opts *Options) *Driver {
+	p := &Driver{cli: cli, keepAlive: []string{"sh", "-c", "while :; do sleep 3600; done"}}
+	if opts != nil {
+		p.runID, p.capacity = opts.RunID, opts.Capacity
+		if len(opts.KeepAlive) > 0 {
+			p.keepAlive = opts.KeepAlive
+		}
 	}
 	if p.runID == "" {
 		b := make([]byte, 8)
@@ -118,20 +136,17 @@ func New(cli *client.Client, opts ...Option) *Provider {
 	return p
 }
 
-// RunID is the value of the proctor.run label on what this provider makes.
-func (p *Provider) RunID() string { return p.runID }
+// RunID is the value of the proctor.run label on what this driver makes.
+func (p *Driver) RunID() string { return p.runID }
 
-// Capacity implements [sandbox.Provider].
-func (p *Provider) Capacity() int { return p.capacity }
-
-// Guarantees implements [sandbox.GuaranteeReporter]: the engine isolates
-// the network and applies the limits (see the package documentation for
-// the engine's part).
-func (p *Provider) Guarantees() sandbox.Guarantees {
+// Guarantees implements [driver.GuaranteeReporter]: the engine isolates
+// the network (no host socket is mounted either) and applies the limits
+// (see the package documentation for the engine's part); not disk.
+func (p *Driver) Guarantees() sandbox.Guarantees {
 	return sandbox.Guarantees{Network: true, CPUs: true, Memory: true, Pids: true}
 }
 
-func (p *Provider) labels(role string) map[string]string {
+func (p *Driver) labels(role string) map[string]string {
 	return map[string]string{LabelRun: p.runID, LabelRole: role}
 }
 
@@ -143,7 +158,7 @@ func workDir(spec sandbox.Spec) string {
 }
 
 // create creates and starts a container from image.
-func (p *Provider) create(ctx context.Context, image, role string, spec sandbox.Spec) (string, error) {
+func (p *Driver) create(ctx context.Context, image, role string, spec sandbox.Spec) (string, error) {
 	hc := &container.HostConfig{}
 	if !spec.Network {
 		hc.NetworkMode = "none"
@@ -182,7 +197,7 @@ func (p *Provider) create(ctx context.Context, image, role string, spec sandbox.
 	return res.ID, nil
 }
 
-func (p *Provider) remove(id string) error {
+func (p *Driver) remove(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -196,8 +211,8 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("docker: %s: %w: %w", op, sandbox.ErrUnavailable, err)
 }
 
-// Provision implements [sandbox.Provider].
-func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Environment, error) {
+// Provision implements [driver.Provider].
+func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environment, error) {
 	if spec.Image == "" {
 		return nil, errors.New("docker: provision: Spec.Image is empty")
 	}
@@ -211,13 +226,14 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.En
 		return nil, err
 	}
 	for _, c := range spec.Setup {
-		res, err := b.exec(ctx, c)
+		var stderr bytes.Buffer
+		exit, err := b.Exec(ctx, c, io.Discard, &limited{&stderr, 4096})
 		if err != nil {
-			return nil, fmt.Errorf("docker: provision: setup %q: %w", c.Args, err)
+			return nil, fmt.Errorf("docker: setup %q: %w", c.Args, err)
 		}
-		if res.ExitCode != 0 {
-			return nil, fmt.Errorf("docker: provision: setup %q exited %d: %s: %w",
-				c.Args, res.ExitCode, strings.TrimSpace(string(res.Stderr)), sandbox.ErrUnavailable)
+		if exit.Code != 0 {
+			return nil, fmt.Errorf("docker: setup %q exited %d: %s: %w",
+				c.Args, exit.Code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
 		}
 	}
 	labels := p.labels("environment")
@@ -237,34 +253,35 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.En
 	return &environment{p: p, image: img.ID, spec: spec}, nil
 }
 
+// limited writes at most n bytes to w and drops the rest.
+type limited struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	l.w.Write(p[:min(len(p), max(l.n-l.w.Len(), 0))])
+	return len(p), nil
+}
+
 type environment struct {
-	p     *Provider
+	p     *Driver
 	image string
 	spec  sandbox.Spec
-
-	forks sandbox.Forks // the image outlives the environment until its forks close
 }
 
-// Fork implements [sandbox.Environment].
-func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
-	if err := e.forks.Add(); err != nil {
-		return nil, fmt.Errorf("docker: fork: %w", err)
-	}
+// Fork implements [driver.Environment].
+func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {
 	id, err := e.p.create(ctx, e.image, "fork", e.spec)
 	if err != nil {
-		e.release()
 		return nil, err
 	}
-	return &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}, env: e}, nil
+	return &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}}, nil
 }
 
-func (e *environment) release() {
-	if e.forks.Done() {
-		e.removeImage()
-	}
-}
-
-func (e *environment) removeImage() error {
+// Close implements [driver.Environment]: it removes the committed image
+// (the portable type calls it after the last fork closed).
+func (e *environment) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := e.p.cli.ImageRemove(ctx, e.image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
@@ -274,32 +291,16 @@ func (e *environment) removeImage() error {
 	return nil
 }
 
-// Close implements [sandbox.Environment]: it removes the committed image,
-// once the last open fork is closed.
-func (e *environment) Close() error {
-	if e.forks.Close() {
-		return e.removeImage()
-	}
-	return nil
-}
-
 type forked struct {
 	*box
-	env *environment
 }
 
-// Close implements [sandbox.Sandbox]: it removes the container (force).
+// Close implements [driver.Sandbox]: it removes the container (force).
 func (f *forked) Close() error {
 	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return nil
-	}
 	f.closed = true
 	f.mu.Unlock()
-	err := f.p.remove(f.id)
-	f.env.release()
-	return err
+	return f.p.remove(f.id)
 }
 
 // Cleanup removes every container and image labelled with runID: what a

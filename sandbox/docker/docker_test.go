@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -59,22 +60,37 @@ func engine(tb testing.TB) *client.Client {
 
 func TestConformance(t *testing.T) {
 	cli := engine(t)
-	p := docker.New(cli)
+	p := docker.New(cli, nil)
 	t.Cleanup(func() {
 		// Bounded: a wedged engine must fail the test, not hang it.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := docker.Cleanup(ctx, cli, p.RunID()); err != nil {
+		if err := docker.Cleanup(ctx, cli, runID(p)); err != nil {
 			t.Errorf("Cleanup: %v", err)
 		}
 	})
-	sandboxtest.Run(t, p, sandboxtest.WithSpec(sandbox.Spec{Image: testImage}))
+	opts := &sandboxtest.Options{Spec: sandbox.Spec{Image: testImage}}
+	if runtime.GOOS != "linux" {
+		// The probe is built for the host; the containers run Linux.
+		opts.Without = []sandboxtest.Feature{sandboxtest.Binaries}
+	}
+	sandboxtest.Run(t, p, opts)
+}
+
+func runID(p *sandbox.Provider) string { return p.Driver().(*docker.Driver).RunID() }
+
+// The driver claims no disk limit: the engine enforces one only with some
+// storage drivers.
+func TestGuaranteesDoNotClaimDisk(t *testing.T) {
+	if docker.New(nil, nil).Guarantees().Disk {
+		t.Fatal("Disk claimed")
+	}
 }
 
 func TestRemovedContainerIsUnavailable(t *testing.T) {
 	cli := engine(t)
-	p := docker.New(cli)
-	defer docker.Cleanup(context.Background(), cli, p.RunID())
+	p := docker.New(cli, nil)
+	defer docker.Cleanup(context.Background(), cli, runID(p))
 	ctx := context.Background()
 	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: testImage})
 	if err != nil {
@@ -82,7 +98,7 @@ func TestRemovedContainerIsUnavailable(t *testing.T) {
 	}
 	defer sb.Close()
 	// Remove the container behind the sandbox's back, as a crash would.
-	if err := docker.Cleanup(ctx, cli, p.RunID()); err != nil {
+	if err := docker.Cleanup(ctx, cli, runID(p)); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{

@@ -45,8 +45,8 @@ func BenchmarkFork(b *testing.B) {
 	makeTree(b, tmpl, 12000, 150<<20)
 	for _, m := range []local.Method{local.Overlay, local.Reflink, local.Copy} {
 		b.Run(string(m), func(b *testing.B) {
-			p := local.New(local.WithDir(b.TempDir()), local.WithMethod(m))
-			if p.Method() == "" {
+			p := local.New(&local.Options{Dir: b.TempDir(), Method: m})
+			if p.Driver().(*local.Driver).Method() == "" {
 				b.Skipf("%s does not work on this host", m)
 			}
 			ctx := context.Background()

@@ -4,48 +4,51 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
+
+// drainAfterExit bounds how long Exec waits for the output pipes to close
+// once the command's group is dead: only a process that left the group
+// (setsid, without a PID namespace) can still hold them.
+const drainAfterExit = 2 * time.Second
 
 // box runs commands and file operations on one workspace: a fork, or the
 // base while Setup runs.
 type box struct {
-	ws    string // workspace root
-	iodir string // per-command stdin/stdout/stderr files, outside the workspace
-	spec  sandbox.Spec
-	iso   isolation
-	ns    *netns  // nil: the host's network
-	cg    *cgroup // nil: no limits
+	ws   string // workspace root
+	spec sandbox.Spec
+	iso  isolation
+	ns   *netns  // nil: the host's network
+	cg   *cgroup // nil: no limits
 
 	mu      sync.Mutex
 	closed  bool
-	n       int
 	running map[int]struct{} // process group ids
 	wg      sync.WaitGroup
 }
 
-func newBox(p *Provider, spec sandbox.Spec, ws, iodir string) (*box, error) {
-	if err := os.MkdirAll(iodir, 0o700); err != nil {
-		return nil, fmt.Errorf("local: %w", err)
-	}
-	b := &box{ws: ws, iodir: iodir, spec: spec, iso: p.iso, running: map[int]struct{}{}}
+func newBox(d *Driver, spec sandbox.Spec, ws string) (*box, error) {
+	b := &box{ws: ws, spec: spec, iso: d.iso, running: map[int]struct{}{}}
 	var err error
-	if p.iso.root && !spec.Network {
+	if d.iso.root && !spec.Network {
 		if b.ns, err = newNetns(); err != nil {
-			return nil, fmt.Errorf("local: network namespace: %w", err)
+			return nil, fmt.Errorf("network namespace: %w: %w", sandbox.ErrUnavailable, err)
 		}
 	}
-	if l := spec.Limits; p.iso.cgroup != cgroupNone && (l.CPUs > 0 || l.MemoryBytes > 0 || l.Pids > 0) {
-		if b.cg, err = newCgroup(p.iso.cgroup, l); err != nil {
+	if l := spec.Limits; d.iso.cgroup != cgroupNone && (l.CPUs > 0 || l.MemoryBytes > 0 || l.Pids > 0) {
+		if b.cg, err = newCgroup(d.iso.cgroup, l); err != nil {
 			b.ns.close()
-			return nil, fmt.Errorf("local: cgroup: %w", err)
+			return nil, fmt.Errorf("cgroup: %w: %w", sandbox.ErrUnavailable, err)
 		}
 	}
 	return b, nil
@@ -57,13 +60,13 @@ func (b *box) isClosed() bool {
 	return b.closed
 }
 
-// close kills every running command, waits for them and releases the
-// namespaces and cgroup. It reports whether this call closed the box.
-func (b *box) close() bool {
+// Close kills every running command, waits for them and releases the
+// namespaces and cgroup.
+func (b *box) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return false
+		return nil
 	}
 	b.closed = true
 	for pgid := range b.running {
@@ -73,71 +76,91 @@ func (b *box) close() bool {
 	b.wg.Wait()
 	b.ns.close()
 	b.cg.remove()
-	os.RemoveAll(b.iodir)
-	return true
+	return nil
 }
 
-// Exec implements [sandbox.Sandbox].
-func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	return b.exec(ctx, cmd)
-}
-
-func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return sandbox.Result{}, fmt.Errorf("local: exec: %w", err)
-	}
-	if len(cmd.Args) == 0 {
-		return sandbox.Result{}, errors.New("local: exec: empty command")
-	}
+// Exec implements [driver.Sandbox].
+func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return sandbox.Result{}, fmt.Errorf("local: exec: %w", sandbox.ErrClosed)
+		return driver.Exit{}, sandbox.ErrClosed
 	}
-	b.n++
-	n := b.n
 	b.wg.Add(1)
 	b.mu.Unlock()
 	defer b.wg.Done()
 
 	dir, err := b.dir(cmd.Dir)
 	if err != nil {
-		return sandbox.Result{}, err
+		return driver.Exit{}, err
 	}
 	env := b.environ(cmd)
 	path, err := lookPath(cmd.Args[0], env)
 	if err != nil {
 		// Like a shell: a missing program is exit status 127, not a
 		// sandbox fault.
-		return sandbox.Result{ExitCode: 127, Stderr: []byte(err.Error() + "\n")}, nil
+		io.WriteString(stderr, err.Error()+"\n")
+		return driver.Exit{Code: 127}, nil
 	}
 
-	// Output goes to files, not pipes: Wait then returns when the process
-	// exits, not when the last descendant holding a pipe does, and large
-	// outputs do not sit in this process's memory while the command runs.
-	stdin, stdout, stderr, err := b.ioFiles(n, cmd.Stdin)
-	if err != nil {
-		return sandbox.Result{}, err
-	}
-	defer func() {
-		for _, f := range []*os.File{stdin, stdout, stderr} {
-			f.Close()
-			os.Remove(f.Name())
+	// Pipes of our own rather than exec's: exec.Cmd.Wait would wait for
+	// every process holding them, while the command's end is its leader's
+	// exit (then the group is killed), and the copies run into the
+	// caller's capped writers, so that endless output costs no memory.
+	var files []*os.File // to close in the parent once started
+	var drains sync.WaitGroup
+	pipeTo := func(w io.Writer) (*os.File, *os.File, error) {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			return nil, nil, err
 		}
+		files = append(files, pw)
+		drains.Go(func() { io.Copy(w, r) })
+		return r, pw, nil
+	}
+	outR, outW, err := pipeTo(stdout)
+	if err != nil {
+		return driver.Exit{}, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	errR, errW, err := pipeTo(stderr)
+	if err != nil {
+		outW.Close()
+		outR.Close()
+		return driver.Exit{}, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		return driver.Exit{}, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	files = append(files, inR)
+	go func() {
+		inW.Write(cmd.Stdin) // fails once the command is gone: nothing to do
+		inW.Close()
 	}()
+	closeParent := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
 
-	c := &exec.Cmd{Path: path, Args: cmd.Args, Dir: dir, Env: env, Stdin: stdin, Stdout: stdout, Stderr: stderr}
-	start := time.Now()
-	if err := b.start(c); err != nil {
-		return sandbox.Result{}, fmt.Errorf("local: exec %q: %w: %w", cmd.Args[0], sandbox.ErrUnavailable, err)
+	c := &exec.Cmd{Path: path, Args: cmd.Args, Dir: dir, Env: env, Stdin: inR, Stdout: outW, Stderr: errW}
+	p, err := b.start(c)
+	closeParent()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		drains.Wait()
+		return driver.Exit{}, fmt.Errorf("start %q: %w: %w", cmd.Args[0], sandbox.ErrUnavailable, err)
 	}
 	pgid := c.Process.Pid
 	b.mu.Lock()
 	b.running[pgid] = struct{}{}
 	b.mu.Unlock()
 
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
 	var timeout <-chan time.Time
 	if cmd.Timeout > 0 {
 		t := time.NewTimer(cmd.Timeout)
@@ -147,15 +170,15 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 	var timedOut bool
 	var ctxErr error
 	select {
-	case <-done:
+	case <-p.done:
 	case <-timeout:
 		timedOut = true
 		killGroup(pgid)
-		<-done
+		<-p.done
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 		killGroup(pgid)
-		<-done
+		<-p.done
 	}
 	// Whatever the command left behind in its group dies with it.
 	killGroup(pgid)
@@ -163,57 +186,44 @@ func (b *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 	delete(b.running, pgid)
 	b.mu.Unlock()
 
-	res := sandbox.Result{ExitCode: c.ProcessState.ExitCode(), TimedOut: timedOut, Duration: time.Since(start)}
+	drained := make(chan struct{})
+	go func() { drains.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainAfterExit):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+	inW.Close()
+
+	exit := driver.Exit{Code: c.ProcessState.ExitCode(), TimedOut: timedOut}
 	if timedOut {
-		res.ExitCode = -1
-	}
-	if res.Stdout, err = os.ReadFile(stdout.Name()); err != nil {
-		return res, fmt.Errorf("local: exec: stdout: %w", err)
-	}
-	if res.Stderr, err = os.ReadFile(stderr.Name()); err != nil {
-		return res, fmt.Errorf("local: exec: stderr: %w", err)
+		exit.Code = -1
 	}
 	if ctxErr != nil {
-		return res, fmt.Errorf("local: exec %q: %w", cmd.Args[0], ctxErr)
+		return exit, ctxErr
 	}
-	return res, nil
-}
-
-func (b *box) ioFiles(n int, in []byte) (stdin, stdout, stderr *os.File, err error) {
-	name := func(s string) string { return filepath.Join(b.iodir, fmt.Sprintf("%d.%s", n, s)) }
-	if err = os.WriteFile(name("in"), in, 0o600); err == nil {
-		if stdin, err = os.Open(name("in")); err == nil {
-			if stdout, err = os.Create(name("out")); err == nil {
-				if stderr, err = os.Create(name("err")); err == nil {
-					return stdin, stdout, stderr, nil
-				}
-				stdout.Close()
-			}
-			stdin.Close()
-		}
-	}
-	return nil, nil, nil, fmt.Errorf("local: exec: %w: %w", sandbox.ErrUnavailable, err)
+	return exit, nil
 }
 
 // dir resolves a command's working directory inside the workspace.
 func (b *box) dir(d string) (string, error) {
-	n, err := relName(d)
-	if err != nil {
-		return "", fileErr("exec: dir", d, err)
-	}
-	if n == "." {
+	if d == "." {
 		return b.ws, nil
 	}
 	r, err := b.root()
 	if err != nil {
-		return "", fileErr("exec: dir", d, err)
+		return "", err
 	}
 	defer r.Close()
 	// Stat through os.Root: a symlink leading out of the workspace fails.
-	if _, err := r.Stat(n); err != nil {
-		return "", fileErr("exec: dir", d, err)
+	if _, err := r.Stat(d); err != nil {
+		return "", fileErr(err)
 	}
-	return filepath.Join(b.ws, n), nil
+	return filepath.Join(b.ws, filepath.FromSlash(d)), nil
 }
 
 func (b *box) environ(cmd sandbox.Cmd) []string {
@@ -256,4 +266,26 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: not found", name)
+}
+
+// startRetrying starts c, retrying while the executable is busy: a file
+// just written (the agent's own build, say) may still be open for writing
+// in a child another goroutine is forking (golang.org/issue/22315).
+func startRetrying(c *exec.Cmd) error {
+	var err error
+	for i := range 20 {
+		if err = c.Start(); !errors.Is(err, syscall.ETXTBSY) {
+			return err
+		}
+		// c cannot be started twice: a copy of its configuration can.
+		*c = exec.Cmd{Path: c.Path, Args: c.Args, Dir: c.Dir, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, SysProcAttr: c.SysProcAttr}
+		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+// process is a started command; done is closed once it has been waited
+// for.
+type process struct {
+	done chan struct{}
 }

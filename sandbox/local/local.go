@@ -17,47 +17,67 @@
 //     linear in the number of files.
 //  3. [Copy]: a plain recursive copy.
 //
-// The method is probed once per Provider; [Provider.Method] reports it and
-// [WithMethod] forces one.
+// The method is probed once per driver; [Driver.Method] reports it and
+// Options.Method forces one.
 //
-// # Isolation (best effort, stated honestly)
+// # What it isolates, and what it does not
 //
-// File operations (ReadFile, WriteFile, ReadDir) go through [os.Root]: a
-// path that leaves the workspace, through ".." or a symlink, fails with
-// [sandbox.ErrEscape]. Commands are host processes started with the
-// workspace as working directory; they are NOT confined to it and run with
-// the caller's user (this driver is not a security boundary against a
-// hostile agent: use sandbox/docker for that). What is enforced:
+// This driver is NOT a security boundary against a hostile agent: use
+// sandbox/docker for untrusted code. Commands are host processes, run with
+// the caller's user and the workspace as working directory; they are not
+// confined to it and see the host's filesystem (including Unix sockets
+// such as /var/run/docker.sock: a command that can reach the Docker socket
+// controls the host). What is enforced:
 //
+//   - The file API (ReadFile, WriteFile, ReadDir) goes through [os.Root]: a
+//     path that leaves the workspace, through ".." or a symlink, fails with
+//     [sandbox.ErrEscape].
 //   - Every command runs in its own process group. When it exits, times out
 //     or its ctx is done, the whole group is killed (SIGKILL), so no child
-//     outlives it.
+//     outlives it. Every command also gets SIGKILL when the process that
+//     started it dies (Linux: Pdeathsig), even by kill -9.
 //   - As root on Linux, every command also runs in a new PID namespace, of
 //     which it is init: when it dies the kernel kills every process it left,
 //     even one that escaped the process group (setsid).
 //   - As root on Linux with Spec.Network false, all commands of a sandbox
 //     share a private network namespace with only loopback up: they can
-//     talk to each other over 127.0.0.1 but reach nothing else, not even
-//     the host's loopback. Without root, Spec.Network is not enforced.
+//     talk to each other over 127.0.0.1 but reach no IP address of the host
+//     or beyond. Host Unix sockets stay reachable through the filesystem, so
+//     [Driver.Guarantees] reports IPNetwork, never Network. Without root,
+//     Spec.Network is not enforced at all.
 //   - As root on Linux with writable cgroups (v2 with the cpu, memory and
 //     pids controllers, or the v1 cpu, memory and pids hierarchies), each
 //     sandbox gets its own cgroup enforcing Spec.Limits (CPUs as a CFS
 //     quota, MemoryBytes, Pids) over all its processes together.
-//     Otherwise limits are not enforced.
+//     Otherwise these limits are not enforced.
+//   - Limits.DiskBytes is enforced with the overlay method only: a fork's
+//     writes then live on a tmpfs of that size (so they count against the
+//     host's memory, up to the limit, not its disk).
 //
-// [Provider.Guarantees] reports which of these hold on the running host.
+// [Driver.Guarantees] reports which of these hold on the running host.
 //
 // Commands get a small environment, not the caller's (which may hold
 // secrets): PATH (the caller's), HOME (the workspace), then Spec.Env and
 // Cmd.Env. Spec.WorkDir is ignored: the workspace is a host directory and
 // commands see its real path. Spec.Image is ignored.
+//
+// # Nothing left behind
+//
+// Each driver keeps its environments and forks under a directory of its
+// own, named for its process, inside Options.Dir. When a process dies
+// without closing its sandboxes (a crash, kill -9), its commands die with
+// it (above), and the next driver to provision in the same Options.Dir
+// sweeps what it left: overlay and tmpfs mounts are unmounted, directories
+// and cgroups removed. [Cleanup] does the same sweep on demand.
 package local
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +86,7 @@ import (
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
 // Method is how a fork's workspace is made from the environment's base.
@@ -77,26 +98,35 @@ const (
 	Copy    Method = "copy"    // plain recursive copy
 )
 
-// Option configures a Provider.
-type Option func(*Provider)
+// DefaultDir is where environments and forks are made when Options.Dir is
+// empty.
+func DefaultDir() string { return filepath.Join(os.TempDir(), "proctor-local") }
 
-// WithDir sets the directory under which environments and forks are made.
-// The default is "proctor-local" in [os.TempDir]. For the overlay method it
-// must be on a filesystem that can hold an overlay upper dir (not an
-// overlay itself); for reflink, on a filesystem that supports it.
-func WithDir(dir string) Option { return func(p *Provider) { p.dir = dir } }
+// Options configures the driver. The zero value is valid.
+type Options struct {
+	// Dir is the directory under which environments and forks are made
+	// (default [DefaultDir]). For the overlay method it must be on a
+	// filesystem that can hold an overlay upper dir (not an overlay
+	// itself); for reflink, on a filesystem that supports it.
+	Dir string
+	// Method forces the fork method instead of probing for the best one;
+	// Provision fails if it does not work here.
+	Method Method
+	// Capacity bounds how many sandboxes may be open at once (see
+	// [sandbox.Provider.Capacity]); 0 is no bound.
+	Capacity int
+}
 
-// WithMethod forces the fork method instead of probing for the best one.
-// Provision fails if the method does not work here.
-func WithMethod(m Method) Option { return func(p *Provider) { p.method = m } }
+// New returns the portable provider over a local [Driver]; opts may be nil.
+func New(opts *Options) *sandbox.Provider {
+	d := NewDriver(opts)
+	return sandbox.NewProvider(d, &sandbox.ProviderOptions{Capacity: d.capacity})
+}
 
-// WithCapacity bounds how many sandboxes may be open at once (see
-// [sandbox.Provider.Capacity]). The default, 0, is no bound.
-func WithCapacity(n int) Option { return func(p *Provider) { p.capacity = n } }
-
-// Provider is the local sandbox driver. Its methods may be called
-// concurrently. The zero Provider is not valid: use [New].
-type Provider struct {
+// Driver is the local sandbox driver (a [driver.Provider]). Its methods
+// may be called concurrently. Reach it from a provider made by [New] with
+// p.Driver().(*local.Driver).
+type Driver struct {
 	dir      string
 	method   Method
 	capacity int
@@ -104,160 +134,174 @@ type Provider struct {
 	once  sync.Once
 	err   error
 	iso   isolation
+	run   string       // this process's directory inside dir
 	count atomic.Int64 // names environments uniquely
 }
 
-// New returns a local provider.
-func New(opts ...Option) *Provider {
-	p := &Provider{dir: filepath.Join(os.TempDir(), "proctor-local")}
-	for _, o := range opts {
-		o(p)
+// NewDriver returns a local driver; opts may be nil.
+func NewDriver(opts *Options) *Driver {
+	d := &Driver{dir: DefaultDir()}
+	if opts != nil {
+		if opts.Dir != "" {
+			d.dir = opts.Dir
+		}
+		d.method, d.capacity = opts.Method, opts.Capacity
 	}
-	return p
+	return d
 }
 
-// init probes the host once: the fork method and what isolation is
-// available.
-func (p *Provider) init() error {
-	p.once.Do(func() {
-		if err := os.MkdirAll(p.dir, 0o755); err != nil {
-			p.err = fmt.Errorf("local: %w", err)
+// init probes the host once (the fork method and what isolation is
+// available), sweeps what dead processes left in the directory and makes
+// this process's own.
+func (d *Driver) init() error {
+	d.once.Do(func() {
+		if err := os.MkdirAll(d.dir, 0o755); err != nil {
+			d.err = fmt.Errorf("local: %w", err)
 			return
 		}
-		p.iso = probeIsolation()
+		sweep(d.dir)
+		run, err := makeRunDir(d.dir)
+		if err != nil {
+			d.err = fmt.Errorf("local: %w", err)
+			return
+		}
+		d.run = run
+		d.iso = probeIsolation()
 		probe := func(m Method) bool {
 			switch m {
 			case Overlay:
-				return probeOverlay(p.dir)
+				return probeOverlay(d.run)
 			case Reflink:
-				return probeReflink(p.dir)
+				return probeReflink(d.run)
 			case Copy:
 				return true
 			}
 			return false
 		}
-		if p.method != "" {
-			if !probe(p.method) {
-				p.err = fmt.Errorf("local: fork method %q does not work in %s", p.method, p.dir)
+		if d.method != "" {
+			if !probe(d.method) {
+				d.err = fmt.Errorf("local: fork method %q does not work in %s", d.method, d.dir)
 			}
 			return
 		}
 		for _, m := range []Method{Overlay, Reflink, Copy} {
 			if probe(m) {
-				p.method = m
+				d.method = m
 				return
 			}
 		}
 	})
-	return p.err
+	return d.err
 }
 
-// Method reports the fork method this provider uses, probing the host on
+// Method reports the fork method this driver uses, probing the host on
 // first use ("" if the probe failed).
-func (p *Provider) Method() Method {
-	if p.init() != nil {
+func (d *Driver) Method() Method {
+	if d.init() != nil {
 		return ""
 	}
-	return p.method
+	return d.method
 }
 
-// Guarantees reports what this provider enforces on the running host; see
-// the package documentation.
-func (p *Provider) Guarantees() sandbox.Guarantees {
-	if p.init() != nil {
+// Guarantees implements [driver.GuaranteeReporter]; see the package
+// documentation. Network is never claimed: host Unix sockets stay
+// reachable.
+func (d *Driver) Guarantees() sandbox.Guarantees {
+	if d.init() != nil {
 		return sandbox.Guarantees{}
 	}
-	c := p.iso.cgroup != cgroupNone
-	return sandbox.Guarantees{Network: p.iso.root, CPUs: c, Memory: c, Pids: c}
+	c := d.iso.cgroup != cgroupNone
+	return sandbox.Guarantees{IPNetwork: d.iso.root, CPUs: c, Memory: c, Pids: c,
+		Disk: d.method == Overlay && d.iso.root}
 }
 
-// Capacity implements [sandbox.Provider].
-func (p *Provider) Capacity() int { return p.capacity }
+// Cleanup removes what dead processes left in dir (the default directory
+// when empty): their mounts, directories and cgroups. Live processes'
+// sandboxes are not touched. Drivers do this when they start; call it to
+// reclaim space without starting one.
+func Cleanup(dir string) error {
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	return sweep(dir)
+}
 
-// Provision implements [sandbox.Provider].
-func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Environment, error) {
-	if err := p.init(); err != nil {
+// Provision implements [driver.Provider].
+func (d *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environment, error) {
+	if err := d.init(); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(p.dir, fmt.Sprintf("env%d-", p.count.Add(1)))
+	dir, err := os.MkdirTemp(d.run, fmt.Sprintf("env%d-", d.count.Add(1)))
 	if err != nil {
-		return nil, fmt.Errorf("local: provision: %w", err)
+		return nil, err
 	}
-	e := &environment{p: p, spec: spec, dir: dir, base: filepath.Join(dir, "base")}
+	e := &environment{d: d, spec: spec, dir: dir, base: filepath.Join(dir, "base")}
 	if err := e.build(ctx); err != nil {
-		e.remove()
+		e.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
 type environment struct {
-	p    *Provider
+	d    *Driver
 	spec sandbox.Spec
 	dir  string // holds base and the forks
 	base string
-
-	forks sandbox.Forks // the base outlives the environment until its forks close
-	n     atomic.Int64  // names forks
+	n    atomic.Int64 // names forks
 }
 
 func (e *environment) build(ctx context.Context) error {
 	if e.spec.Template != "" {
 		if err := copyTree(e.spec.Template, e.base, false); err != nil {
-			return fmt.Errorf("local: provision: template: %w", err)
+			return fmt.Errorf("template: %w", err)
 		}
 	} else if err := os.Mkdir(e.base, 0o755); err != nil {
-		return fmt.Errorf("local: provision: %w", err)
+		return err
 	}
-	setup, err := newBox(e.p, e.spec, e.base, filepath.Join(e.dir, "setup"))
+	setup, err := newBox(e.d, e.spec, e.base)
 	if err != nil {
 		return err
 	}
-	defer setup.close()
+	defer setup.Close()
 	// Sorted, so that a file and a directory of the same prefix are
 	// written in a reproducible order.
-	for _, name := range slices.Sorted(mapsKeys(e.spec.Files)) {
-		if err := setup.writeFile(ctx, name, e.spec.Files[name], 0o644); err != nil {
-			return fmt.Errorf("local: provision: %w", err)
+	for _, name := range slices.Sorted(maps.Keys(e.spec.Files)) {
+		if err := setup.WriteFile(ctx, name, e.spec.Files[name], 0o644); err != nil {
+			return fmt.Errorf("Files[%q]: %w", name, err)
 		}
 	}
 	for _, c := range e.spec.Setup {
-		res, err := setup.exec(ctx, c)
+		var stderr tail
+		exit, err := setup.Exec(ctx, c, io.Discard, &stderr)
 		if err != nil {
-			return fmt.Errorf("local: provision: setup %q: %w", c.Args, err)
+			return fmt.Errorf("setup %q: %w", c.Args, err)
 		}
-		if res.ExitCode != 0 {
-			return fmt.Errorf("local: provision: setup %q exited %d: %s: %w",
-				c.Args, res.ExitCode, strings.TrimSpace(string(res.Stderr)), sandbox.ErrUnavailable)
+		if exit.Code != 0 {
+			return fmt.Errorf("setup %q exited %d: %s: %w",
+				c.Args, exit.Code, strings.TrimSpace(string(stderr.b)), sandbox.ErrUnavailable)
 		}
 	}
 	return nil
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// tail keeps the last 4 KiB written to it: a failed Setup's message.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = t.b[len(t.b)-4096:]
 	}
+	return len(p), nil
 }
 
-// Fork implements [sandbox.Environment].
-func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("local: fork: %w", err)
-	}
-	if err := e.forks.Add(); err != nil {
-		return nil, fmt.Errorf("local: fork: %w", err)
-	}
+// Fork implements [driver.Environment].
+func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {
 	dir := filepath.Join(e.dir, fmt.Sprintf("fork%d", e.n.Add(1)))
-
 	sb, err := e.fork(dir)
 	if err != nil {
 		os.RemoveAll(dir)
-		e.release()
 		return nil, err
 	}
 	return sb, nil
@@ -266,103 +310,77 @@ func (e *environment) Fork(ctx context.Context) (sandbox.Sandbox, error) {
 func (e *environment) fork(dir string) (*sandboxImpl, error) {
 	ws := filepath.Join(dir, "ws")
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("local: fork: %w", err)
-	}
-	var mounted bool
-	switch e.p.method {
-	case Overlay:
-		if err := mountOverlay(e.base, dir, ws); err != nil {
-			return nil, fmt.Errorf("local: fork: %w", err)
-		}
-		mounted = true
-	case Reflink, Copy:
-		if err := copyTree(e.base, ws, e.p.method == Reflink); err != nil {
-			return nil, fmt.Errorf("local: fork: %w", err)
-		}
-	}
-	b, err := newBox(e.p, e.spec, ws, filepath.Join(dir, "io"))
-	if err != nil {
-		if mounted {
-			unmount(ws)
-		}
 		return nil, err
 	}
-	return &sandboxImpl{box: b, env: e, dir: dir, mounted: mounted}, nil
-}
-
-func (e *environment) release() {
-	if e.forks.Done() {
-		e.remove()
+	s := &sandboxImpl{dir: dir}
+	switch e.d.method {
+	case Overlay:
+		layers := dir
+		if n := e.spec.Limits.DiskBytes; n > 0 && e.d.iso.root {
+			layers = filepath.Join(dir, "disk")
+			if err := mountTmpfs(layers, n); err != nil {
+				return nil, err
+			}
+			s.mounts = append(s.mounts, layers)
+		}
+		if err := mountOverlay(e.base, layers, ws); err != nil {
+			s.unmount()
+			return nil, err
+		}
+		s.mounts = append(s.mounts, ws)
+	case Reflink, Copy:
+		if err := copyTree(e.base, ws, e.d.method == Reflink); err != nil {
+			return nil, err
+		}
 	}
-}
-
-func (e *environment) remove() { os.RemoveAll(e.dir) }
-
-// Close implements [sandbox.Environment]. The base directory is removed when
-// the last open fork closes: an overlay's lower dir must outlive its mounts.
-func (e *environment) Close() error {
-	if e.forks.Close() {
-		e.remove()
+	b, err := newBox(e.d, e.spec, ws)
+	if err != nil {
+		s.unmount()
+		return nil, err
 	}
-	return nil
+	s.box = b
+	return s, nil
 }
+
+// Close implements [driver.Environment]: the portable type calls it after
+// the last fork closed, so the base (an overlay's lower dir) is unused.
+func (e *environment) Close() error { return os.RemoveAll(e.dir) }
 
 // sandboxImpl is one fork.
 type sandboxImpl struct {
 	*box
-	env     *environment
-	dir     string
-	mounted bool
+	dir    string
+	mounts []string // innermost last
 }
 
-// Close implements [sandbox.Sandbox]: it kills whatever still runs, then
+func (s *sandboxImpl) unmount() error {
+	var errs []error
+	for _, m := range slices.Backward(s.mounts) {
+		errs = append(errs, unmount(m))
+	}
+	s.mounts = nil
+	return errors.Join(errs...)
+}
+
+// Close implements [driver.Sandbox]: it kills whatever still runs, then
 // unmounts and removes the fork.
 func (s *sandboxImpl) Close() error {
-	if !s.box.close() {
-		return nil
-	}
-	var err error
-	if s.mounted {
-		err = unmount(filepath.Join(s.dir, "ws"))
-	}
+	s.box.Close()
+	err := s.unmount()
 	if rerr := os.RemoveAll(s.dir); rerr != nil && err == nil {
-		err = fmt.Errorf("local: close: %w", rerr)
+		err = rerr
 	}
-	s.env.release()
 	return err
 }
 
 // --- file operations ---
 
-// relName turns a slash-separated sandbox path into a local one for
-// os.Root, rejecting what is not inside the workspace lexically ("..",
-// absolute paths). Symlinks are os.Root's job.
-func relName(name string) (string, error) {
-	if name == "" {
-		return ".", nil
-	}
-	// Cleaned lexically, as io/fs paths: "a/../b" is "b" even if a does
-	// not exist.
-	n := filepath.Clean(filepath.FromSlash(name))
-	if n == "." {
-		return n, nil
-	}
-	if !filepath.IsLocal(n) {
-		return "", sandbox.ErrEscape
-	}
-	return n, nil
-}
-
-// fileErr wraps err for op on name, translating os.Root's escape error to
-// sandbox.ErrEscape.
-func fileErr(op, name string, err error) error {
+// fileErr translates os.Root's escape error to sandbox.ErrEscape.
+func fileErr(err error) error {
 	if errors.Is(err, errEscape()) {
-		return fmt.Errorf("local: %s %s: %w", op, name, sandbox.ErrEscape)
+		return fmt.Errorf("%w: %w", sandbox.ErrEscape, err)
 	}
-	if errors.Is(err, sandbox.ErrEscape) || errors.Is(err, sandbox.ErrClosed) {
-		return fmt.Errorf("local: %s %s: %w", op, name, err)
-	}
-	return fmt.Errorf("local: %s: %w", op, err)
+	return err
 }
 
 var escapeErr = sync.OnceValue(func() error {
@@ -389,85 +407,109 @@ var escapeErr = sync.OnceValue(func() error {
 func errEscape() error { return escapeErr() }
 
 func (b *box) root() (*os.Root, error) {
-	if b.isClosed() {
-		return nil, sandbox.ErrClosed
-	}
 	r, err := os.OpenRoot(b.ws)
 	if err != nil {
+		if b.isClosed() {
+			return nil, sandbox.ErrClosed
+		}
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 	}
 	return r, nil
 }
 
-func (b *box) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("local: read: %w", err)
-	}
-	n, err := relName(name)
-	if err != nil {
-		return nil, fileErr("read", name, err)
-	}
+// ReadFile implements [driver.Sandbox]. The file is opened non-blocking, so
+// that a FIFO is refused rather than waited on, and checked before it is
+// read.
+func (b *box) ReadFile(ctx context.Context, name string, max int64) ([]byte, error) {
 	r, err := b.root()
 	if err != nil {
-		return nil, fileErr("read", name, err)
+		return nil, err
 	}
 	defer r.Close()
-	data, err := r.ReadFile(n)
+	f, err := r.OpenFile(name, os.O_RDONLY|nonblock, 0)
 	if err != nil {
-		return nil, fileErr("read", name, err)
+		return nil, fileErr(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrNotRegular, fi.Mode().Type())
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", sandbox.ErrTooLarge, fi.Size(), max)
+	}
+	// The file may grow while it is read: the cap holds whatever its
+	// size was.
+	data := make([]byte, 0, fi.Size()+1)
+	lr := io.LimitReader(f, max+1)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = slices.Grow(data, min(len(data), 1<<20)+512)
+		}
+		n, err := lr.Read(data[len(data):min(cap(data), len(data)+4<<20)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: over %d bytes", sandbox.ErrTooLarge, max)
 	}
 	return data, nil
 }
 
-func (b *box) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("local: write: %w", err)
-	}
-	return b.writeFile(ctx, name, data, perm)
-}
-
-func (b *box) writeFile(_ context.Context, name string, data []byte, perm fs.FileMode) error {
-	n, err := relName(name)
-	if err != nil || n == "." {
-		return fileErr("write", name, sandbox.ErrEscape)
-	}
+// WriteFile implements [driver.Sandbox]. Opened non-blocking too: a FIFO
+// without a reader fails rather than hangs.
+func (b *box) WriteFile(_ context.Context, name string, data []byte, perm fs.FileMode) error {
 	r, err := b.root()
 	if err != nil {
-		return fileErr("write", name, err)
+		return err
 	}
 	defer r.Close()
-	if d := filepath.Dir(n); d != "." {
+	if d := filepath.Dir(name); d != "." {
 		if err := r.MkdirAll(d, 0o755); err != nil {
-			return fileErr("write", name, err)
+			return fileErr(err)
 		}
 	}
-	if err := r.WriteFile(n, data, perm); err != nil {
-		return fileErr("write", name, err)
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|nonblock, perm)
+	if err != nil {
+		return fileErr(err)
 	}
-	return nil
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("%w: %v", sandbox.ErrNotRegular, fi.Mode().Type())
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("local: readdir: %w", err)
-	}
-	n, err := relName(name)
-	if err != nil {
-		return nil, fileErr("readdir", name, err)
-	}
+// ReadDir implements [driver.Sandbox].
+func (b *box) ReadDir(_ context.Context, name string) ([]sandbox.FileInfo, error) {
 	r, err := b.root()
 	if err != nil {
-		return nil, fileErr("readdir", name, err)
+		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(n)
+	f, err := r.OpenFile(name, os.O_RDONLY|nonblock, 0)
 	if err != nil {
-		return nil, fileErr("readdir", name, err)
+		return nil, fileErr(err)
 	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
-		return nil, fileErr("readdir", name, err)
+		return nil, err
 	}
 	out := make([]sandbox.FileInfo, 0, len(entries))
 	for _, de := range entries {
@@ -477,6 +519,5 @@ func (b *box) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, err
 		}
 		out = append(out, sandbox.FileInfo{Name: de.Name(), Size: fi.Size(), Mode: fi.Mode(), IsDir: de.IsDir()})
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -1,12 +1,15 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -311,10 +314,11 @@ func (cg *cgroup) remove() {
 
 // --- processes ---
 
-// start starts c in its own process group and, when we may, in a new PID
-// namespace, in the sandbox's network namespace and in its cgroup.
-func (b *box) start(c *exec.Cmd) error {
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+// start starts c in its own process group, with SIGKILL as its parent-death
+// signal and, when we may, in a new PID namespace, in the sandbox's network
+// namespace and in its cgroup.
+func (b *box) start(c *exec.Cmd) (*process, error) {
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if b.iso.root {
 		c.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	}
@@ -322,35 +326,224 @@ func (b *box) start(c *exec.Cmd) error {
 		c.SysProcAttr.UseCgroupFD = true
 		c.SysProcAttr.CgroupFD = b.cg.fd
 	}
-	if b.ns == nil && (b.cg == nil || b.cg.mode != cgroupV1) {
-		return c.Start()
-	}
-	// A child inherits the network namespace and (v1) cgroups of the
-	// thread that forks it: fork from a dedicated thread moved there.
-	ch := make(chan error, 1)
+	p := &process{done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread has left the host's namespace and
-		// cgroup, so Go must discard it when the goroutine ends.
+		// The parent-death signal fires when the thread that forked the
+		// child exits, not the process: this goroutine keeps its thread
+		// until the child is waited for. A thread moved into the sandbox's
+		// network namespace or (v1) cgroup, where a child inherits them
+		// from, is never unlocked: Go discards it when the goroutine ends.
 		runtime.LockOSThread()
+		clean := true
+		defer func() {
+			if clean {
+				runtime.UnlockOSThread()
+			}
+		}()
 		if b.ns != nil {
+			clean = false
 			if err := unix.Setns(b.ns.fd, unix.CLONE_NEWNET); err != nil {
-				ch <- err
+				started <- err
 				return
 			}
 		}
 		if b.cg != nil && b.cg.mode == cgroupV1 {
+			clean = false
 			if err := b.cg.join(unix.Gettid()); err != nil {
-				ch <- err
+				started <- err
 				return
 			}
 		}
-		ch <- c.Start()
+		if err := startRetrying(c); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		c.Wait()
+		close(p.done)
 	}()
-	return <-ch
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // killGroup kills a command's process group. The command leads it (and,
 // in a PID namespace, is its init, whose death kills the namespace).
 func killGroup(pgid int) {
 	unix.Kill(-pgid, unix.SIGKILL)
+}
+
+// nonblock opens FIFOs without waiting for the other end.
+const nonblock = syscall.O_NONBLOCK
+
+// mountTmpfs mounts at dir a tmpfs of size bytes: a fork's disk limit.
+func mountTmpfs(dir string, size int64) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
+		return fmt.Errorf("mount tmpfs: %w", err)
+	}
+	return nil
+}
+
+// --- what dead runs left ---
+
+// A driver's directory inside Options.Dir is "run-PID-START": START is the
+// process's start time in clock ticks since boot, so that a reused pid is
+// not taken for the process that died.
+const runPrefix = "run-"
+
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true // field 22: starttime
+}
+
+func makeRunDir(dir string) (string, error) {
+	start, ok := procStart(os.Getpid())
+	if !ok {
+		start = "0"
+	}
+	run := filepath.Join(dir, fmt.Sprintf("%s%d-%s", runPrefix, os.Getpid(), start))
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return "", err
+	}
+	return run, nil
+}
+
+// alive reports whether the run named name ("run-PID-START") is a live
+// process.
+func alive(name string) bool {
+	pidStr, start, ok := strings.Cut(strings.TrimPrefix(name, runPrefix), "-")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil {
+		return true // not ours to judge
+	}
+	got, ok := procStart(pid)
+	return ok && (got == start || start == "0")
+}
+
+// sweep removes what dead runs left in dir: mounts first (removing a
+// mounted overlay's tree would delete through it), then directories, then
+// cgroups of dead processes.
+func sweep(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("local: cleanup: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), runPrefix) || alive(e.Name()) {
+			continue
+		}
+		run := filepath.Join(dir, e.Name())
+		if err := unmountUnder(run); err != nil {
+			errs = append(errs, err)
+			continue // never remove through a mount
+		}
+		if err := os.RemoveAll(run); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	sweepCgroups()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("local: cleanup: %w", err)
+	}
+	return nil
+}
+
+// unmountUnder unmounts every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil // no procfs: nothing we could have mounted either
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	var mounts []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == abs || strings.HasPrefix(mp, abs+"/") {
+			mounts = append(mounts, mp)
+		}
+	}
+	// Deepest first: a longer path is never an ancestor of a shorter one.
+	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space…).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// sweepCgroups removes the cgroups of processes that are gone (they are
+// named "PID-N").
+func sweepCgroups() {
+	for _, parent := range []string{
+		filepath.Join(cgroupRoot, "proctor"),
+		filepath.Join(cgroupRoot, "cpu", "proctor"),
+		filepath.Join(cgroupRoot, "memory", "proctor"),
+		filepath.Join(cgroupRoot, "pids", "proctor"),
+	} {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			pidStr, _, ok := strings.Cut(e.Name(), "-")
+			pid, err := strconv.Atoi(pidStr)
+			if !ok || err != nil || unix.Kill(pid, 0) == nil {
+				continue
+			}
+			os.Remove(filepath.Join(parent, e.Name()))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -14,16 +15,19 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
-// Fake is an in-memory [sandbox.Provider] for unit tests: files live in
-// maps, nothing touches the host after Provision reads Spec.Template, and
-// commands are Go code.
+// Fake is an in-memory sandbox driver for unit tests: files live in maps,
+// nothing touches the host after Provision reads Spec.Template, and
+// commands are Go code. [Fake.Provider] wraps it in the portable type.
 //
 // Exec runs Fake.Exec when set; otherwise a few builtins: echo, cat (its
-// files or stdin), true, false, env (sorted) and sleep (seconds; honours
-// Timeout and ctx). Anything else exits 127. There is no shell: run the
-// conformance suite with [Without]([Shell]).
+// files or stdin), true, false, env (sorted), sleep (seconds; honours
+// Timeout and ctx) and "./probe yes [N]" / "./probe yes-err N" (endless or
+// N bytes of output, as the suite's probe). Anything else exits 127. There
+// is no shell and no binary runs: run the conformance suite with
+// Options.Without [Shell] and [Binaries].
 //
 // Symlinks in Spec.Template that point inside it are copied as the files
 // they point to; those pointing out of it make any path through them fail
@@ -35,13 +39,23 @@ type Fake struct {
 	// builtins. sb is the sandbox the command runs in, for its files. A
 	// Cmd.Timeout is applied to ctx; if Exec returns after it expired, the
 	// Result is marked TimedOut.
-	Exec func(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Cmd) (sandbox.Result, error)
-	// MaxOpen is returned by Capacity.
+	Exec func(ctx context.Context, sb Files, cmd sandbox.Cmd) (sandbox.Result, error)
+	// MaxOpen is the capacity of [Fake.Provider].
 	MaxOpen int
 }
 
-// Capacity implements [sandbox.Provider].
-func (f *Fake) Capacity() int { return f.MaxOpen }
+// Files is the file API of the sandbox a [Fake] command runs in; relative
+// names start at the command's directory.
+type Files interface {
+	ReadFile(ctx context.Context, name string) ([]byte, error)
+	WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error
+	ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo, error)
+}
+
+// Provider returns the portable provider over f, with capacity MaxOpen.
+func (f *Fake) Provider() *sandbox.Provider {
+	return sandbox.NewProvider(f, &sandbox.ProviderOptions{Capacity: f.MaxOpen})
+}
 
 type fakeEntry struct {
 	data   []byte // never mutated: writes replace the entry, so forks share it
@@ -49,8 +63,8 @@ type fakeEntry struct {
 	escape bool // a symlink leading out of the template
 }
 
-// Provision implements [sandbox.Provider].
-func (f *Fake) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Environment, error) {
+// Provision implements [driver.Provider].
+func (f *Fake) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environment, error) {
 	base := &fakeSandbox{fake: f, spec: spec, files: map[string]fakeEntry{".": {mode: fs.ModeDir | 0o755}}}
 	if spec.Template != "" {
 		if err := base.load(spec.Template); err != nil {
@@ -63,12 +77,12 @@ func (f *Fake) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Enviro
 		}
 	}
 	for _, c := range spec.Setup {
-		res, err := base.Exec(ctx, c)
+		res, err := base.run(ctx, c, io.Discard, io.Discard)
 		if err != nil {
 			return nil, fmt.Errorf("sandboxtest: provision: setup %q: %w", c.Args, err)
 		}
-		if res.ExitCode != 0 {
-			return nil, fmt.Errorf("sandboxtest: provision: setup %q exited %d: %w", c.Args, res.ExitCode, sandbox.ErrUnavailable)
+		if res.Code != 0 {
+			return nil, fmt.Errorf("sandboxtest: provision: setup %q exited %d: %w", c.Args, res.Code, sandbox.ErrUnavailable)
 		}
 	}
 	return &fakeEnv{base: base}, nil
@@ -123,10 +137,7 @@ type fakeEnv struct {
 	closed bool
 }
 
-func (e *fakeEnv) Fork(ctx context.Context) (sandbox.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sandboxtest: fork: %w", err)
-	}
+func (e *fakeEnv) Fork(ctx context.Context) (driver.Sandbox, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -201,7 +212,7 @@ func (s *fakeSandbox) op(ctx context.Context, op, name string) (string, error) {
 	return n, nil
 }
 
-func (s *fakeSandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+func (s *fakeSandbox) ReadFile(ctx context.Context, name string, max int64) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.op(ctx, "read", name)
@@ -213,7 +224,10 @@ func (s *fakeSandbox) ReadFile(ctx context.Context, name string) ([]byte, error)
 		return nil, &fs.PathError{Op: "sandboxtest: read", Path: name, Err: fs.ErrNotExist}
 	}
 	if e.mode.IsDir() {
-		return nil, fmt.Errorf("sandboxtest: read %s: is a directory", name)
+		return nil, sandbox.ErrNotRegular
+	}
+	if int64(len(e.data)) > max {
+		return nil, sandbox.ErrTooLarge
 	}
 	return slices.Clone(e.data), nil
 }
@@ -269,7 +283,6 @@ func (s *fakeSandbox) ReadDir(ctx context.Context, name string) ([]sandbox.FileI
 		}
 		out = append(out, sandbox.FileInfo{Name: path.Base(p), Size: int64(len(e.data)), Mode: e.mode, IsDir: e.mode.IsDir()})
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -285,15 +298,15 @@ func (s *fakeSandbox) Close() error {
 	return nil
 }
 
-func (s *fakeSandbox) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+func (s *fakeSandbox) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
+	return s.run(ctx, cmd, stdout, stderr)
+}
+
+func (s *fakeSandbox) run(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return sandbox.Result{}, fmt.Errorf("sandboxtest: exec: %w", sandbox.ErrClosed)
-	}
-	if len(cmd.Args) == 0 {
-		s.mu.Unlock()
-		return sandbox.Result{}, fmt.Errorf("sandboxtest: exec: empty command")
+		return driver.Exit{}, sandbox.ErrClosed
 	}
 	dir, err := s.op(ctx, "exec: dir", cmd.Dir)
 	if err == nil {
@@ -307,7 +320,7 @@ func (s *fakeSandbox) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result
 	s.mu.Unlock()
 	defer stop()
 	if err != nil {
-		return sandbox.Result{}, err
+		return driver.Exit{}, err
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -325,21 +338,22 @@ func (s *fakeSandbox) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result
 		runCtx, c = context.WithTimeout(runCtx, cmd.Timeout)
 		defer c()
 	}
-	start := time.Now()
 	var res sandbox.Result
 	if s.fake.Exec != nil {
 		res, err = s.fake.Exec(runCtx, &fakeCmd{s, dir}, cmd)
+		stdout.Write(res.Stdout)
+		stderr.Write(res.Stderr)
 	} else {
-		res, err = s.builtin(runCtx, dir, cmd)
+		res, err = s.builtin(runCtx, dir, cmd, stdout, stderr)
 	}
-	res.Duration = time.Since(start)
+	exit := driver.Exit{Code: res.ExitCode, TimedOut: res.TimedOut}
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("sandboxtest: exec %q: %w", cmd.Args[0], ctx.Err())
+		return exit, ctx.Err()
 	}
 	if runCtx.Err() != nil && cmd.Timeout > 0 && closeCtx.Err() == nil {
-		res.TimedOut, res.ExitCode, err = true, -1, nil
+		exit, err = driver.Exit{Code: -1, TimedOut: true}, nil
 	}
-	return res, err
+	return exit, err
 }
 
 // fakeCmd is the sandbox seen by a command: relative paths start at its
@@ -357,7 +371,7 @@ func (c *fakeCmd) path(name string) string {
 }
 
 func (c *fakeCmd) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	return c.fakeSandbox.ReadFile(ctx, c.path(name))
+	return c.fakeSandbox.ReadFile(ctx, c.path(name), 1<<63-1)
 }
 
 func (c *fakeCmd) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
@@ -368,10 +382,48 @@ func (c *fakeCmd) ReadDir(ctx context.Context, name string) ([]sandbox.FileInfo,
 	return c.fakeSandbox.ReadDir(ctx, c.path(name))
 }
 
-func (s *fakeSandbox) builtin(ctx context.Context, dir string, cmd sandbox.Cmd) (sandbox.Result, error) {
+func (s *fakeSandbox) builtin(ctx context.Context, dir string, cmd sandbox.Cmd, stdout, stderr io.Writer) (sandbox.Result, error) {
 	var res sandbox.Result
+	defer func() {
+		stdout.Write(res.Stdout)
+		stderr.Write(res.Stderr)
+	}()
 	args := cmd.Args[1:]
 	switch cmd.Args[0] {
+	case "./probe":
+		if len(args) == 0 || (args[0] != "yes" && args[0] != "yes-err") {
+			res.ExitCode = 127
+			res.Stderr = []byte("probe: only yes and yes-err in the fake\n")
+			break
+		}
+		w := stdout
+		if args[0] == "yes-err" {
+			w = stderr
+		}
+		n := int64(-1)
+		if len(args) > 1 {
+			v, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil {
+				res.ExitCode = 2
+				break
+			}
+			n = v
+		}
+		buf := []byte(strings.Repeat("y\n", 32<<10))
+		for n != 0 {
+			if ctx.Err() != nil {
+				res.ExitCode = -1
+				break
+			}
+			b := buf
+			if n > 0 && int64(len(b)) > n {
+				b = b[:n]
+			}
+			w.Write(b)
+			if n > 0 {
+				n -= int64(len(b))
+			}
+		}
 	case "true":
 	case "false":
 		res.ExitCode = 1

@@ -1,19 +1,28 @@
 // Package sandboxtest checks that a sandbox driver keeps the contract of
 // package sandbox, in the manner of testing/slogtest and testing/fstest,
-// and provides [Fake], an in-memory provider for unit tests.
+// and provides [Fake], an in-memory driver for unit tests.
 //
-// A driver runs the suite from its own tests:
+// The suite runs against the portable [sandbox.Provider] over the driver,
+// so it checks the driver and the portable type together. A driver runs it
+// from its own tests:
 //
-//	func TestConformance(t *testing.T) {
-//		sandboxtest.Run(t, mydriver.New())
+//	func TestConformance(t T) {
+//		sandboxtest.Run(t, mydriver.New(nil), nil)
 //	}
 //
+// or, outside a test, with [TestProvider], which returns the failures as an
+// error.
+//
 // The suite assumes the sandbox has a POSIX sh and busybox-like tools on
-// its PATH: sh, cat, echo, env, sleep, ls, mkdir, rm, head, tr, nc. A provider
-// without them (like [Fake]) declares it with [Without]([Shell]) and the
-// cases that need them are skipped. Resource-limit and network cases run
-// only for what the provider guarantees through
-// [sandbox.GuaranteeReporter]; a provider that guarantees nothing skips
+// its PATH: sh, cat, echo, env, sleep, mkdir, rm, head, tr. It needs no
+// other host tool: where a case needs a network client, a FIFO, a sparse
+// file or endless output, it builds a small Go program (testdata/probe,
+// embedded) with the go command, writes it into the sandbox and runs it.
+// A provider without a shell (like [Fake]) declares it with
+// Options.Without [Shell]; one that cannot run the probe (a Linux binary
+// of the host's architecture), with [Binaries]. Resource-limit and network
+// cases run only for what the provider guarantees
+// ([sandbox.Provider.Guarantees]); a provider that guarantees nothing skips
 // them, and a provider that claims a guarantee it does not keep fails.
 package sandboxtest
 
@@ -21,12 +30,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,30 +58,52 @@ import (
 // Feature is a capability some cases need and a provider may lack.
 type Feature string
 
-// Shell: commands are real processes, with sh and busybox-like tools on
-// PATH (see the package documentation).
-const Shell Feature = "shell"
+const (
+	// Shell: commands are real processes, with sh and busybox-like tools
+	// on PATH (see the package documentation).
+	Shell Feature = "shell"
+	// Binaries: a static executable for the host's OS and architecture,
+	// written into the workspace, runs as ./name.
+	Binaries Feature = "binaries"
+)
 
-// Option configures [Run].
-type Option func(*config)
+// Options configures [Run] and [TestProvider]. The zero value is valid.
+type Options struct {
+	// Spec is the spec every case starts from (an Image, a PATH in Env,
+	// Limits…); each case adds its own Template, Files, Setup, Network and
+	// Limits to it.
+	Spec sandbox.Spec
+	// Without lists features the provider lacks: cases needing them skip.
+	Without []Feature
+}
+
+// T is the part of testing.T the cases use; [TestProvider] implements it
+// without a testing.T.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	FailNow()
+	Logf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 type config struct {
 	spec    sandbox.Spec
 	without map[Feature]bool
 }
 
-// WithSpec sets the spec every case starts from (an Image, a PATH in Env,
-// Limits…); each case adds its own Template, Files, Setup, Network and
-// Limits to it.
-func WithSpec(spec sandbox.Spec) Option { return func(c *config) { c.spec = spec } }
-
-// Without declares features the provider lacks: cases needing them skip.
-func Without(fs ...Feature) Option {
-	return func(c *config) {
-		for _, f := range fs {
-			c.without[f] = true
+func newConfig(opts *Options) config {
+	cfg := config{without: map[Feature]bool{}}
+	if opts != nil {
+		cfg.spec = opts.Spec
+		for _, f := range opts.Without {
+			cfg.without[f] = true
 		}
 	}
+	return cfg
 }
 
 type testCase struct {
@@ -76,31 +113,31 @@ type testCase struct {
 	// guarantee, when set, says which provider guarantee the case checks;
 	// the case skips unless the provider claims it.
 	guarantee func(sandbox.Guarantees) bool
-	run       func(t *testing.T, s *suite)
+	run       func(t T, s *suite)
+}
+
+// skip reports why tc does not apply, or "".
+func (s *suite) skip(tc testCase) string {
+	for _, f := range tc.needs {
+		if s.cfg.without[f] {
+			return fmt.Sprintf("provider lacks %s", f)
+		}
+	}
+	if tc.guarantee != nil && !tc.guarantee(s.g) {
+		return "provider does not claim this guarantee"
+	}
+	return ""
 }
 
 // Run runs the conformance suite against p, one subtest per rule, in
-// parallel.
-func Run(t *testing.T, p sandbox.Provider, opts ...Option) {
-	cfg := config{without: map[Feature]bool{}}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	var g sandbox.Guarantees
-	if r, ok := p.(sandbox.GuaranteeReporter); ok {
-		g = r.Guarantees()
-	}
-	s := &suite{p: p, cfg: cfg}
+// parallel; opts may be nil.
+func Run(t *testing.T, p *sandbox.Provider, opts *Options) {
+	s := &suite{p: p, cfg: newConfig(opts), g: p.Guarantees()}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, f := range tc.needs {
-				if cfg.without[f] {
-					t.Skipf("provider lacks %s", f)
-				}
-			}
-			if tc.guarantee != nil && !tc.guarantee(g) {
-				t.Skip("provider does not claim this guarantee")
+			if why := s.skip(tc); why != "" {
+				t.Skip(why)
 			}
 			t.Logf("rule: %s", tc.rule)
 			tc.run(t, s)
@@ -108,9 +145,85 @@ func Run(t *testing.T, p sandbox.Provider, opts ...Option) {
 	}
 }
 
+// TestProvider runs the conformance suite against p, concurrently, and
+// returns an error naming each rule p breaks, or nil; opts may be nil.
+func TestProvider(p *sandbox.Provider, opts *Options) error {
+	s := &suite{p: p, cfg: newConfig(opts), g: p.Guarantees()}
+	var wg sync.WaitGroup
+	errs := make([]error, len(cases))
+	for i, tc := range cases {
+		if s.skip(tc) != "" {
+			continue
+		}
+		c := &checker{}
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer c.cleanup()
+				tc.run(c, s)
+			}()
+			<-done
+			if c.failed {
+				errs[i] = fmt.Errorf("%s (%s): %s", tc.name, tc.rule, strings.Join(c.msgs, "; "))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sandboxtest: %w", err)
+	}
+	return nil
+}
+
+// checker is a T outside a test: failures are collected, FailNow and
+// Skipf end the case's goroutine as testing.T's do.
+type checker struct {
+	mu       sync.Mutex
+	msgs     []string
+	failed   bool
+	cleanups []func()
+}
+
+func (c *checker) Helper() {}
+func (c *checker) Errorf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed = true
+	c.msgs = append(c.msgs, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+func (c *checker) Fatalf(format string, args ...any) { c.Errorf(format, args...); runtime.Goexit() }
+func (c *checker) FailNow() {
+	c.mu.Lock()
+	c.failed = true
+	c.mu.Unlock()
+	runtime.Goexit()
+}
+func (c *checker) Logf(string, ...any)  {}
+func (c *checker) Skipf(string, ...any) { runtime.Goexit() }
+func (c *checker) Cleanup(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cleanups = append(c.cleanups, f)
+}
+func (c *checker) TempDir() string {
+	dir, err := os.MkdirTemp("", "sandboxtest-")
+	if err != nil {
+		c.Fatalf("TempDir: %v", err)
+	}
+	c.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+func (c *checker) cleanup() {
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		c.cleanups[i]()
+	}
+}
+
 type suite struct {
-	p   sandbox.Provider
+	p   *sandbox.Provider
 	cfg config
+	g   sandbox.Guarantees
 }
 
 // spec returns the base spec with mod applied.
@@ -125,7 +238,7 @@ func (s *suite) spec(mod func(*sandbox.Spec)) sandbox.Spec {
 	return sp
 }
 
-func (s *suite) env(t *testing.T, mod func(*sandbox.Spec)) sandbox.Environment {
+func (s *suite) env(t T, mod func(*sandbox.Spec)) *sandbox.Environment {
 	t.Helper()
 	env, err := s.p.Provision(ctx(t), s.spec(mod))
 	require.NoError(t, err, "Provision")
@@ -133,7 +246,7 @@ func (s *suite) env(t *testing.T, mod func(*sandbox.Spec)) sandbox.Environment {
 	return env
 }
 
-func fork(t *testing.T, env sandbox.Environment) sandbox.Sandbox {
+func fork(t T, env *sandbox.Environment) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := env.Fork(ctx(t))
 	require.NoError(t, err, "Fork")
@@ -141,18 +254,18 @@ func fork(t *testing.T, env sandbox.Environment) sandbox.Sandbox {
 	return sb
 }
 
-func (s *suite) sandbox(t *testing.T, mod func(*sandbox.Spec)) sandbox.Sandbox {
+func (s *suite) sandbox(t T, mod func(*sandbox.Spec)) *sandbox.Sandbox {
 	t.Helper()
 	return fork(t, s.env(t, mod))
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
 
-func run(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Cmd) sandbox.Result {
+func run(t T, sb *sandbox.Sandbox, cmd sandbox.Cmd) sandbox.Result {
 	t.Helper()
 	res, err := sb.Exec(ctx(t), cmd)
 	require.NoError(t, err, "Exec %q", cmd.Args)
@@ -161,26 +274,26 @@ func run(t *testing.T, sb sandbox.Sandbox, cmd sandbox.Cmd) sandbox.Result {
 
 func sh(script string) sandbox.Cmd { return sandbox.Cmd{Args: []string{"sh", "-c", script}} }
 
-func write(t *testing.T, sb sandbox.Sandbox, name string, data []byte) {
+func write(t T, sb *sandbox.Sandbox, name string, data []byte) {
 	t.Helper()
 	require.NoError(t, sb.WriteFile(ctx(t), name, data, 0o644), "WriteFile %s", name)
 }
 
-func read(t *testing.T, sb sandbox.Sandbox, name string) []byte {
+func read(t T, sb *sandbox.Sandbox, name string) []byte {
 	t.Helper()
 	b, err := sb.ReadFile(ctx(t), name)
 	require.NoError(t, err, "ReadFile %s", name)
 	return b
 }
 
-func random(t *testing.T, n int) []byte {
+func random(t T, n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
 	return b
 }
 
 // equalBytes compares without dumping megabytes on failure.
-func equalBytes(t *testing.T, want, got []byte, what string) {
+func equalBytes(t T, want, got []byte, what string) {
 	t.Helper()
 	if !bytes.Equal(want, got) {
 		n := min(len(got), 200)
@@ -188,24 +301,26 @@ func equalBytes(t *testing.T, want, got []byte, what string) {
 	}
 }
 
-func requireNotExist(t *testing.T, sb sandbox.Sandbox, name string) {
+func requireNotExist(t T, sb *sandbox.Sandbox, name string) {
 	t.Helper()
 	_, err := sb.ReadFile(ctx(t), name)
 	require.Error(t, err, "ReadFile %s", name)
 	require.ErrorIs(t, err, fs.ErrNotExist, "ReadFile %s", name)
 }
 
-func requireEscape(t *testing.T, err error, what string) {
+func requireEscape(t T, err error, what string) {
 	t.Helper()
 	require.Error(t, err, what)
 	require.ErrorIs(t, err, sandbox.ErrEscape, what)
 }
 
-var cases = []testCase{
+var cases = append(baseCases, trustCases...)
+
+var baseCases = []testCase{
 	{
 		name: "ExitCode",
 		rule: "a command that exits non-zero is a Result with its exit code and a nil error",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			require.Equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
 			require.Equal(t, 1, run(t, sb, sandbox.Cmd{Args: []string{"false"}}).ExitCode)
@@ -214,14 +329,14 @@ var cases = []testCase{
 	{
 		name: "ExitCodeShell", needs: []Feature{Shell},
 		rule: "the exact exit status of the command is reported",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			require.Equal(t, 42, run(t, s.sandbox(t, nil), sh("exit 42")).ExitCode)
 		},
 	},
 	{
 		name: "MissingProgram",
 		rule: "a program that does not exist is a non-zero exit code, not a sandbox error",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			res := run(t, s.sandbox(t, nil), sandbox.Cmd{Args: []string{"proctor-no-such-program"}})
 			require.NotEqual(t, 0, res.ExitCode)
 		},
@@ -229,7 +344,7 @@ var cases = []testCase{
 	{
 		name: "StdoutStderr", needs: []Feature{Shell},
 		rule: "stdout and stderr are captured separately",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			res := run(t, s.sandbox(t, nil), sh("echo out; echo err >&2; echo out2"))
 			require.Equal(t, "out\nout2\n", string(res.Stdout))
 			require.Equal(t, "err\n", string(res.Stderr))
@@ -238,7 +353,7 @@ var cases = []testCase{
 	{
 		name: "Stdin",
 		rule: "Cmd.Stdin is the command's standard input",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			in := append([]byte("hello\x00\xff"), random(t, 1<<20)...)
 			res := run(t, s.sandbox(t, nil), sandbox.Cmd{Args: []string{"cat"}, Stdin: in})
 			equalBytes(t, in, res.Stdout, "stdout")
@@ -247,7 +362,7 @@ var cases = []testCase{
 	{
 		name: "LargeOutput",
 		rule: "outputs of several MB come back whole",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			big := random(t, 8<<20)
 			write(t, sb, "big.bin", big)
@@ -257,7 +372,7 @@ var cases = []testCase{
 	{
 		name: "LargeStderr", needs: []Feature{Shell},
 		rule: "stdout and stderr of several MB each come back whole, even written concurrently",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			a, b := random(t, 4<<20), random(t, 4<<20)
 			write(t, sb, "a.bin", a)
@@ -270,7 +385,7 @@ var cases = []testCase{
 	{
 		name: "Env",
 		rule: "Spec.Env and Cmd.Env reach the command, Cmd.Env winning",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) {
 				if sp.Env == nil {
 					sp.Env = map[string]string{}
@@ -288,7 +403,7 @@ var cases = []testCase{
 	{
 		name: "Dir",
 		rule: "Cmd.Dir is the working directory, relative to the workspace",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			write(t, sb, "sub/dir/f.txt", []byte("in sub\n"))
 			res := run(t, sb, sandbox.Cmd{Args: []string{"cat", "f.txt"}, Dir: "sub/dir"})
@@ -298,7 +413,7 @@ var cases = []testCase{
 	{
 		name: "Timeout",
 		rule: "Cmd.Timeout stops the command: TimedOut, exit code -1, nil error, promptly",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			start := time.Now()
 			res := run(t, sb, sandbox.Cmd{Args: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
@@ -310,7 +425,7 @@ var cases = []testCase{
 	{
 		name: "TimeoutKillsTree", needs: []Feature{Shell},
 		rule: "a timeout kills the whole process tree: no child outlives the command",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			res := run(t, sb, sandbox.Cmd{
 				Args:    []string{"sh", "-c", "(sleep 1; echo escaped > escaped.txt) & sh -c 'sleep 1; echo escaped > escaped2.txt' & sleep 30"},
@@ -325,7 +440,7 @@ var cases = []testCase{
 	{
 		name: "Cancel",
 		rule: "a done ctx stops the command and Exec returns an error wrapping ctx.Err()",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
 			defer cancel()
@@ -340,7 +455,7 @@ var cases = []testCase{
 	{
 		name: "FileRoundTrip",
 		rule: "WriteFile then ReadFile gives the same bytes: text, binary, large, nested, overwritten",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			var all []byte
 			for i := range 256 {
@@ -366,7 +481,7 @@ var cases = []testCase{
 	{
 		name: "FilesVisibleToCommands",
 		rule: "files written through the API are seen by commands",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			write(t, sb, "note.txt", []byte("from the API\n"))
 			require.Equal(t, "from the API\n", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "note.txt"}}).Stdout))
@@ -375,7 +490,7 @@ var cases = []testCase{
 	{
 		name: "CommandWritesVisible", needs: []Feature{Shell},
 		rule: "files written by commands are seen through the API",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			require.Equal(t, 0, run(t, sb, sh("mkdir -p out && echo made > out/f.txt")).ExitCode)
 			require.Equal(t, "made\n", string(read(t, sb, "out/f.txt")))
@@ -384,7 +499,7 @@ var cases = []testCase{
 	{
 		name: "NotExist",
 		rule: "a missing file or directory satisfies errors.Is(err, fs.ErrNotExist)",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			requireNotExist(t, sb, "missing.txt")
 			requireNotExist(t, sb, "missing/dir/f")
@@ -395,7 +510,7 @@ var cases = []testCase{
 	{
 		name: "ReadDir",
 		rule: "ReadDir lists names, sizes and directories, sorted by name",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			write(t, sb, "list/b.txt", []byte("12345"))
 			write(t, sb, "list/a.txt", []byte("1"))
@@ -432,7 +547,7 @@ var cases = []testCase{
 	{
 		name: "TemplateAndFiles",
 		rule: "Spec.Template and Spec.Files make the initial workspace, Files written after Template",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
 			require.NoError(t, os.MkdirAll(filepath.Join(tmpl, "src"), 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "src", "main.txt"), []byte("template\n"), 0o644))
@@ -449,7 +564,7 @@ var cases = []testCase{
 	{
 		name: "SetupVisibleInForks", needs: []Feature{Shell},
 		rule: "what Setup did is seen by every fork",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, func(sp *sandbox.Spec) {
 				sp.Files = map[string][]byte{"in.txt": []byte("input\n")}
 				sp.Setup = []sandbox.Cmd{sh("cat in.txt > setup.txt && echo ready >> setup.txt")}
@@ -463,7 +578,7 @@ var cases = []testCase{
 	{
 		name: "SetupFailure", needs: []Feature{Shell},
 		rule: "a Setup command that exits non-zero fails Provision with ErrUnavailable",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env, err := s.p.Provision(ctx(t), s.spec(func(sp *sandbox.Spec) {
 				sp.Setup = []sandbox.Cmd{sh("exit 3")}
 			}))
@@ -476,7 +591,7 @@ var cases = []testCase{
 	{
 		name: "ForkIsolation",
 		rule: "forks of one environment never see each other's writes",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, func(sp *sandbox.Spec) {
 				sp.Files = map[string][]byte{"shared.txt": []byte("original")}
 			})
@@ -491,7 +606,7 @@ var cases = []testCase{
 	{
 		name: "ForkIsolationShell", needs: []Feature{Shell},
 		rule: "commands in one fork do not change another fork's files",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, func(sp *sandbox.Spec) {
 				sp.Files = map[string][]byte{"shared.txt": []byte("original"), "d/x": []byte("x")}
 			})
@@ -505,7 +620,7 @@ var cases = []testCase{
 	{
 		name: "EnvironmentUntouched",
 		rule: "no write in a fork reaches the template or later forks",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "t.txt"), []byte("template"), 0o644))
 			env := s.env(t, func(sp *sandbox.Spec) { sp.Template = tmpl })
@@ -526,7 +641,7 @@ var cases = []testCase{
 	{
 		name: "Close",
 		rule: "Close is idempotent and every call after it returns ErrClosed",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, nil)
 			sb := fork(t, env)
 			require.NoError(t, sb.Close())
@@ -548,7 +663,7 @@ var cases = []testCase{
 	{
 		name: "ForkOutlivesEnvironment",
 		rule: "a fork still open when its environment closes stays usable",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, func(sp *sandbox.Spec) { sp.Files = map[string][]byte{"f": []byte("base")} })
 			sb := fork(t, env)
 			require.NoError(t, env.Close())
@@ -560,7 +675,7 @@ var cases = []testCase{
 	{
 		name: "CloseWhileRunning",
 		rule: "Close stops a running command",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			done := make(chan error, 1)
 			go func() {
@@ -572,14 +687,14 @@ var cases = []testCase{
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
-				t.Fatal("Exec still running 20s after Close")
+				t.Fatalf("Exec still running 20s after Close")
 			}
 		},
 	},
 	{
 		name: "Concurrent",
 		rule: "methods may be called concurrently on one sandbox and forks made concurrently",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			env := s.env(t, nil)
 			var wg sync.WaitGroup
 			var failures atomic.Int64
@@ -620,7 +735,7 @@ var cases = []testCase{
 	{
 		name: "PathTraversal",
 		rule: "paths that leave the workspace through .. or as absolute paths fail with ErrEscape",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			c := ctx(t)
 			for _, name := range []string{"../../etc/passwd", "..", "a/../../x", "/etc/passwd"} {
@@ -641,7 +756,7 @@ var cases = []testCase{
 	{
 		name: "SymlinkEscape",
 		rule: "symlinks pointing out of the workspace are not followed by file operations (ErrEscape)",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
 			outside := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
@@ -669,25 +784,15 @@ var cases = []testCase{
 		},
 	},
 	{
-		name: "NetworkDisabled", needs: []Feature{Shell},
-		guarantee: func(g sandbox.Guarantees) bool { return g.Network },
+		name: "NetworkDisabled", needs: []Feature{Binaries},
+		guarantee: func(g sandbox.Guarantees) bool { return g.IPNetwork },
 		rule:      "with Spec.Network false nothing on the host (loopback or other addresses) is reachable; with it true the host is",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			ln, err := net.Listen("tcp", ":0")
 			require.NoError(t, err)
 			defer ln.Close()
 			var accepted atomic.Int64
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					accepted.Add(1)
-					conn.Write([]byte("proctor-ok\n"))
-					conn.Close()
-				}
-			}()
+			go greet(ln, &accepted)
 			port := ln.Addr().(*net.TCPAddr).Port
 			addrs := []string{"127.0.0.1"}
 			ifaddrs, _ := net.InterfaceAddrs()
@@ -696,14 +801,10 @@ var cases = []testCase{
 					addrs = append(addrs, ipn.IP.String())
 				}
 			}
-			probe := func(sb sandbox.Sandbox) (reached []string) {
+			probe := func(sb *sandbox.Sandbox) (reached []string) {
+				p := s.probe(t, sb)
 				for _, a := range addrs {
-					// nc's exit status differs between implementations: what
-					// counts is whether the listener's greeting came back.
-					res := run(t, sb, sandbox.Cmd{
-						Args:    []string{"sh", "-c", `sleep 1 | nc -w 3 "$0" "$1"`, a, strconv.Itoa(port)},
-						Timeout: 15 * time.Second,
-					})
+					res := run(t, sb, sandbox.Cmd{Args: []string{p, "dial", "tcp", net.JoinHostPort(a, strconv.Itoa(port))}, Timeout: 15 * time.Second})
 					if strings.Contains(string(res.Stdout), "proctor-ok") {
 						reached = append(reached, a)
 					}
@@ -718,10 +819,31 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "UnixSocketsUnreachable", needs: []Feature{Binaries},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Network },
+		rule:      "a provider that guarantees network isolation lets no sandbox reach a Unix socket on the host (such as the Docker daemon's)",
+		run: func(t T, s *suite) {
+			// Short: a socket path has a limit of about 100 bytes.
+			dir, err := os.MkdirTemp("", "px")
+			require.NoError(t, err)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "s")
+			ln, err := net.Listen("unix", sock)
+			require.NoError(t, err)
+			defer ln.Close()
+			var accepted atomic.Int64
+			go greet(ln, &accepted)
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = false })
+			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "dial", "unix", sock}, Timeout: 15 * time.Second})
+			require.NotContains(t, string(res.Stdout), "proctor-ok", "a host Unix socket was reached")
+			require.Zero(t, accepted.Load(), "connections accepted on a host Unix socket")
+		},
+	},
+	{
 		name: "PidsLimit", needs: []Feature{Shell},
 		guarantee: func(g sandbox.Guarantees) bool { return g.Pids },
 		rule:      "Limits.Pids bounds a fork bomb",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.Pids = 32 })
 			res := run(t, sb, sandbox.Cmd{
 				Args:    []string{"sh", "-c", "i=0; while [ $i -lt 200 ]; do sleep 5 >/dev/null 2>&1 & i=$((i+1)); done; echo all-started"},
@@ -735,7 +857,7 @@ var cases = []testCase{
 		name: "MemoryLimit", needs: []Feature{Shell},
 		guarantee: func(g sandbox.Guarantees) bool { return g.Memory },
 		rule:      "Limits.MemoryBytes bounds a runaway allocation",
-		run: func(t *testing.T, s *suite) {
+		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.MemoryBytes = 32 << 20 })
 			res := run(t, sb, sandbox.Cmd{
 				Args:    []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`},
@@ -743,6 +865,242 @@ var cases = []testCase{
 			})
 			require.False(t, res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "200000000",
 				"200 MB held under a 32 MB limit")
+		},
+	},
+}
+
+func greet(ln net.Listener, accepted *atomic.Int64) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted.Add(1)
+		conn.Write([]byte("proctor-ok\n"))
+		conn.Close()
+	}
+}
+
+//go:embed testdata/probe/main.go
+var probeSource []byte
+
+var probeBuild = sync.OnceValues(buildProbe)
+
+// buildProbe builds the probe once per process into the user's cache
+// directory (keyed by its source and target), so that runs reuse it.
+func buildProbe() (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("no go command to build the probe: %w", err)
+		}
+	}
+	sum := sha256.Sum256(append(probeSource, runtime.GOOS+"/"+runtime.GOARCH+"/"+runtime.Version()...))
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "proctor-sandboxtest")
+	bin := filepath.Join(dir, "probe-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	src, err := os.MkdirTemp(dir, "src-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.22\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), probeSource, 0o644); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(src, "probe")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the probe: %w: %s", err, out)
+	}
+	// Renamed into place: concurrent test processes may build it too.
+	return bin, os.Rename(tmp, bin)
+}
+
+// probe writes the probe into sb and returns the name to run it by. Where
+// the provider lacks Binaries it returns the name alone: the Fake runs
+// "./probe yes" as a builtin.
+func (s *suite) probe(t T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	const name = "./probe"
+	if s.cfg.without[Binaries] {
+		return name
+	}
+	bin, err := probeBuild()
+	if err != nil {
+		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("PROCTOR_REQUIRE_TOOLS=1 but %v", err)
+		}
+		t.Skipf("%v", err)
+	}
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, sb.WriteFile(ctx(t), "probe", data, 0o755), "writing the probe")
+	return name
+}
+
+// trustCases check what a hostile or runaway command must not do to the
+// caller: names a driver must not refuse, and caps on what comes back.
+var trustCases = []testCase{
+	{
+		name: "LegalNames",
+		rule: "every legal file name works: \"..name\", spaces, unicode, leading dashes",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			names := []string{"..name", "...", "a b.txt", "dir with space/ünïcödé ✓.txt", "-dash", "..d/..e", ".hidden"}
+			for _, name := range names {
+				write(t, sb, name, []byte(name))
+			}
+			for _, name := range names {
+				require.Equal(t, name, string(read(t, sb, name)), "ReadFile %q", name)
+			}
+			list, err := sb.ReadDir(ctx(t), "")
+			require.NoError(t, err)
+			var got []string
+			for _, fi := range list {
+				got = append(got, fi.Name)
+			}
+			for _, want := range []string{"..name", "...", "a b.txt", "dir with space", "-dash", "..d", ".hidden"} {
+				require.Contains(t, got, want, "ReadDir of the root")
+			}
+			require.Equal(t, "..d/..e", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..e"}, Dir: "..d"}).Stdout), "Cmd.Dir \"..d\"")
+			require.Equal(t, "..name", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..name"}}).Stdout), "a command reads \"..name\"")
+		},
+	},
+	{
+		name: "InvalidNames",
+		rule: "names with a NUL byte, and the root as a file, are refused before reaching the driver",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			c := ctx(t)
+			require.ErrorIs(t, sb.WriteFile(c, "a\x00b", nil, 0o644), fs.ErrInvalid)
+			require.ErrorIs(t, sb.WriteFile(c, "", nil, 0o644), fs.ErrInvalid)
+			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Env: map[string]string{"A=B": "x"}})
+			require.ErrorIs(t, err, fs.ErrInvalid)
+			_, err = sb.Exec(c, sandbox.Cmd{})
+			require.ErrorIs(t, err, fs.ErrInvalid)
+		},
+	},
+	{
+		name: "OutputCapped",
+		rule: "each output stream keeps Limits.OutputBytes and the Result is marked Truncated; the command still runs to its end",
+		run: func(t T, s *suite) {
+			const limit = 1 << 20
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.OutputBytes = limit })
+			p := s.probe(t, sb)
+			res := run(t, sb, sandbox.Cmd{Args: []string{p, "yes", "3000000"}})
+			require.Equal(t, 0, res.ExitCode, "stderr: %q", res.Stderr)
+			require.True(t, res.Truncated, "Truncated")
+			require.Len(t, res.Stdout, limit)
+			require.Equal(t, "y\ny\n", string(res.Stdout[:4]))
+			res = run(t, sb, sandbox.Cmd{Args: []string{p, "yes-err", "3000000"}})
+			require.True(t, res.Truncated, "Truncated")
+			require.Len(t, res.Stderr, limit)
+			res = run(t, sb, sandbox.Cmd{Args: []string{p, "yes", "1000"}})
+			require.False(t, res.Truncated, "1000 bytes under a 1 MiB cap")
+			require.Len(t, res.Stdout, 1000)
+		},
+	},
+	{
+		name: "EndlessOutput",
+		rule: "a command that writes forever (yes) costs the caller at most the default cap, and its Timeout still ends it",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "yes"}, Timeout: 2 * time.Second})
+			require.True(t, res.TimedOut, "TimedOut")
+			require.LessOrEqual(t, len(res.Stdout), sandbox.DefaultOutputBytes)
+			if len(res.Stdout) == sandbox.DefaultOutputBytes {
+				require.True(t, res.Truncated, "Truncated")
+			}
+		},
+	},
+	{
+		name: "ReadCapped",
+		rule: "ReadFile refuses a file over Limits.ReadBytes with ErrTooLarge, and reads one at the cap",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.ReadBytes = 1000 })
+			write(t, sb, "big", make([]byte, 1001))
+			write(t, sb, "fits", make([]byte, 1000))
+			_, err := sb.ReadFile(ctx(t), "big")
+			require.ErrorIs(t, err, sandbox.ErrTooLarge)
+			var pe *sandbox.PathError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, "big", pe.Path)
+			require.Len(t, read(t, sb, "fits"), 1000)
+		},
+	},
+	{
+		name: "SparseFileRefused", needs: []Feature{Binaries},
+		rule: "a sparse 100 GB file is refused with ErrTooLarge at once, not read",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "sparse", "huge", "100000000000"}})
+			require.Equal(t, 0, res.ExitCode, "probe sparse: %s", res.Stderr)
+			start := time.Now()
+			_, err := sb.ReadFile(ctx(t), "huge")
+			require.ErrorIs(t, err, sandbox.ErrTooLarge)
+			require.Less(t, time.Since(start), 10*time.Second)
+		},
+	},
+	{
+		name: "NotRegularRefused",
+		rule: "ReadFile of a directory is an error wrapping ErrNotRegular",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			write(t, sb, "d/f", []byte("x"))
+			_, err := sb.ReadFile(ctx(t), "d")
+			require.ErrorIs(t, err, sandbox.ErrNotRegular)
+		},
+	},
+	{
+		name: "FIFORefused", needs: []Feature{Binaries},
+		rule: "ReadFile of a FIFO is an error wrapping ErrNotRegular, without blocking",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "mkfifo", "fifo"}})
+			require.Equal(t, 0, res.ExitCode, "probe mkfifo: %s", res.Stderr)
+			c, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+			defer cancel()
+			_, err := sb.ReadFile(c, "fifo")
+			require.ErrorIs(t, err, sandbox.ErrNotRegular)
+		},
+	},
+	{
+		name: "DoneContext",
+		rule: "every call with a done ctx fails with ctx.Err() and does nothing",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, nil)
+			c, cancel := context.WithCancel(ctx(t))
+			cancel()
+			_, err := sb.ReadFile(c, "f")
+			require.ErrorIs(t, err, context.Canceled)
+			require.ErrorIs(t, sb.WriteFile(c, "f", []byte("x"), 0o644), context.Canceled)
+			requireNotExist(t, sb, "f")
+			_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"true"}})
+			require.ErrorIs(t, err, context.Canceled)
+		},
+	},
+	{
+		name: "DiskLimit", needs: []Feature{Binaries},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Disk },
+		rule:      "Limits.DiskBytes bounds what a sandbox writes to its workspace",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.DiskBytes = 8 << 20 })
+			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "fill", "fill", strconv.Itoa(64 << 20)}, Timeout: time.Minute})
+			require.NotEqual(t, 0, res.ExitCode, "64 MiB written under an 8 MiB limit")
 		},
 	},
 }

@@ -1,0 +1,193 @@
+// Package driver defines the interfaces a sandbox driver implements, for
+// package sandbox to wrap, as database/sql/driver is to database/sql.
+//
+// Users never call a driver directly: they use the portable types of
+// package sandbox, which validate paths and commands, keep the closed
+// state, check contexts, cap output and reads, count forks and wrap errors
+// once. A driver does only its own I/O, and may rely on what the portable
+// type guarantees before calling it:
+//
+//   - Names are clean, slash-separated and relative: [fs.ValidPath] holds
+//     ("." is the workspace root); "..", "", absolute names and NUL bytes
+//     never reach a driver. A symlink leading out of the workspace is the
+//     driver's to refuse, with an error wrapping [ErrEscape].
+//   - A Cmd has at least one argument, a valid Dir and no NUL bytes.
+//   - No method of a Sandbox is called after its Close has returned (one
+//     may run concurrently with Close, which must then stop it), and
+//     Close is called once.
+//   - An Environment's Close is called once, after Close of every
+//     Sandbox forked from it: what the environment holds (a base
+//     directory, an image) need not outlive it.
+//   - Spec.Limits has its defaults filled in.
+//
+// The data types (Spec, Cmd, Limits, FileInfo, Guarantees) and sentinel
+// errors live here, not in package sandbox, so that the driver interfaces
+// can name them without an import cycle; package sandbox re-exports them
+// under the same names.
+package driver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Provider provisions environments. Its methods may be called
+// concurrently.
+type Provider interface {
+	// Provision builds the environment spec describes: the workspace from
+	// Spec.Template, then Spec.Files, then Spec.Setup run there. A Setup
+	// command that exits non-zero is an error wrapping [ErrUnavailable].
+	Provision(ctx context.Context, spec Spec) (Environment, error)
+}
+
+// Environment is a provisioned world from which sandboxes fork. Fork may
+// be called concurrently; every fork is isolated from the others and from
+// the environment.
+type Environment interface {
+	Fork(ctx context.Context) (Sandbox, error)
+	Close() error
+}
+
+// Sandbox is one fork. Its methods may be called concurrently.
+type Sandbox interface {
+	// Exec runs cmd, copying its standard output and error to stdout and
+	// stderr as they come (the writers never fail and never block for
+	// long: the portable type caps them), and waits for it. A command
+	// that exits non-zero is an Exit with that code and a nil error. When
+	// cmd.Timeout expires the whole process tree is killed and Exec
+	// returns Exit{Code: -1, TimedOut: true} and a nil error; when ctx is
+	// done first, the tree is killed and the error wraps ctx.Err().
+	Exec(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (Exit, error)
+	// ReadFile returns the content of the named regular file. A file
+	// larger than max bytes is an error wrapping [ErrTooLarge], found
+	// without reading it; a FIFO, device, socket or directory is an error
+	// wrapping [ErrNotRegular], found without opening it for reading (a
+	// FIFO would block).
+	ReadFile(ctx context.Context, name string, max int64) ([]byte, error)
+	// WriteFile writes data to the named file, creating it (and missing
+	// parent directories) or truncating it.
+	WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error
+	// ReadDir lists the named directory, in any order.
+	ReadDir(ctx context.Context, name string) ([]FileInfo, error)
+	// Close stops whatever runs and releases the sandbox.
+	Close() error
+}
+
+// GuaranteeReporter is an optional interface of a [Provider]: what it
+// enforces on this host. A provider that does not implement it guarantees
+// nothing.
+type GuaranteeReporter interface {
+	Guarantees() Guarantees
+}
+
+// Spec describes the environment one sample needs. The zero Spec is an
+// empty workspace with no network.
+type Spec struct {
+	// Image names the base image (Docker). Drivers that have no images
+	// ignore it.
+	Image string
+	// Template is a directory on the host whose tree is the initial
+	// workspace. The local driver forks it copy-on-write; the Docker driver
+	// copies it into the container's WorkDir.
+	Template string
+	// Files are written into the workspace (paths relative to WorkDir)
+	// after Template and before Setup.
+	Files map[string][]byte
+	// Setup runs once per environment, when it is provisioned, before any
+	// fork: installing dependencies, checking out a commit.
+	Setup []Cmd
+	// WorkDir is the workspace root inside the sandbox; relative paths in
+	// Cmd.Dir, ReadFile and WriteFile are relative to it. Drivers choose a
+	// default when empty.
+	WorkDir string
+	// Env is added to every command's environment.
+	Env map[string]string
+	// Network allows network access. Off by default.
+	Network bool
+	// Limits bounds the resources of each sandbox, where the driver can.
+	Limits Limits
+}
+
+// Default caps of [Limits] that the portable type applies when a field is
+// zero.
+const (
+	DefaultOutputBytes = 16 << 20 // per stream of one command
+	DefaultReadBytes   = 64 << 20 // per ReadFile
+)
+
+// Limits bounds what one sandbox may use. Zero means the default: no limit
+// for the resources a driver enforces (CPUs, MemoryBytes, Pids, DiskBytes;
+// each driver says which it enforces, through [Guarantees]), and the
+// documented caps for what comes back into the caller's process
+// (OutputBytes, ReadBytes), which the portable type always enforces.
+type Limits struct {
+	CPUs        float64 // cores
+	MemoryBytes int64
+	Pids        int64 // processes and threads
+	// DiskBytes bounds what a sandbox may write to its workspace.
+	DiskBytes int64
+	// OutputBytes caps each of a command's stdout and stderr as kept in
+	// its Result (default [DefaultOutputBytes]); the rest is discarded and
+	// the Result marked Truncated. Negative means no cap.
+	OutputBytes int64
+	// ReadBytes caps the size of a file ReadFile returns (default
+	// [DefaultReadBytes]); a larger file is an error wrapping
+	// [ErrTooLarge]. Negative means no cap.
+	ReadBytes int64
+}
+
+// Cmd is one command to run in a sandbox.
+type Cmd struct {
+	Args    []string          // argv; Args[0] is looked up in PATH
+	Dir     string            // working directory, relative to the workspace root; "" is the root
+	Env     map[string]string // added to Spec.Env for this command
+	Stdin   []byte
+	Timeout time.Duration // kills the command's whole process tree; 0 means only ctx bounds it
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	Code     int // -1 when killed by a signal or timeout
+	TimedOut bool
+}
+
+// FileInfo describes one entry of a directory listing.
+type FileInfo struct {
+	Name  string // base name
+	Size  int64
+	Mode  fs.FileMode
+	IsDir bool
+}
+
+// Guarantees is what a provider enforces on this host, for callers (and
+// the conformance suite) that must know rather than assume.
+type Guarantees struct {
+	// Network: with Spec.Network false, a sandbox can reach nothing
+	// outside itself: no address of the host or beyond, and no host Unix
+	// socket (such as the Docker daemon's).
+	Network bool
+	// IPNetwork: with Spec.Network false, a sandbox cannot reach the
+	// host's IP addresses or beyond (implied by Network). Unix sockets on
+	// the host's filesystem may still be reachable.
+	IPNetwork bool
+	// CPUs, Memory, Pids and Disk: the corresponding field of [Limits] is
+	// enforced on every sandbox when set.
+	CPUs, Memory, Pids, Disk bool
+}
+
+var (
+	// ErrUnavailable marks an infrastructure fault of the sandbox itself.
+	ErrUnavailable = errors.New("sandbox: unavailable")
+	// ErrClosed is returned by calls on a closed sandbox or environment.
+	ErrClosed = errors.New("sandbox: closed")
+	// ErrEscape is returned for a path that leaves the workspace.
+	ErrEscape = errors.New("sandbox: path escapes the workspace")
+	// ErrTooLarge is returned by ReadFile for a file over its cap.
+	ErrTooLarge = errors.New("sandbox: file too large")
+	// ErrNotRegular is returned by ReadFile for what is not a regular
+	// file (a directory, FIFO, device or socket).
+	ErrNotRegular = errors.New("sandbox: not a regular file")
+)
