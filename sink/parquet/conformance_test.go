@@ -25,13 +25,18 @@ func TestConformance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sinktest.Run(t, sinktest.Harness{
-				New: func(t *testing.T, dir string) sink.Sink {
-					w, err := parquet.New(dir, tc.opts)
-					require.NoError(t, err)
-					return w
+			sinktest.Run(t, sinktest.Target{
+				New: func(dir string) (sink.Sink, error) { return parquet.New(dir, tc.opts) },
+				Read: func(dir string) ([]sink.Record, error) {
+					var recs []sink.Record
+					for r, err := range parquet.Records(dir) {
+						if err != nil {
+							return recs, err
+						}
+						recs = append(recs, r)
+					}
+					return recs, nil
 				},
-				Read:          readAll,
 				TimePrecision: time.Microsecond,
 				NonFinite:     sinktest.NonFiniteExact,
 				InvalidUTF8:   sinktest.InvalidUTF8Replaced,

@@ -1,30 +1,31 @@
 // Package sinktest is the conformance suite of [sink.Sink] implementations,
 // in the style of testing/slogtest and testing/fstest: a driver's tests
-// call [Run] with a [Harness] that makes a fresh sink in a directory and
+// call [Run] with a [Target] that makes a fresh sink in a directory and
 // reads back what it wrote, and the suite checks, case by case, the rules
 // every sink keeps (each case's name and doc say the rule):
 //
 //	func TestConformance(t *testing.T) {
-//		sinktest.Run(t, sinktest.Harness{
-//			New: func(t *testing.T, dir string) sink.Sink {
-//				w, err := parquet.New(dir)
-//				require.NoError(t, err)
-//				return w
-//			},
-//			Read: func(t *testing.T, dir string) []sink.Record {
+//		sinktest.Run(t, sinktest.Target{
+//			New: func(dir string) (sink.Sink, error) { return parquet.New(dir, nil) },
+//			Read: func(dir string) ([]sink.Record, error) {
 //				var recs []sink.Record
 //				for r, err := range parquet.Records(dir) {
-//					require.NoError(t, err)
+//					if err != nil {
+//						return recs, err
+//					}
 //					recs = append(recs, r)
 //				}
-//				return recs
+//				return recs, nil
 //			},
 //			TimePrecision: time.Microsecond,
 //		})
 //	}
 //
+// [Test] runs the same cases without a *testing.T and returns the
+// violations as an error, as testing/fstest.TestFS does.
+//
 // Where sinks may legitimately differ (timestamp precision, non-finite
-// floats, invalid UTF-8, concurrency), the harness declares the sink's
+// floats, invalid UTF-8, concurrency), the target declares the sink's
 // documented behaviour and the suite checks that one.
 package sinktest
 
@@ -36,7 +37,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,15 +53,16 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// Harness tells the suite how to make and read back the sink under test.
-type Harness struct {
+// Target is the sink under test: how the suite makes one and reads back
+// what it stored, and the behaviour it documents where sinks may differ.
+type Target struct {
 	// New returns a fresh sink that writes into dir, an empty directory
-	// owned by the case. It fails t if the sink cannot be made.
-	New func(t *testing.T, dir string) sink.Sink
+	// owned by the case.
+	New func(dir string) (sink.Sink, error)
 
 	// Read returns every record the closed sink wrote into dir, in the
-	// order they were stored. It fails t on any read error.
-	Read func(t *testing.T, dir string) []sink.Record
+	// order they were stored, or the first read error.
+	Read func(dir string) ([]sink.Record, error)
 
 	// TimePrecision is the resolution at which the sink keeps StartedAt:
 	// the suite expects every timestamp truncated to it (toward the past,
@@ -112,44 +116,126 @@ const (
 type testCase struct {
 	name string
 	rule string
-	run  func(t *testing.T, h *Harness)
+	run  func(t tb, h *Target)
 }
 
-// Run runs the conformance suite against the sink h makes, one subtest
-// per rule. Cases run in parallel, each in its own directory.
-func Run(t *testing.T, h Harness) {
+// Run runs the conformance suite against the sink target makes, one
+// subtest per rule. Cases run in parallel, each in its own directory.
+func Run(t *testing.T, target Target) {
 	t.Helper()
-	if h.New == nil || h.Read == nil {
-		t.Fatal("sinktest: Harness.New and Harness.Read are required")
+	if target.New == nil || target.Read == nil {
+		t.Fatal("sinktest: Target.New and Target.Read are required")
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			t.Log("rule:", c.rule)
-			c.run(t, &h)
+			c.run(t, &target)
 		})
 	}
+}
+
+// Test runs the conformance suite outside of a test's *testing.T, one case
+// after the other, and returns every violation found, each naming its
+// case, joined; nil means the sink conforms. As fstest.TestFS, it serves a
+// program or a test that wants the failures as a value.
+func Test(target Target) error {
+	if target.New == nil || target.Read == nil {
+		return errors.New("sinktest: Target.New and Target.Read are required")
+	}
+	var errs []error
+	for _, c := range cases {
+		r := &recorder{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer r.cleanup()
+			c.run(r, &target) // Fatalf and Skip end this goroutine
+		}()
+		<-done
+		for _, msg := range r.failures() {
+			errs = append(errs, fmt.Errorf("sinktest: %s: %s", c.name, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tb is what the cases need of a *testing.T; Test supplies a recorder.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Context() context.Context
+	TempDir() string
+}
+
+// recorder is a tb that collects failures.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+	dirs []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Skip(...any) { runtime.Goexit() }
+
+func (r *recorder) Context() context.Context { return context.Background() }
+
+func (r *recorder) TempDir() string {
+	dir, err := os.MkdirTemp("", "sinktest-")
+	if err != nil {
+		r.Fatalf("TempDir: %v", err)
+	}
+	r.mu.Lock()
+	r.dirs = append(r.dirs, dir)
+	r.mu.Unlock()
+	return dir
+}
+
+func (r *recorder) cleanup() {
+	for _, d := range r.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+func (r *recorder) failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.msgs
 }
 
 var cases = []testCase{
 	{
 		name: "ZeroRecord",
 		rule: "a record with every field at its zero value but Schema (which the engine always sets, and a reader may check) round-trips",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			roundTrip(t, h, []sink.Record{{Schema: sink.SchemaVersion}})
 		},
 	},
 	{
 		name: "AllFields",
 		rule: "every field of Record round-trips",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			roundTrip(t, h, []sink.Record{full(0), full(1), full(2)})
 		},
 	},
 	{
 		name: "SparseRecords",
 		rule: "optional fields (maps, input, output, error…) absent in one record and present in the next do not leak between records",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			a, b := full(0), full(1)
 			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Trace = nil, nil, nil, nil, "", "", "", ""
 			roundTrip(t, h, []sink.Record{a, b, full(2), {Schema: sink.SchemaVersion, SampleID: "only-id"}})
@@ -158,7 +244,7 @@ var cases = []testCase{
 	{
 		name: "Unicode",
 		rule: "valid Unicode round-trips byte for byte in strings and map keys and values: CJK, emoji (incl. ZWJ sequences and flags), combining marks, RTL, control characters, NUL, <>&, quotes, backslashes, U+2028/U+2029",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			var recs []sink.Record
 			for i, s := range unicodeStrings {
 				r := full(i)
@@ -173,8 +259,8 @@ var cases = []testCase{
 	},
 	{
 		name: "InvalidUTF8",
-		rule: "invalid UTF-8 in strings and map keys and values is handled as the harness declares: replaced byte by byte with U+FFFD (as encoding/json) or kept",
-		run: func(t *testing.T, h *Harness) {
+		rule: "invalid UTF-8 in strings and map keys and values is handled as the target declares: replaced byte by byte with U+FFFD (as encoding/json) or kept",
+		run: func(t tb, h *Target) {
 			bad := []string{"\xff", "a\xffb", "\xc3\x28", "\xe2\x82", "ok\xed\xa0\x80surrogate", "\xf0\x9f\x98"}
 			var recs, want []sink.Record
 			for i, s := range bad {
@@ -198,7 +284,7 @@ var cases = []testCase{
 	{
 		name: "LargePayload",
 		rule: "large values round-trip whole: a 1 MB output, a 1 MB reason, a 256 KB input, a map of 1,000 keys",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			r := full(0)
 			r.Output = mustJSON(t, map[string]string{"text": strings.Repeat("abcdefghij😀", 1<<20/14)})
 			r.Reason = strings.Repeat("r", 1<<20)
@@ -218,7 +304,7 @@ var cases = []testCase{
 	{
 		name: "Maps",
 		rule: "maps round-trip with every key (several keys, the empty key, unicode keys, empty values); an empty map and a nil map are equivalent",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			a := full(0)
 			a.Scores = map[string]float64{"": 0, "a": 1, "b": 0.25, "é": -1, "z": 1e-300, "big": 1e300, "neg0": math.Copysign(0, -1)}
 			a.Tags = map[string]string{"": "empty-key", "empty-value": "", "difficulty": "hard", "repo": "x/y", "日本": "語"}
@@ -230,7 +316,7 @@ var cases = []testCase{
 	{
 		name: "Floats",
 		rule: "finite floats round-trip exactly: extremes, subnormals, negative zero, integers above 2^53",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			vals := []float64{0, 1, -1, 0.1, 1.0 / 3, math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, 1e-7, 1e21, 1e-300, 9007199254740993, 123456789.123456789}
 			var recs []sink.Record
 			for i, v := range vals {
@@ -245,7 +331,7 @@ var cases = []testCase{
 	{
 		name: "Integers",
 		rule: "integers round-trip at their extremes: max int64 tokens, max uint64 seed, negative epochs and attempts",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			a, b := full(0), full(1)
 			a.InputTokens, a.OutputTokens, a.Seed, a.Epoch, a.Attempt, a.Schema = math.MaxInt64, math.MinInt64, math.MaxUint64, math.MaxInt32, math.MaxInt32, 1
 			b.InputTokens, b.OutputTokens, b.Seed, b.Epoch, b.Attempt = -1, 0, 1<<63, -1, -7
@@ -254,13 +340,13 @@ var cases = []testCase{
 	},
 	{
 		name: "NonFinite",
-		rule: "NaN and ±Inf in float fields are handled as the harness declares: kept, written as null and read back as 0, or rejected by Write with an error while the sink keeps working",
+		rule: "NaN and ±Inf in float fields are handled as the target declares: kept, written as null and read back as 0, or rejected by Write with an error while the sink keeps working",
 		run:  testNonFinite,
 	},
 	{
 		name: "Timestamps",
 		rule: "StartedAt round-trips as an instant at the declared precision (truncated): nanoseconds, before 1970, the zero time, far future, any zone",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			times := []time.Time{
 				time.Date(2025, 6, 1, 12, 34, 56, 123456789, time.UTC),
 				time.Date(2025, 6, 1, 12, 34, 56, 999999999, time.UTC),
@@ -284,7 +370,7 @@ var cases = []testCase{
 	{
 		name: "RawJSON",
 		rule: "input and output hold any JSON value (object, array, string, number, true, false, null) and round-trip as equal JSON; a sink may compact insignificant whitespace",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			docs := []string{`{"a":1,"b":[true,false,null],"c":{"d":"e"}}`, `[1,2.5,-3e10]`, `"just a string"`, `42`, `true`, `false`, `null`, `{}`, `[]`, `{"html":"<a href=\"x\">&</a>","u":"\u2028 é 😀"}`, "{\n  \"pretty\": [\n    1,\n    2\n  ]\n}"}
 			var recs []sink.Record
 			for i, d := range docs {
@@ -298,7 +384,7 @@ var cases = []testCase{
 	{
 		name: "CallerReusesMaps",
 		rule: "Write does not keep the record's maps or slices: the caller may change them after Write returns",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			r := full(0)
 			scores, tags, out := r.Scores, r.Tags, []byte(`{"answer":"first"}`)
 			r.Output = out
@@ -325,14 +411,14 @@ var cases = []testCase{
 	{
 		name: "EmptyRun",
 		rule: "a sink closed without any Write leaves a valid, readable result with zero records",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			check(t, h, write(t, h, nil), nil)
 		},
 	},
 	{
 		name: "WriteAfterClose",
 		rule: "Write after Close returns an error wrapping sink.ErrClosed and stores nothing",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			s, dir := newSink(t, h)
 			ctx := t.Context()
 			if err := s.Write(ctx, full(0)); err != nil {
@@ -349,7 +435,7 @@ var cases = []testCase{
 	{
 		name: "CloseCanceledContext",
 		rule: "Close flushes every written record even when its context is canceled (the engine closes sinks after a cancel)",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			s, dir := newSink(t, h)
 			var want []sink.Record
 			for i := range 100 {
@@ -369,7 +455,7 @@ var cases = []testCase{
 	{
 		name: "CloseTwice",
 		rule: "closing twice is safe: the second Close returns nil and changes nothing",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			s, dir := newSink(t, h)
 			ctx := t.Context()
 			if err := s.Write(ctx, full(0)); err != nil {
@@ -385,11 +471,11 @@ var cases = []testCase{
 	{
 		name: "ManyRecords",
 		rule: "many records (200,000 by default) are all stored, once each, in write order",
-		run: func(t *testing.T, h *Harness) {
+		run: func(t tb, h *Target) {
 			n := h.Many
 			if n == 0 {
 				n = 200_000
-				if testing.Short() {
+				if testing.Testing() && testing.Short() {
 					n = 10_000
 				}
 			}
@@ -401,7 +487,7 @@ var cases = []testCase{
 				}
 			}
 			closeSink(t, s, ctx)
-			got := h.Read(t, dir)
+			got := read(t, h, dir)
 			if len(got) != n {
 				t.Fatalf("read %d records, want %d", len(got), n)
 			}
@@ -419,8 +505,8 @@ var cases = []testCase{
 	},
 	{
 		name: "ConcurrentWrites",
-		rule: "a sink documented as safe for concurrent use stores every record written from many goroutines, once each (skipped unless Harness.Concurrent)",
-		run: func(t *testing.T, h *Harness) {
+		rule: "a sink documented as safe for concurrent use stores every record written from many goroutines, once each (skipped unless Target.Concurrent)",
+		run: func(t tb, h *Target) {
 			if !h.Concurrent {
 				t.Skip("the sink is not documented as safe for concurrent use")
 			}
@@ -439,7 +525,7 @@ var cases = []testCase{
 			}
 			wg.Wait()
 			closeSink(t, s, t.Context())
-			got := h.Read(t, dir)
+			got := read(t, h, dir)
 			slices.SortFunc(got, func(a, b sink.Record) int { return strings.Compare(a.SampleID, b.SampleID) })
 			var want []sink.Record
 			for i := range writers * each {
@@ -453,7 +539,7 @@ var cases = []testCase{
 	},
 }
 
-func testNonFinite(t *testing.T, h *Harness) {
+func testNonFinite(t tb, h *Target) {
 	nonFinite := []float64{math.NaN(), math.Inf(1), math.Inf(-1)}
 	var recs []sink.Record
 	for i, v := range nonFinite {
@@ -471,7 +557,7 @@ func testNonFinite(t *testing.T, h *Harness) {
 		switch h.NonFinite {
 		case NonFiniteRejected:
 			if err == nil {
-				t.Errorf("Write(score %v) = nil, want an error (the harness declares NonFiniteRejected)", r.Score)
+				t.Errorf("Write(score %v) = nil, want an error (the target declares NonFiniteRejected)", r.Score)
 			}
 		default:
 			if err != nil {
@@ -592,34 +678,47 @@ func replaced(s string) string {
 	return out
 }
 
-func mustJSON(t *testing.T, v any) json.RawMessage {
+func mustJSON(t tb, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	return b
 }
 
-func newSink(t *testing.T, h *Harness) (sink.Sink, string) {
+func newSink(t tb, h *Target) (sink.Sink, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s := h.New(t, dir)
+	s, err := h.New(dir)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	if s == nil {
-		t.Fatal("sinktest: Harness.New returned nil")
+		t.Fatalf("sinktest: Target.New returned nil")
 	}
 	return s, dir
 }
 
-func closeSink(t *testing.T, s sink.Sink, ctx context.Context) {
+func closeSink(t tb, s sink.Sink, ctx context.Context) {
 	t.Helper()
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 }
 
+// read reads back what the closed sink wrote into dir.
+func read(t tb, h *Target, dir string) []sink.Record {
+	t.Helper()
+	recs, err := h.Read(dir)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return recs
+}
+
 // write writes recs to a fresh sink, closes it and returns its directory.
-func write(t *testing.T, h *Harness, recs []sink.Record) string {
+func write(t tb, h *Target, recs []sink.Record) string {
 	t.Helper()
 	s, dir := newSink(t, h)
 	ctx := t.Context()
@@ -633,16 +732,16 @@ func write(t *testing.T, h *Harness, recs []sink.Record) string {
 }
 
 // roundTrip writes recs and checks that they read back as written (at the
-// harness's declared precision).
-func roundTrip(t *testing.T, h *Harness, recs []sink.Record) {
+// target's declared precision).
+func roundTrip(t tb, h *Target, recs []sink.Record) {
 	t.Helper()
 	check(t, h, write(t, h, recs), recs)
 }
 
 // check reads dir back and compares it with want.
-func check(t *testing.T, h *Harness, dir string, want []sink.Record) {
+func check(t tb, h *Target, dir string, want []sink.Record) {
 	t.Helper()
-	got := h.Read(t, dir)
+	got := read(t, h, dir)
 	if len(want) == 0 && len(got) == 0 {
 		return
 	}
@@ -657,7 +756,7 @@ func check(t *testing.T, h *Harness, dir string, want []sink.Record) {
 
 // normalize returns what a conforming sink reads back for r: its timestamp
 // truncated to the declared precision.
-func (h *Harness) normalize(r sink.Record) sink.Record {
+func (h *Target) normalize(r sink.Record) sink.Record {
 	if h.TimePrecision > 0 {
 		r.StartedAt = r.StartedAt.Truncate(h.TimePrecision)
 	}
@@ -668,7 +767,7 @@ func (h *Harness) normalize(r sink.Record) sink.Record {
 // maps and raw messages alike, NaN equal to NaN, timestamps as instants
 // (time.Time.Equal, which cmp uses), JSON documents by their value (so
 // that a sink may compact or re-escape them; numbers keep their text).
-func (h *Harness) cmpOptions() []cmp.Option {
+func (h *Target) cmpOptions() []cmp.Option {
 	return []cmp.Option{
 		// Only the record's maps: raw messages go through jsonValue.
 		cmp.FilterPath(func(p cmp.Path) bool {

@@ -3,7 +3,9 @@ package sinktest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,31 +61,36 @@ func clone[V any](m map[string]V) map[string]V {
 }
 
 func TestRunAgainstReferenceSink(t *testing.T) {
-	sinktest.Run(t, sinktest.Harness{
-		New: func(t *testing.T, dir string) sink.Sink { return &memSink{dir: dir} },
-		Read: func(t *testing.T, dir string) []sink.Record {
+	sinktest.Run(t, reference(20_000))
+}
+
+// reference is the target of the reference sink.
+func reference(many int) sinktest.Target {
+	return sinktest.Target{
+		New: func(dir string) (sink.Sink, error) { return &memSink{dir: dir}, nil },
+		Read: func(dir string) ([]sink.Record, error) {
 			v, ok := stored.Load(dir)
 			if !ok {
-				t.Fatalf("nothing stored for %s", dir)
+				return nil, fmt.Errorf("nothing stored for %s", dir)
 			}
-			return v.([]sink.Record)
+			return v.([]sink.Record), nil
 		},
 		InvalidUTF8: sinktest.InvalidUTF8Exact,
 		NonFinite:   sinktest.NonFiniteExact,
 		Concurrent:  true,
-		Many:        20_000,
-	})
+		Many:        many,
+	}
 }
 
 // TestRunWithDeclaredPrecision: a sink that keeps milliseconds passes when
 // it declares so.
 func TestRunWithDeclaredPrecision(t *testing.T) {
-	sinktest.Run(t, sinktest.Harness{
-		New: func(t *testing.T, dir string) sink.Sink { return &truncating{memSink{dir: dir}} },
-		Read: func(t *testing.T, dir string) []sink.Record {
+	sinktest.Run(t, sinktest.Target{
+		New: func(dir string) (sink.Sink, error) { return &truncating{memSink{dir: dir}}, nil },
+		Read: func(dir string) ([]sink.Record, error) {
 			v, _ := stored.Load(dir)
 			recs, _ := v.([]sink.Record)
-			return recs
+			return recs, nil
 		},
 		TimePrecision: time.Millisecond,
 		InvalidUTF8:   sinktest.InvalidUTF8Exact,
@@ -95,5 +102,38 @@ type truncating struct{ memSink }
 
 func (s *truncating) Write(ctx context.Context, r sink.Record) error {
 	r.StartedAt = r.StartedAt.Truncate(time.Millisecond)
+	return s.memSink.Write(ctx, r)
+}
+
+// TestTestReturnsViolations: the error-returning entry point passes the
+// reference sink and names the rules a broken sink breaks.
+func TestTestReturnsViolations(t *testing.T) {
+	t.Parallel()
+	if err := sinktest.Test(reference(1000)); err != nil {
+		t.Fatalf("reference sink: %v", err)
+	}
+	broken := reference(1000)
+	broken.New = func(dir string) (sink.Sink, error) { return &dropping{memSink: memSink{dir: dir}}, nil }
+	err := sinktest.Test(broken)
+	if err == nil {
+		t.Fatal("Test passes a sink that drops every tenth record")
+	}
+	for _, name := range []string{"ManyRecords", "ConcurrentWrites"} {
+		if !strings.Contains(err.Error(), "sinktest: "+name+":") {
+			t.Errorf("the error does not name %s:\n%v", name, err)
+		}
+	}
+}
+
+// dropping loses every tenth record.
+type dropping struct {
+	memSink
+	n atomic.Int64
+}
+
+func (s *dropping) Write(ctx context.Context, r sink.Record) error {
+	if s.n.Add(1)%10 == 0 {
+		return nil
+	}
 	return s.memSink.Write(ctx, r)
 }
