@@ -37,8 +37,10 @@ const batchRows = 1024
 //
 // Columns are converted to JSON as encoding/json would marshal their Arrow
 // values (binary columns as base64, timestamps as strings) and decoded into
-// T. String columns must hold valid UTF-8, and a column that T has no place
-// for is an error unless AllowUnknownFields is set. A malformed file or row
+// T. String columns must hold valid UTF-8 (strings nested in lists or
+// structs are not checked, and encoding/json replaces their invalid bytes),
+// and a column that T has no place for is an error unless
+// AllowUnknownFields is set. A malformed file or row
 // is a *dataset.RowError naming the file and, where known, the 1-based row
 // and the column (Field); a corrupt file is an error, never a panic.
 type Dataset[T any] struct {
