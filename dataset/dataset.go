@@ -29,7 +29,7 @@ import (
 
 // Sample is one task of a dataset.
 type Sample[T any] struct {
-	ID    string            // unique within the dataset
+	ID    string            // unique within the dataset; see CheckID
 	Input T                 // the task, including what the judge needs (e.g. the reference answer)
 	Tags  map[string]string // breakdown keys: "difficulty", "repo", "category"…
 }

@@ -118,10 +118,14 @@ func skipBOM(r *bufio.Reader) bool {
 func readLine(r *bufio.Reader, buf []byte, limit int) ([]byte, error) {
 	for {
 		frag, err := r.ReadSlice('\n')
-		if len(buf)+len(frag) > limit+1 { // +1: the newline is not part of the line
+		buf = append(buf, frag...)
+		n := len(buf)
+		if err == nil {
+			n-- // the newline is not part of the line
+		}
+		if n > limit { // checked per fragment: memory stays bounded by limit
 			return buf, errLineTooLong
 		}
-		buf = append(buf, frag...)
 		if err != bufio.ErrBufferFull {
 			return buf, err
 		}

@@ -80,11 +80,12 @@ func TestJSONLAccepts(t *testing.T) {
 		jsonl   dataset.JSONL[task]
 		want    dataset.Slice[task]
 	}{
-		"BOM at the start": {"\uFEFF" + `{"id":"a","input":{"q":"x","a":1}}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a", Input: task{"x", 1}}}},
-		"CRLF lines":       {`{"id":"a"}` + "\r\n" + `{"id":"b"}` + "\r\n", dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a"}, {ID: "b"}}},
-		"long line":        {`{"id":"a","input":{"q":"` + big + `"}}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a", Input: task{Q: big}}}},
-		"any printable ID": {`{"id":"a b/\"c\"\\ü 🙂"}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: weird}}},
-		"ID of 1024 bytes": {`{"id":"` + strings.Repeat("y", 1024) + `"}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: strings.Repeat("y", 1024)}}},
+		"BOM at the start":     {"\uFEFF" + `{"id":"a","input":{"q":"x","a":1}}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a", Input: task{"x", 1}}}},
+		"CRLF lines":           {`{"id":"a"}` + "\r\n" + `{"id":"b"}` + "\r\n", dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a"}, {ID: "b"}}},
+		"long line":            {`{"id":"a","input":{"q":"` + big + `"}}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: "a", Input: task{Q: big}}}},
+		"any printable ID":     {`{"id":"a b/\"c\"\\ü 🙂"}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: weird}}},
+		"ID of 1024 bytes":     {`{"id":"` + strings.Repeat("y", 1024) + `"}`, dataset.JSONL[task]{}, dataset.Slice[task]{{ID: strings.Repeat("y", 1024)}}},
+		"line of MaxLineBytes": {`{"id":"a"}` + "\n" + `{"id":"bcd"}`, dataset.JSONL[task]{MaxLineBytes: len(`{"id":"bcd"}`)}, dataset.Slice[task]{{ID: "a"}, {ID: "bcd"}}},
 		"unknown fields allowed": {`{"id":"a","input":{"q":"x","extra":1},"note":"n"}`, dataset.JSONL[task]{AllowUnknownFields: true},
 			dataset.Slice[task]{{ID: "a", Input: task{Q: "x"}}}},
 	} {
