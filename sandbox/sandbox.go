@@ -18,7 +18,9 @@
 //     "." is the root), cleaned lexically as io/fs paths are: "a/../b" is
 //     "b". One that leaves the workspace ("..", "../x", "/etc") is an
 //     error wrapping [ErrEscape]; so is one a driver finds leaving through
-//     a symlink. Any other name is legal: "..name", spaces, any UTF-8.
+//     a symlink. A name with a NUL byte or that is not UTF-8 is an error
+//     wrapping [fs.ErrInvalid]. Any other name is legal: "..name",
+//     spaces, any UTF-8.
 //   - Calls after Close return [ErrClosed]; a done ctx is checked before
 //     any work.
 //   - Commands are validated (an argument, no NUL bytes, a valid Dir, a
@@ -56,6 +58,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/proctor-evals/proctor/sandbox/driver"
 )
@@ -251,6 +254,11 @@ func clean(name string) (string, error) {
 	}
 	if strings.IndexByte(name, 0) >= 0 {
 		return "", fmt.Errorf("%w: NUL in name", fs.ErrInvalid)
+	}
+	// As io/fs: a name that is not UTF-8 would not survive every driver
+	// (Docker's API carries paths in JSON and tar headers).
+	if !utf8.ValidString(name) {
+		return "", fmt.Errorf("%w: name is not UTF-8", fs.ErrInvalid)
 	}
 	if name[0] == '/' {
 		return "", ErrEscape

@@ -8,8 +8,8 @@
 // type guarantees before calling it:
 //
 //   - Names are clean, slash-separated and relative: [fs.ValidPath] holds
-//     ("." is the workspace root); "..", "", absolute names and NUL bytes
-//     never reach a driver. A symlink leading out of the workspace is the
+//     ("." is the workspace root); "..", "", absolute names, NUL bytes and
+//     invalid UTF-8 never reach a driver. A symlink leading out of the workspace is the
 //     driver's to refuse, with an error wrapping [ErrEscape].
 //   - A Cmd has at least one argument, a valid Dir and no NUL bytes.
 //   - No method of a Sandbox is called after its Close has returned (one

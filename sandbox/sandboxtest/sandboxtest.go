@@ -982,11 +982,12 @@ var trustCases = []testCase{
 	},
 	{
 		name: "InvalidNames",
-		rule: "names with a NUL byte, and the root as a file, are refused before reaching the driver",
+		rule: "names with a NUL byte or invalid UTF-8, and the root as a file, are refused before reaching the driver",
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			c := ctx(t)
 			require.ErrorIs(t, sb.WriteFile(c, "a\x00b", nil, 0o644), fs.ErrInvalid)
+			require.ErrorIs(t, sb.WriteFile(c, "bad\xffutf8", nil, 0o644), fs.ErrInvalid)
 			require.ErrorIs(t, sb.WriteFile(c, "", nil, 0o644), fs.ErrInvalid)
 			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Env: map[string]string{"A=B": "x"}})
 			require.ErrorIs(t, err, fs.ErrInvalid)
