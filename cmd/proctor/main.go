@@ -1,21 +1,26 @@
 // Command proctor reads the results of evaluation runs: a run's JSONL log
 // (the source of truth) or a directory of Parquet files exported from one.
 //
-//	proctor report [-json | -markdown] RUN
-//	proctor compare [-json | -markdown] [-margin M] [-fail-on-regression] BASE HEAD
-//	proctor export -parquet DIR LOG
+//	proctor report [-json | -markdown] RUN...
+//	proctor compare [-json | -markdown] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
+//	proctor export [-force] -parquet DIR LOG
 //	proctor trace [-json] LOG SAMPLE [EPOCH]
+//	proctor trace [-json] [LOG] PATH#OFFSET
+//	proctor version
+//	proctor help [COMMAND]
 //
 // RUN, BASE and HEAD are a log (.jsonl) or a Parquet file or directory.
-// Exit status: 0 on success, 1 on an error, 2 on bad usage, 3 when
-// -fail-on-regression is given and the head regressed significantly or is
-// not non-inferior within the margin.
+// Exit status: 0 on success (and for help asked for with -h or help), 1 on
+// an error, 2 on bad usage, 3 when -fail-on-regression is given and the
+// head regressed significantly or is not non-inferior within the margin.
+//
+// The command links the report package (eval/report) and the sinks, not
+// the evaluation engine.
 //
 // Install with: go install github.com/proctor-evals/proctor/cmd/proctor@latest
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,12 +28,9 @@ import (
 	"io"
 	"iter"
 	"os"
-	"path/filepath"
-	"strconv"
+	"runtime/debug"
 	"strings"
-	"time"
 
-	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -39,70 +41,169 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage:
-  proctor report [-json | -markdown] RUN
-  proctor compare [-json | -markdown] [-margin M] [-fail-on-regression] BASE HEAD
-  proctor export -parquet DIR LOG
-  proctor trace [-json] LOG SAMPLE [EPOCH]
+// A command is a subcommand, as the go command has them: its own flag set,
+// a one-line usage and a help text.
+type command struct {
+	name  string
+	args  string // the usage line after the name and flags
+	short string
+	long  string
+	// flags defines the command's flags on fs and returns the function
+	// that runs it with the positional arguments.
+	flags func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) (int, error)
+}
 
-RUN, BASE and HEAD are a JSONL log or a Parquet file or directory.
-`
+// Exit statuses.
+const (
+	exitError      = 1
+	exitUsage      = 2
+	exitRegression = 3 // compare -fail-on-regression found a regression
+)
+
+var commands []*command
+
+func init() {
+	commands = []*command{reportCommand, compareCommand, exportCommand, traceCommand, versionCommand}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
 
 // errUsage marks a command line that does not parse.
 var errUsage = errors.New("bad usage")
 
-// exitRegression is the status of a compare that found a regression.
-const exitRegression = 3
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func mainUsage(w io.Writer) {
+	fmt.Fprint(w, "proctor reads the results of evaluation runs.\n\nusage: proctor <command> [arguments]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, "  help      print help about a command\n\n"+
+		"RUN, BASE and HEAD are a JSONL log or a Parquet file or directory.\n"+
+		"Run 'proctor help <command>' for a command's flags and details.\n")
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		mainUsage(stderr)
+		return exitUsage
 	}
-	cmds := map[string]func([]string, io.Writer, io.Writer) (int, error){
-		"report": reportCmd, "compare": compare, "export": export, "trace": trace,
+	switch args[0] {
+	case "-h", "-help", "--help":
+		mainUsage(stdout)
+		return 0
+	case "help":
+		return help(args[1:], stdout, stderr)
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "proctor: unknown command %q\n%s", args[0], usage)
-		return 2
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "proctor: unknown command %q\n\n", args[0])
+		mainUsage(stderr)
+		return exitUsage
 	}
-	code, err := cmd(args[1:], stdout, stderr)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and help are printed below
+	fs.Usage = func() {}
+	runCmd := c.flags(fs)
+	pos, err := parse(fs, args[1:])
+	code := 0
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c.help(stdout, fs)
+		return 0
+	case err == nil:
+		code, err = runCmd(pos, stdout, stderr)
+	}
 	switch {
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "proctor %s: %v\n%s", args[0], err, usage)
-		return 2
+		fmt.Fprintf(stderr, "proctor %s: %v\nusage: %s\nRun 'proctor help %s' for details.\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "), c.usage(fs), c.name)
+		return exitUsage
 	case err != nil:
-		fmt.Fprintf(stderr, "proctor %s: %v\n", args[0], err)
-		return 1
+		fmt.Fprintf(stderr, "proctor %s: %v\n", c.name, err)
+		return exitError
 	}
 	return code
 }
 
-func flags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// help is the help command: the main usage, or a command's help.
+func help(args []string, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		mainUsage(stdout)
+		return 0
+	case 1:
+		if c := lookup(args[0]); c != nil {
+			fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+			c.flags(fs)
+			c.help(stdout, fs)
+			return 0
+		}
+		fmt.Fprintf(stderr, "proctor help %s: unknown command\nRun 'proctor help' for usage.\n", args[0])
+	default:
+		fmt.Fprint(stderr, "usage: proctor help [command]\n")
+	}
+	return exitUsage
+}
+
+// usage is the command's usage line.
+func (c *command) usage(fs *flag.FlagSet) string {
+	var flags []string
+	fs.VisitAll(func(f *flag.Flag) {
+		name, _ := flag.UnquoteUsage(f)
+		if name == "" {
+			flags = append(flags, "[-"+f.Name+"]")
+		} else {
+			flags = append(flags, "[-"+f.Name+" "+name+"]")
+		}
+	})
+	return strings.Join(append(append([]string{"proctor", c.name}, flags...), c.args), " ")
+}
+
+func (c *command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.usage(fs), strings.TrimSpace(c.long))
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nflags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 }
 
 // parse parses flags that may come before or after the positional
-// arguments, and checks their count.
-func parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+// arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		if fs.NArg() == 0 {
-			break
+			return pos, nil
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) < min || len(pos) > max {
-		return nil, fmt.Errorf("%w: want %d to %d arguments, got %d", errUsage, min, max, len(pos))
+}
+
+func wantArgs(pos []string, min, max int, what string) error {
+	if len(pos) < min || max >= 0 && len(pos) > max {
+		return usageError("want %s, got %d arguments", what, len(pos))
 	}
-	return pos, nil
+	return nil
 }
 
 // records reads a run from a JSONL log or from Parquet. A torn log tail is
@@ -140,22 +241,53 @@ func reportOf(path string, stderr io.Writer) (*report.Report, error) {
 	return report.FromRecords(seq, nil)
 }
 
-func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("report", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return 0, err
-	}
-	rep, err := reportOf(pos[0], stderr)
-	if err != nil {
-		return 0, err
-	}
-	if rep.Episodes == 0 {
-		fmt.Fprintf(stderr, "warning: %s holds no records\n", pos[0])
-	}
-	return 0, write(stdout, rep, *asJSON, *asMarkdown)
+var reportCommand = &command{
+	name:  "report",
+	args:  "RUN...",
+	short: "print the report of one or more runs",
+	long: `
+Report prints the standard report of each RUN (a JSONL log, or a Parquet
+file or directory): pass rate with its confidence interval, pass@k,
+breakdowns by tag, latency, usage and failures.
+
+With several runs it prints one report for each, in the order given: as
+text or Markdown under a heading naming the run, and with -json as a stream
+of JSON documents, one per run (as 'go list -json' prints). Runs are not
+merged into one report: two logs may hold the same episode (a copy, a
+resumed run), which a merged report would count twice. Shards of one run
+are merged into one log first, where each episode is kept once.`,
+	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
+		asJSON := fs.Bool("json", false, "print JSON")
+		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
+		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			if err := wantArgs(pos, 1, -1, "at least one RUN"); err != nil {
+				return 0, err
+			}
+			for i, path := range pos {
+				rep, err := reportOf(path, stderr)
+				if err != nil {
+					return 0, fmt.Errorf("%s: %w", path, err)
+				}
+				if rep.Episodes == 0 {
+					fmt.Fprintf(stderr, "warning: %s holds no records\n", path)
+				}
+				if len(pos) > 1 && !*asJSON {
+					if i > 0 {
+						fmt.Fprintln(stdout)
+					}
+					if *asMarkdown {
+						fmt.Fprintf(stdout, "### %s\n\n", path)
+					} else {
+						fmt.Fprintf(stdout, "== %s\n", path)
+					}
+				}
+				if err := write(stdout, rep, *asJSON, *asMarkdown); err != nil {
+					return 0, err
+				}
+			}
+			return 0, nil
+		}
+	},
 }
 
 type printable interface {
@@ -175,176 +307,106 @@ func write(w io.Writer, v printable, asJSON, asMarkdown bool) error {
 	return v.WriteText(w)
 }
 
-func compare(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("compare", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	asMarkdown := fs.Bool("markdown", false, "print Markdown")
-	margin := fs.Float64("margin", 0, "non-inferiority margin on the pass rate (e.g. 0.02 for two points)")
-	failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior")
-	level := fs.Float64("level", 0.95, "confidence level")
-	pos, err := parse(fs, args, 2, 2)
-	if err != nil {
-		return 0, err
-	}
-	base, err := reportOf(pos[0], stderr)
-	if err != nil {
-		return 0, err
-	}
-	head, err := reportOf(pos[1], stderr)
-	if err != nil {
-		return 0, err
-	}
-	c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
-	if err := write(stdout, c, *asJSON, *asMarkdown); err != nil {
-		return 0, err
-	}
-	if *failOn && (c.Regressed || !c.NonInferior) {
-		return exitRegression, nil
-	}
-	return 0, nil
+var compareCommand = &command{
+	name:  "compare",
+	args:  "BASE HEAD",
+	short: "compare two runs of the same samples, paired by sample",
+	long: `
+Compare prints the paired comparison of HEAD against BASE: the difference
+of pass rates and scores over the samples scored in both, with confidence
+intervals, McNemar's test, the samples that flipped, and differences by tag.
+
+With -fail-on-regression it exits with status 3 when the head regressed
+significantly or is not non-inferior within -margin, and with status 1 when
+there is nothing to decide on: fewer than two samples are scored in both
+runs (different datasets, or runs that only errored), so no interval
+exists.`,
+	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
+		asJSON := fs.Bool("json", false, "print JSON")
+		asMarkdown := fs.Bool("markdown", false, "print Markdown")
+		margin := fs.Float64("margin", 0, "non-inferiority `margin` on the pass rate (e.g. 0.02 for two points)")
+		failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior")
+		level := fs.Float64("level", 0.95, "confidence `level`")
+		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
+				return 0, err
+			}
+			base, err := reportOf(pos[0], stderr)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", pos[0], err)
+			}
+			head, err := reportOf(pos[1], stderr)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", pos[1], err)
+			}
+			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
+			if err := write(stdout, c, *asJSON, *asMarkdown); err != nil {
+				return 0, err
+			}
+			if c.Paired < 2 {
+				why := fmt.Errorf("nothing to compare: %d samples scored in both runs (%d only in %s, %d only in %s); a comparison needs at least 2",
+					c.Paired, len(c.OnlyBase), pos[0], len(c.OnlyHead), pos[1])
+				if *failOn {
+					return 0, fmt.Errorf("-fail-on-regression cannot decide: %w", why)
+				}
+				fmt.Fprintf(stderr, "warning: %v\n", why)
+				return 0, nil
+			}
+			if *failOn && (c.Regressed || !c.NonInferior) {
+				return exitRegression, nil
+			}
+			return 0, nil
+		}
+	},
 }
 
-func export(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("export", stderr)
-	dir := fs.String("parquet", "", "directory to write Parquet files to")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return 0, err
-	}
-	if *dir == "" {
-		return 0, fmt.Errorf("%w: -parquet DIR is required", errUsage)
-	}
-	if _, err := os.Stat(pos[0]); err != nil {
-		return 0, err
-	}
-	seq, err := records(pos[0], stderr)
-	if err != nil {
-		return 0, err
-	}
-	w, err := parquet.New(*dir)
-	if err != nil {
-		return 0, err
-	}
-	ctx := context.Background()
-	n := 0
-	for r, err := range seq {
-		if err == nil {
-			err = w.Write(ctx, r)
+var versionCommand = &command{
+	name:  "version",
+	short: "print proctor's version",
+	long: `
+Version prints the version of proctor, from the build information Go
+records in the binary: the module version for 'go install …@version', and
+the VCS revision for a build from a checkout.`,
+	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
+		return func(pos []string, stdout, _ io.Writer) (int, error) {
+			if err := wantArgs(pos, 0, 0, "no arguments"); err != nil {
+				return 0, err
+			}
+			fmt.Fprintln(stdout, versionText())
+			return 0, nil
 		}
-		if err != nil {
-			w.Close(ctx)
-			return 0, err
-		}
-		n++
-	}
-	if err := w.Close(ctx); err != nil {
-		return 0, err
-	}
-	fmt.Fprintf(stdout, "exported %d records to %s\n", n, *dir)
-	return 0, nil
+	},
 }
 
-func trace(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flags("trace", stderr)
-	asJSON := fs.Bool("json", false, "print the transcript as JSON")
-	pos, err := parse(fs, args, 2, 3)
-	if err != nil {
-		return 0, err
+// versionText is "proctor VERSION [REVISION[+modified] TIME] GOVERSION".
+func versionText() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "proctor (unknown version: no build information)"
 	}
-	logPath, sample, epoch := pos[0], pos[1], -1
-	if len(pos) == 3 {
-		if epoch, err = strconv.Atoi(pos[2]); err != nil || epoch < 0 {
-			return 0, fmt.Errorf("%w: EPOCH must be a number ≥ 0, got %q", errUsage, pos[2])
-		}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
 	}
-	seq, err := records(logPath, stderr)
-	if err != nil {
-		return 0, err
-	}
-	var found []sink.Record
-	for r, err := range seq {
-		if err != nil {
-			return 0, err
-		}
-		if r.SampleID == sample && (epoch < 0 || r.Epoch == epoch) {
-			found = append(found, r)
-		}
-	}
-	if len(found) == 0 {
-		return 0, fmt.Errorf("no episode of sample %q%s in %s", sample, epochText(epoch), logPath)
-	}
-	for _, r := range found {
-		if err := printTrace(stdout, r, filepath.Dir(logPath), *asJSON); err != nil {
-			return 0, err
-		}
-	}
-	return 0, nil
-}
-
-func epochText(epoch int) string {
-	if epoch < 0 {
-		return ""
-	}
-	return fmt.Sprintf(" epoch %d", epoch)
-}
-
-func printTrace(w io.Writer, r sink.Record, dir string, asJSON bool) error {
-	var tr *eval.Trace
-	if r.Trace != "" {
-		var err error
-		if tr, err = eval.ReadTrace(r.Trace, dir); err != nil {
-			return err
-		}
-	}
-	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{"record": r, "trace": tr})
-	}
-	fmt.Fprintf(w, "== %s epoch %d (attempt %d): %s", r.SampleID, r.Epoch, r.Attempt, r.Status)
-	if r.ErrorKind != "" {
-		fmt.Fprintf(w, "/%s", r.ErrorKind)
-	}
-	fmt.Fprintf(w, "  score %.3g  %.1f ms  %d+%d tokens  $%.4f\n", r.Score, r.DurationMS, r.InputTokens, r.OutputTokens, r.CostUSD)
-	if r.Reason != "" {
-		fmt.Fprintf(w, "reason: %s\n", r.Reason)
-	}
-	if r.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", r.Error)
-	}
-	if tr == nil {
-		fmt.Fprintln(w, "(no transcript recorded)")
-		return nil
-	}
-	for i, ev := range tr.Events {
-		at := ev.Time.Sub(r.StartedAt).Round(time.Microsecond)
-		fmt.Fprintf(w, "%3d  +%-10v %-8s %s", i, at, ev.Kind, ev.Name)
-		if ev.Duration > 0 {
-			fmt.Fprintf(w, "  (%v)", ev.Duration.Round(time.Microsecond))
-		}
-		if ev.Usage.InputTokens+ev.Usage.OutputTokens > 0 || ev.Usage.CostUSD > 0 {
-			fmt.Fprintf(w, "  %d+%d tokens $%.4f", ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostUSD)
-		}
-		fmt.Fprintln(w)
-		for _, part := range []struct {
-			name string
-			v    json.RawMessage
-		}{{"in", ev.Input}, {"out", ev.Output}} {
-			if len(part.v) > 0 {
-				fmt.Fprintf(w, "       %s: %s\n", part.name, indent(string(part.v)))
+	parts := []string{"proctor", v}
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+modified"
 			}
 		}
-		if ev.Error != "" {
-			fmt.Fprintf(w, "       error: %s\n", ev.Error)
-		}
 	}
-	return nil
-}
-
-func indent(s string) string {
-	var v any
-	if json.Unmarshal([]byte(s), &v) == nil {
-		if str, ok := v.(string); ok {
-			s = str
-		}
+	if rev != "" {
+		parts = append(parts, rev[:min(len(rev), 12)]+modified)
 	}
-	return strings.ReplaceAll(s, "\n", "\n            ")
+	if at != "" {
+		parts = append(parts, at)
+	}
+	return strings.Join(append(parts, bi.GoVersion), " ")
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+var traceCommand = &command{
+	name:  "trace",
+	args:  "LOG SAMPLE [EPOCH] | [LOG] PATH#OFFSET",
+	short: "print an episode's record and transcript",
+	long: `
+Trace prints the record and the transcript (model calls, tool calls,
+commands, with their timing and usage) of the episodes of SAMPLE in LOG,
+or of one epoch when EPOCH is given.
+
+It also takes a record's trace link, PATH#OFFSET, as the trace column of a
+report, a log or a Parquet file shows it. A relative PATH is resolved
+against LOG's directory when LOG is given (records link their transcripts
+relative to the log, so that a moved runs directory keeps them), and
+against the current directory when the link is given alone.`,
+	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
+		asJSON := fs.Bool("json", false, "print the record and transcript as JSON")
+		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			if err := wantArgs(pos, 1, 3, "LOG SAMPLE [EPOCH], or [LOG] PATH#OFFSET"); err != nil {
+				return 0, err
+			}
+			if len(pos) == 1 {
+				if _, _, ok := parseLink(pos[0]); !ok {
+					return 0, usageError("%q is not a trace link (PATH#OFFSET); with a LOG, give a SAMPLE", pos[0])
+				}
+				return 0, printLink(stdout, pos[0], ".", *asJSON)
+			}
+			logPath, sample, epoch := pos[0], pos[1], -1
+			if len(pos) == 3 {
+				var err error
+				if epoch, err = strconv.Atoi(pos[2]); err != nil || epoch < 0 {
+					return 0, usageError("EPOCH must be a number ≥ 0, got %q", pos[2])
+				}
+			}
+			seq, err := records(logPath, stderr)
+			if err != nil {
+				return 0, err
+			}
+			var found, linked []sink.Record
+			for r, err := range seq {
+				if err != nil {
+					return 0, err
+				}
+				if r.SampleID == sample && (epoch < 0 || r.Epoch == epoch) {
+					found = append(found, r)
+				}
+				if r.Trace == sample && epoch < 0 {
+					linked = append(linked, r)
+				}
+			}
+			dir := filepath.Dir(logPath)
+			if len(found) == 0 {
+				found = linked
+			}
+			if len(found) == 0 {
+				if _, _, ok := parseLink(sample); ok && epoch < 0 {
+					return 0, printLink(stdout, sample, dir, *asJSON)
+				}
+				return 0, fmt.Errorf("no episode of sample %q%s in %s", sample, epochText(epoch), logPath)
+			}
+			for _, r := range found {
+				if err := printTrace(stdout, r, dir, *asJSON); err != nil {
+					return 0, err
+				}
+			}
+			return 0, nil
+		}
+	},
+}
+
+// transcript is an episode's transcript as the trace store holds it, one
+// JSON line each.
+type transcript struct {
+	RunID    string          `json:"run_id"`
+	SampleID string          `json:"sample_id"`
+	Epoch    int             `json:"epoch"`
+	Attempt  int             `json:"attempt"`
+	Events   []harness.Event `json:"events"`
+}
+
+// parseLink splits a trace link, PATH#OFFSET.
+func parseLink(link string) (path string, off int64, ok bool) {
+	i := strings.LastIndexByte(link, '#')
+	if i <= 0 {
+		return "", 0, false
+	}
+	off, err := strconv.ParseInt(link[i+1:], 10, 64)
+	if err != nil || off < 0 {
+		return "", 0, false
+	}
+	return link[:i], off, true
+}
+
+// readTrace resolves a trace link, a relative path against dir. (The
+// engine's eval.ReadTrace does the same; the command does not link the
+// engine for it.)
+func readTrace(link, dir string) (*transcript, error) {
+	path, off, ok := parseLink(link)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a trace link (PATH#OFFSET)", link)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	line, err := jsonl.ReadLineAt(path, off)
+	if err != nil {
+		return nil, err
+	}
+	var t transcript
+	if err := json.Unmarshal(line, &t); err != nil {
+		return nil, fmt.Errorf("trace at %s#%d: %w", path, off, err)
+	}
+	return &t, nil
+}
+
+// printLink prints the transcript a link names, without its record.
+func printLink(w io.Writer, link, dir string, asJSON bool) error {
+	tr, err := readTrace(link, dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && dir != "." {
+			return fmt.Errorf("%w (a relative link is resolved against the log's directory, %s)", err, dir)
+		}
+		return err
+	}
+	r := sink.Record{RunID: tr.RunID, SampleID: tr.SampleID, Epoch: tr.Epoch, Attempt: tr.Attempt, Trace: link}
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"trace": tr})
+	}
+	if len(tr.Events) > 0 {
+		r.StartedAt = tr.Events[0].Time
+	}
+	fmt.Fprintf(w, "== %s epoch %d (attempt %d), run %s\n", r.SampleID, r.Epoch, r.Attempt, r.RunID)
+	printEvents(w, r, tr)
+	return nil
+}
+
+func epochText(epoch int) string {
+	if epoch < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" epoch %d", epoch)
+}
+
+// printTrace prints r and its transcript, whose link is resolved against
+// dir (the log's directory).
+func printTrace(w io.Writer, r sink.Record, dir string, asJSON bool) error {
+	var tr *transcript
+	if r.Trace != "" {
+		var err error
+		if tr, err = readTrace(r.Trace, dir); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"record": r, "trace": tr})
+	}
+	fmt.Fprintf(w, "== %s epoch %d (attempt %d): %s", r.SampleID, r.Epoch, r.Attempt, r.Status)
+	if r.ErrorKind != "" {
+		fmt.Fprintf(w, "/%s", r.ErrorKind)
+	}
+	fmt.Fprintf(w, "  score %.3g  %.1f ms  %d+%d tokens  $%.4f\n", r.Score, r.DurationMS, r.InputTokens, r.OutputTokens, r.CostUSD)
+	if r.Reason != "" {
+		fmt.Fprintf(w, "reason: %s\n", r.Reason)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	if tr == nil {
+		fmt.Fprintln(w, "(no transcript recorded)")
+		return nil
+	}
+	printEvents(w, r, tr)
+	return nil
+}
+
+// printEvents prints a transcript's events, with times relative to the
+// episode's start.
+func printEvents(w io.Writer, r sink.Record, tr *transcript) {
+	for i, ev := range tr.Events {
+		at := ev.Time.Sub(r.StartedAt).Round(time.Microsecond)
+		fmt.Fprintf(w, "%3d  +%-10v %-8s %s", i, at, ev.Kind, ev.Name)
+		if ev.Duration > 0 {
+			fmt.Fprintf(w, "  (%v)", ev.Duration.Round(time.Microsecond))
+		}
+		if ev.Usage.InputTokens+ev.Usage.OutputTokens > 0 || ev.Usage.CostUSD > 0 {
+			fmt.Fprintf(w, "  %d+%d tokens $%.4f", ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostUSD)
+		}
+		fmt.Fprintln(w)
+		for _, part := range []struct {
+			name string
+			v    json.RawMessage
+		}{{"in", ev.Input}, {"out", ev.Output}} {
+			if len(part.v) > 0 {
+				fmt.Fprintf(w, "       %s: %s\n", part.name, indent(string(part.v)))
+			}
+		}
+		if ev.Error != "" {
+			fmt.Fprintf(w, "       error: %s\n", ev.Error)
+		}
+	}
+}
+
+func indent(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) == nil {
+		if str, ok := v.(string); ok {
+			s = str
+		}
+	}
+	return strings.ReplaceAll(s, "\n", "\n            ")
+}
