@@ -27,7 +27,11 @@ temporary directory beside DIR, renamed to DIR only once every record is
 written, and removed if anything fails (a corrupt line in the log, a full
 disk). An existing DIR is an error unless -force is given; even then, only
 a directory of Parquet part files (an earlier export) is replaced, never
-one holding anything else.`,
+one holding anything else.
+
+In DuckDB: SELECT tags['difficulty'], output->>'answer' FROM 'DIR/*.parquet'.
+A log loads too: SELECT * FROM read_json_auto('LOG', sample_size = -1)
+(every line sampled, so that a large seed late in the log reads).`,
 	flags: func(fset *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		dir := fset.String("parquet", "", "write the Parquet files to directory `DIR` (required)")
 		force := fset.Bool("force", false, "replace DIR if it holds an earlier export")

@@ -17,6 +17,23 @@
 // The command links the report package (eval/report) and the sinks, not
 // the evaluation engine.
 //
+// # Querying with DuckDB
+//
+// A log loads with one line:
+//
+//	SELECT * FROM read_json_auto('run.jsonl', sample_size = -1);
+//
+// sample_size = -1 makes DuckDB infer the column types from every line:
+// with its default sample (the first 20,480 lines), a seed above the int64
+// range further on fails the cast. An export keeps its types (JSON input
+// and output, MAP tags and scores, TIMESTAMP WITH TIME ZONE started_at,
+// UBIGINT seed):
+//
+//	SELECT tags['difficulty'] AS d, avg(score), any_value(output->>'answer')
+//	FROM 'results/*.parquet' GROUP BY d;
+//
+// Both are checked against a real DuckDB by internal/duckdbcheck.
+//
 // Install with: go install github.com/proctor-evals/proctor/cmd/proctor@latest
 package main
 
