@@ -66,3 +66,19 @@ func BenchmarkOpen1M(b *testing.B) {
 		w.Close(context.Background())
 	}
 }
+
+// BenchmarkOpen1MVisit is Open as the engine calls it: keys visited into
+// the caller's own index (here counted), no map of keys built.
+func BenchmarkOpen1MVisit(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "log.jsonl")
+	writeLog(b, path, 1_000_000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n := 0
+		w, rec, err := jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true, Visit: func([]byte, int) { n++ }})
+		if err != nil || rec.Records != 1_000_000 || n != 1_000_000 {
+			b.Fatal(err, rec.Records)
+		}
+		w.Close(context.Background())
+	}
+}

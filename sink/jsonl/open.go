@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -157,19 +158,12 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 		return &NotLogError{Path: path, Line: 1, Err: errors.New("it does not start with '{'")}
 	}
 	committed := 0
-	err = scanLines(path, f, func(l line) error {
-		if blank(l.data) && !l.incomplete {
-			return nil
-		}
-		k, err := checkLine(path, l, committed)
-		if err != nil {
-			return err
-		}
+	apply := func(k sink.LineKey, num int) error {
 		committed++
 		if rec.RunID == "" {
 			rec.RunID = string(k.RunID)
 		} else if string(k.RunID) != rec.RunID {
-			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, l.num, k.RunID, rec.RunID)
+			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, num, k.RunID, rec.RunID)
 		}
 		if k.Status == sink.Error {
 			rec.Dropped++
@@ -178,6 +172,26 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 		rec.Records++
 		visit(k.SampleID, k.Epoch)
 		return nil
+	}
+	// Every core checks whole lines up to the first that is not a record;
+	// from there on (a torn tail, a corrupt line: rare, and short) one
+	// line at a time, with the rule Records applies.
+	off, num, err := scanParallel(f, apply)
+	if err != nil {
+		return fmt.Errorf("jsonl: read %s: %w", path, err)
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("jsonl: read %s: %w", path, err)
+	}
+	err = scanLinesFrom(path, f, num, off, func(l line) error {
+		if blank(l.data) && !l.incomplete {
+			return nil
+		}
+		k, err := checkLine(path, l, committed)
+		if err != nil {
+			return err
+		}
+		return apply(k, l.num)
 	})
 	var torn *TornTailError
 	if errors.As(err, &torn) {

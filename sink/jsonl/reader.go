@@ -64,10 +64,14 @@ type line struct {
 // last one (complete, or not) marked so: a line that is not a record is
 // judged by the caller, which knows whether anything follows it.
 func scanLines(path string, f io.Reader, yield func(line) error) error {
+	return scanLinesFrom(path, f, 0, 0, yield)
+}
+
+// scanLinesFrom is scanLines over a reader positioned after num lines,
+// at offset off.
+func scanLinesFrom(path string, f io.Reader, num int, off int64, yield func(line) error) error {
 	r := bufio.NewReaderSize(f, 1<<20)
 	var (
-		off     int64
-		num     int
 		long    []byte
 		pending *line
 		keep    []byte

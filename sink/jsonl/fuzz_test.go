@@ -1,0 +1,87 @@
+package jsonl_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// FuzzOpen: on any bytes Open never panics, and either fails leaving the
+// file as it was, or recovers a log whose committed records are exactly
+// those Records returned before, which Records then reads without error.
+// Chunks of 64 bytes make the parallel scan cross chunk boundaries.
+func FuzzOpen(f *testing.F) {
+	old := jsonl.SetChunkSize(64)
+	f.Cleanup(func() { jsonl.SetChunkSize(old) })
+	a, b, e := line(rec(0, sink.Pass)), line(rec(1, sink.Fail)), line(rec(2, sink.Error))
+	for _, s := range []string{
+		"", "\n", "x", "x\n", "{", `{"schema":`, a, a + b + e, a + b[:20], a + "\n\n" + b, a + "junk\n" + b,
+		a + `{"schema":1}` + "\n", `{"schema":2}` + "\n", `{"a":1}`, a + b + "\x00\x00",
+		a + `{"schema":1,"run_id":"other"}` + "\n", " " + a, a + "   ", "\xef\xbb\xbf" + a,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "log.jsonl")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before []sink.Record
+		var readErr error
+		for r, err := range jsonl.Records(path) {
+			if err != nil {
+				readErr = err
+				break
+			}
+			before = append(before, r)
+		}
+		w, recov, err := jsonl.Open(path, nil)
+		if err != nil {
+			after, rerr := os.ReadFile(path)
+			if rerr != nil || !bytes.Equal(after, data) {
+				t.Fatalf("Open failed (%v) and changed the file:\n%q\n%q", err, data, after)
+			}
+			return
+		}
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var torn *jsonl.TornTailError
+		if readErr != nil && !errors.As(readErr, &torn) {
+			t.Fatalf("Open accepted a log Records rejects with %v", readErr)
+		}
+		if (recov.Torn != nil) != (readErr != nil) {
+			t.Fatalf("Open's torn tail %v, Records' %v", recov.Torn, readErr)
+		}
+		if recov.Records != len(before) {
+			t.Fatalf("Open counted %d committed records, Records read %d", recov.Records, len(before))
+		}
+		var after []sink.Record
+		for r, err := range jsonl.Records(path) {
+			if err != nil {
+				t.Fatalf("the recovered log does not read back: %v", err)
+			}
+			after = append(after, r)
+		}
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Fatalf("records before and after Open (-before +after):\n%s", diff)
+		}
+		done := map[sink.Key]struct{}{}
+		for _, r := range before {
+			if r.Status != sink.Error {
+				done[r.Key()] = struct{}{}
+			}
+		}
+		if diff := cmp.Diff(done, recov.Done); diff != "" {
+			t.Fatalf("Done (-from Records +Open):\n%s", diff)
+		}
+	})
+}
