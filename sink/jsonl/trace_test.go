@@ -1,0 +1,70 @@
+package jsonl_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+func TestResolveTrace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := filepath.Join(dir, "run.traces.jsonl")
+	w, err := jsonl.Create(store, nil)
+	require.NoError(t, err)
+	_, err = w.WriteLine([]byte(`{"first":true}`))
+	require.NoError(t, err)
+	off, err := w.WriteLine([]byte(`{"second":true}`))
+	require.NoError(t, err)
+	require.NoError(t, w.Close(context.Background()))
+	log := filepath.Join(dir, "run.jsonl")
+
+	for _, link := range []string{
+		"run.traces.jsonl#" + itoa(off),     // relative to the log: what new logs hold
+		"./run.traces.jsonl#" + itoa(off),   // the same, spelled out
+		store + "#" + itoa(off),             // absolute: what older logs hold
+		"file://" + store + "#" + itoa(off), // a URL of the same file
+	} {
+		path, o, err := jsonl.ResolveTrace(log, link)
+		require.NoError(t, err, link)
+		require.Equal(t, store, path, link)
+		require.Equal(t, off, o, link)
+		line, err := jsonl.ReadLineAt(path, o)
+		require.NoError(t, err)
+		require.Equal(t, `{"second":true}`, string(line))
+	}
+
+	// Relative links survive moving the runs directory; nested ones too.
+	path, _, err := jsonl.ResolveTrace("/moved/runs/run.jsonl", "traces/run.traces.jsonl#7")
+	require.NoError(t, err)
+	require.Equal(t, filepath.FromSlash("/moved/runs/traces/run.traces.jsonl"), path)
+
+	for _, bad := range []string{"", "no-offset", "#12", "x#", "x#-1", "x#1e3", "x#12a"} {
+		_, _, err := jsonl.ResolveTrace(log, bad)
+		require.ErrorContains(t, err, "jsonl: trace link", bad)
+	}
+}
+
+func itoa(n int64) string { return fmt.Sprint(n) }
+
+// FuzzResolveTrace: any link either fails with an error or resolves to a
+// path and the offset it ends with.
+func FuzzResolveTrace(f *testing.F) {
+	for _, s := range []string{"run.traces.jsonl#12", "/abs/t.jsonl#0", "file:///t#3", "#", "a#b#4", "x#-1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, link string) {
+		path, off, err := jsonl.ResolveTrace("/runs/run.jsonl", link)
+		if err != nil {
+			return
+		}
+		if off < 0 || path == "" || !filepath.IsAbs(path) {
+			t.Fatalf("ResolveTrace(%q) = %q, %d", link, path, off)
+		}
+	})
+}
