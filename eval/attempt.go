@@ -24,8 +24,11 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 	smp := &s.samples[j.sample]
 	ep := &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
-	if j.kept != nil {
-		ep.Sandbox = j.kept.sb // the judge sees the world the harness left
+	// Read before the attempt is published: once it runs, the watchdog may
+	// abandon it and drop j.kept while the abandoned call still reads it.
+	k := j.kept
+	if k != nil {
+		ep.Sandbox = k.sb // the judge sees the world the harness left
 	} else if s.cfg.Sandbox != nil {
 		opened := time.Now()
 		sb, kind, err := s.openSandbox(ctx, j)
@@ -57,7 +60,7 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 			}
 		}
 	}()
-	s.call(ctx, j, ep, res)
+	s.call(ctx, k, ep, res)
 	returned = true
 	return s.finish(w, phase, j, ep, start, res)
 }
@@ -97,14 +100,14 @@ type outcome[O any] struct {
 
 // call runs the harness (unless an earlier attempt's output is kept) and
 // the judge for one attempt, turning a panic into an error of kind panic.
-func (s *scheduler[T, O]) call(ctx context.Context, j *job, ep *harness.Episode[T], res *outcome[O]) {
+func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode[T], res *outcome[O]) {
 	res.stage = "harness"
 	defer func() {
 		if p := recover(); p != nil {
 			res.fault, res.err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", res.stage, p, debug.Stack())
 		}
 	}()
-	if k := j.kept; k != nil {
+	if k != nil {
 		res.out, res.haveOut = k.out.(O), true
 	} else {
 		out, err := s.e.Harness.Run(ctx, ep)
