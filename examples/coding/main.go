@@ -128,7 +128,11 @@ func main() {
 		}
 		o.Dir = d
 	}
-	rep, err := run(context.Background(), o)
+	// Ctrl-C stops gracefully (run again with the same -dir to resume); a
+	// second Ctrl-C exits at once.
+	ctx, stop := eval.InterruptContext(context.Background())
+	defer stop()
+	rep, err := run(ctx, o)
 	if err != nil {
 		if errors.Is(err, ErrNoBusybox) {
 			fmt.Fprintln(os.Stderr, err)

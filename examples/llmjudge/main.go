@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
@@ -89,11 +88,9 @@ then run: go run ./examples/llmjudge`)
 		}),
 		Judge: judge.Cascade(scorer.Normalized(func(q QA) string { return q.Answer }), rubric, judge.PassSettles),
 	}
-	// The first Ctrl-C cancels gracefully; stop() then restores the default,
-	// so a second one exits at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// The first Ctrl-C cancels gracefully; a second one exits at once.
+	ctx, stop := eval.InterruptContext(context.Background())
 	defer stop()
-	context.AfterFunc(ctx, stop)
 	report, err := e.Run(ctx, eval.Config{Concurrency: 4, Seed: 1})
 	if err != nil {
 		log.Fatal(err)
