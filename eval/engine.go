@@ -49,11 +49,15 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 
 	runID, warnings := cfg.RunID, setup.warnings
 	var logSize int64
+	var opened *openedLog
+	identity := make(chan DatasetIdentity, 1)
 	if cfg.Log != "" {
 		l, err := openLog(setup, done)
 		if err != nil {
 			return nil, err
 		}
+		opened = l
+		go func() { identity <- identityOf(samples) }()
 		rec.log, rec.traces, logSize = l.w, l.traces, l.size
 		runID = l.runID
 		warnings = append(warnings, l.warnings...)
@@ -94,6 +98,13 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	// Cleanup runs even when the run was canceled, with a context that is
 	// not, so that every sink flushes what it was given.
 	recErr := rec.close(context.WithoutCancel(ctx))
+	if opened != nil {
+		warning, err := opened.finishManifest(cfg.Log, <-identity)
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
+		recErr = errors.Join(recErr, err)
+	}
 	rep := agg.Report()
 	rep.Eval, rep.RunID = setup.e.Name, runID
 	rep.StartedAt, rep.Wall = start, time.Since(start)
@@ -123,6 +134,25 @@ type openedLog struct {
 	size      int64 // committed bytes when the run started
 	runID     string
 	warnings  []string
+	// The manifest as written when the run started, and the dataset
+	// identity it holds: the identity of this run's dataset (a hash of
+	// every input) is computed while the run goes on, not before.
+	manifest   *Manifest
+	oldDataset DatasetIdentity
+}
+
+// finishManifest records the identity of the run's dataset in its
+// manifest once known, warning when it differs from the one the log was
+// written with.
+func (l *openedLog) finishManifest(log string, identity DatasetIdentity) (warning string, err error) {
+	if identity == l.oldDataset {
+		return "", nil
+	}
+	if l.oldDataset.Hash != "" {
+		warning = fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", l.oldDataset.Samples, identity.Samples)
+	}
+	l.manifest.Dataset = identity
+	return warning, writeManifest(log, l.manifest)
 }
 
 // openLog recovers the log, checks its manifest against this run (writing
@@ -175,18 +205,16 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	if old == nil && rec.Records > 0 && rec.RunID != "" {
 		l.warnings = append(l.warnings, "the log has no manifest (written before manifests existed): adopting it")
 	}
-	if old == nil || cfg.AllowChanged || old.Dataset != m.Dataset || old.Epochs != m.Epochs {
-		if old != nil {
-			m.CreatedAt = old.CreatedAt
-		}
-		m.RunID = l.runID
+	if old != nil {
+		m.CreatedAt, m.Dataset = old.CreatedAt, old.Dataset
+	}
+	m.RunID = l.runID
+	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs {
 		if err := writeManifest(cfg.Log, m); err != nil {
 			return fail(err)
 		}
 	}
-	if old != nil && old.Dataset != m.Dataset {
-		l.warnings = append(l.warnings, fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", old.Dataset.Samples, m.Dataset.Samples))
-	}
+	l.manifest, l.oldDataset = m, m.Dataset
 	if rec.Torn != nil {
 		l.warnings = append(l.warnings, fmt.Sprintf("%v: cut off; those episodes run again", rec.Torn))
 		cfg.Logger.Warn("proctor: torn log tail cut", "log", cfg.Log, "line", rec.Torn.Line, "bytes", rec.Torn.Bytes)
@@ -209,10 +237,14 @@ func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
-		Dataset: datasetIdentity(len(samples),
-			func(i int) string { return samples[i].ID },
-			func(i int) []byte { return encodeJSON(samples[i].Input) }),
+		Dataset: DatasetIdentity{Samples: len(samples)},
 	}
+}
+
+func identityOf[T any](samples []dataset.Sample[T]) DatasetIdentity {
+	return datasetIdentity(len(samples),
+		func(i int) string { return samples[i].ID },
+		func(i int) []byte { return encodeJSON(samples[i].Input) })
 }
 
 // tracePath is where the transcripts of the run logged at log go: one

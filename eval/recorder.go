@@ -31,6 +31,7 @@ type recorder struct {
 	fail   func(error) // stops the run when results cannot be recorded
 
 	mu      sync.Mutex
+	notFull *sync.Cond // a worker waits on it while maxQueued records wait
 	queue   []*finished
 	spare   []*finished
 	wake    chan struct{} // a batch is waiting (cap 1)
@@ -42,9 +43,15 @@ type recorder struct {
 }
 
 func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
-	return &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
+	r := &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	r.notFull = sync.NewCond(&r.mu)
+	return r
 }
+
+// maxQueued bounds the records waiting for the recorder: workers that
+// outrun it wait, so memory does not grow with the episodes of a run.
+const maxQueued = 4096
 
 // start runs the recorder's goroutine; ingest, when set, first folds the
 // records a resumed log already held into the report, while new episodes
@@ -79,6 +86,9 @@ func (r *recorder) commit(f *finished) {
 		f.line = f.rec.AppendJSON(make([]byte, 0, 512))
 	}
 	r.mu.Lock()
+	for len(r.queue) >= maxQueued {
+		r.notFull.Wait()
+	}
 	r.queue = append(r.queue, f)
 	first := len(r.queue) == 1
 	r.mu.Unlock()
@@ -96,6 +106,7 @@ func (r *recorder) loop() {
 		r.mu.Lock()
 		batch, closing := r.queue, r.closing
 		r.queue, r.spare = r.spare[:0], nil
+		r.notFull.Broadcast()
 		r.mu.Unlock()
 		for _, f := range batch {
 			r.write(ctx, f)
