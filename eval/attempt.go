@@ -77,8 +77,8 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 		// Keep the output, and the sandbox the judge needs, for a retry
 		// that judges again without running the agent again.
 		j.mu.Lock()
-		j.kept = &kept{out: res.out, sb: j.sb, release: j.release}
-		j.sb, j.release = nil, nil
+		j.kept = &kept{out: res.out, sb: j.sb}
+		j.sb = nil
 		j.mu.Unlock()
 	} else {
 		j.dropKept()
@@ -218,9 +218,6 @@ func (j *job) dropKept() {
 	j.mu.Unlock()
 	if k != nil && k.sb != nil {
 		k.sb.Close()
-	}
-	if k != nil && k.release != nil {
-		k.release()
 	}
 }
 

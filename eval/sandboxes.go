@@ -42,14 +42,11 @@ func (r *scheduler[T, O]) closePool() {
 // comes first, so that a hung harness holds no slot.
 func (j *job) freeSandbox() {
 	j.mu.Lock()
-	sb, release := j.sb, j.release
-	j.sb, j.release = nil, nil
+	sb := j.sb
+	j.sb = nil
 	j.mu.Unlock()
 	if sb != nil {
 		sb.Close()
-	}
-	if release != nil {
-		release()
 	}
 }
 

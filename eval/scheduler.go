@@ -81,15 +81,13 @@ type job struct {
 	kept      *kept
 	permanent bool // the latest attempt's error must not be retried
 
-	mu      sync.Mutex
-	sb      *sandbox.Sandbox // the open sandbox of the attempt in flight
-	release func()           // gives back its capacity slot
+	mu sync.Mutex
+	sb *sandbox.Sandbox // the open sandbox of the attempt in flight; closing it frees its capacity slot
 }
 
 type kept struct {
-	out     any
-	sb      *sandbox.Sandbox // the sandbox the harness left, for the judge
-	release func()           // its capacity slot
+	out any
+	sb  *sandbox.Sandbox // the sandbox the harness left, for the judge
 }
 
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
