@@ -133,7 +133,7 @@ var leaves = [numLeaves]leaf{
 	leafParentRunID:  {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
 }
 
-// fileSchema is the Parquet schema of record schema v1, with the logical
+// buildSchema returns the Parquet schema of record schema v1, with the logical
 // types query engines map to their own: STRING for text, JSON for input
 // and output, MAP for scores and tags, TIMESTAMP(MICROS, UTC) for
 // started_at, INT(64, unsigned) for seed. Scalar columns are required (the
@@ -143,8 +143,9 @@ var leaves = [numLeaves]leaf{
 // It is built with arrow-go's parquet/schema and written with its
 // parquet/file column writers rather than through pqarrow, which links
 // arrow/flight and with it gRPC into every program that writes Parquet.
-var fileSchema = buildSchema()
-
+//
+// Each file gets a tree of its own: arrow-go's schema nodes cache their
+// column paths lazily, without a lock, so writers that share one tree race.
 func buildSchema() *schema.GroupNode {
 	req, opt := pq.Repetitions.Required, pq.Repetitions.Optional
 	var errs []error

@@ -467,7 +467,7 @@ func (w *Writer) open() error {
 	}
 	// bufio.Writer is not an io.Closer, so the Parquet writer leaves f to us.
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := file.NewParquetWriterWithError(bw, fileSchema, file.WithWriterProps(w.props), file.WithWriteMetadata(w.meta))
+	fw, err := file.NewParquetWriterWithError(bw, buildSchema(), file.WithWriterProps(w.props), file.WithWriteMetadata(w.meta))
 	if err != nil {
 		f.Close()
 		os.Remove(name)
