@@ -32,98 +32,157 @@ type runSetup[T, O any] struct {
 	warnings    []string
 }
 
-// execute runs the episodes of setup and returns the report.
+// execute runs the episodes of setup and returns the report: a run on
+// one machine is an open run fed by a scheduler.
 func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Report, error) {
-	cfg, samples := setup.cfg, setup.samples
-	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	run, err := openRun(setup, func(err error) { cancel(err) })
+	if err != nil {
+		return nil, err
+	}
+	s := newScheduler(setup.e, setup.cfg, setup.samples, run.done)
+	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, run.rec, cancel
+	s.announceAll()
+	s.run(ctx)
+	run.cancelled = int(s.cancelled.Load())
+	run.budgetHit = s.budgetHit.Load()
+	rep, err := run.finish(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+		return rep, cause
+	}
+	return rep, nil
+}
 
-	total := int64(len(samples)) * int64(cfg.Epochs)
-	done := newDoneSet(total)
+// run is an open run: the recorder and its log, the exactly-once index and
+// the aggregator, fed by a scheduler on this machine (execute) or by the
+// results of other machines (Recording).
+type run struct {
+	evalName  string
+	start     time.Time
+	total     int64
+	done      *doneSet
+	agg       *report.Aggregator
+	rec       *recorder
+	opened    *openedLog
+	log       string
+	identity  chan DatasetIdentity
+	runID     string
+	warnings  []string
+	resumed   int // set by the recorder's goroutine before it stops
+	excluded  int
+	cancelled int // set by the caller before finish
+	budgetHit bool
+}
+
+// openRun opens the log (resuming what it holds), marks the episodes that
+// count as done and starts the recorder. fail is called when results can
+// no longer be recorded.
+func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
+	cfg, samples := setup.cfg, setup.samples
+	r := &run{evalName: setup.e.Name, start: time.Now(), log: cfg.Log, runID: cfg.RunID, warnings: setup.warnings,
+		total: int64(len(samples)) * int64(cfg.Epochs), identity: make(chan DatasetIdentity, 1)}
+	r.done = newDoneSet(r.total)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	agg := report.NewIndexed(&cfg.Report, len(samples), func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags })
-	rec := newRecorder(done, cfg.Epochs, agg, func(err error) { cancel(err) })
-	rec.sinks = cfg.Sinks
+	r.agg = report.NewIndexed(&cfg.Report, len(samples), func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags })
+	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
+	r.rec.sinks = cfg.Sinks
 
-	runID, warnings := cfg.RunID, setup.warnings
-	var logSize int64
-	var opened *openedLog
-	identity := make(chan DatasetIdentity, 1)
-	if cfg.Log != "" {
-		l, err := openLog(setup, done)
-		if err != nil {
-			return nil, err
+	// Episodes this run does not own count as done: those of other shards,
+	// and those a rejudge does not judge again.
+	if cfg.Shard.Count > 1 {
+		for i := range samples {
+			if !InShard(samples[i].ID, cfg.Shard) {
+				r.markSample(i, cfg.Epochs)
+			}
 		}
-		opened = l
-		go func() { identity <- identityOf(samples) }()
-		rec.log, rec.traces, logSize = l.w, l.traces, l.size
-		runID = l.runID
-		warnings = append(warnings, l.warnings...)
-	}
-	if runID == "" {
-		runID = newRunID()
+		if cfg.RunID == "" {
+			r.runID = shardRunID(setup)
+			setup.cfg.RunID = r.runID
+		}
 	}
 	if setup.skip != nil {
 		for i := range samples {
 			for ep := range cfg.Epochs {
 				if setup.skip(i, ep) {
-					done.add(int64(i)*int64(cfg.Epochs) + int64(ep))
+					r.done.add(int64(i)*int64(cfg.Epochs) + int64(ep))
 				}
 			}
 		}
 	}
 
-	var resumed, excluded int
+	var logSize int64
+	if cfg.Log != "" {
+		l, err := openLog(setup, r.done)
+		if err != nil {
+			return nil, err
+		}
+		r.opened = l
+		go func() { r.identity <- identityOf(samples) }()
+		r.rec.log, r.rec.traces, logSize = l.w, l.traces, l.size
+		r.runID = l.runID
+		r.warnings = append(r.warnings, l.warnings...)
+	}
+	if r.runID == "" {
+		r.runID = newRunID()
+	}
+
 	var ingest func()
 	if logSize > 0 {
 		ingest = func() {
 			var err error
-			resumed, excluded, err = rec.ingestLog(cfg.Log, logSize, func(id string) (int, bool) {
+			r.resumed, r.excluded, err = r.rec.ingestLog(cfg.Log, logSize, func(id string) (int, bool) {
 				i, ok := setup.index[id]
 				return i, ok
 			})
 			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("reading earlier records: %v", err))
+				r.warnings = append(r.warnings, fmt.Sprintf("reading earlier records: %v", err))
 			}
 		}
 	}
-	rec.start(ingest)
+	r.rec.start(ingest)
+	return r, nil
+}
 
-	s := newScheduler(setup.e, cfg, samples, done)
-	s.runID, s.parentRunID, s.out, s.cancel = runID, setup.parentRunID, rec, cancel
-	s.run(ctx)
+func (r *run) markSample(i, epochs int) {
+	for ep := range epochs {
+		r.done.add(int64(i)*int64(epochs) + int64(ep))
+	}
+}
 
-	// Cleanup runs even when the run was canceled, with a context that is
-	// not, so that every sink flushes what it was given.
-	recErr := rec.close(context.WithoutCancel(ctx))
-	if opened != nil {
-		warning, err := opened.finishManifest(cfg.Log, <-identity)
+// finish closes the recorder, completes the manifest and returns the
+// report. Cleanup runs even when the run was canceled, with a context
+// that is not, so that every sink flushes what it was given.
+func (r *run) finish(ctx context.Context) (*report.Report, error) {
+	recErr := r.rec.close(context.WithoutCancel(ctx))
+	warnings := r.warnings
+	if r.opened != nil {
+		warning, err := r.opened.finishManifest(r.log, <-r.identity)
 		if warning != "" {
 			warnings = append(warnings, warning)
 		}
 		recErr = errors.Join(recErr, err)
 	}
-	rep := agg.Report()
-	rep.Eval, rep.RunID = setup.e.Name, runID
-	rep.StartedAt, rep.Wall = start, time.Since(start)
-	rep.Cancelled = int(s.cancelled.Load())
-	rep.Resumed = resumed
-	rep.Excluded = excluded
-	rep.BudgetExhausted = s.budgetHit.Load()
-	if excluded > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", excluded))
+	rep := r.agg.Report()
+	rep.Eval, rep.RunID = r.evalName, r.runID
+	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
+	rep.Cancelled = r.cancelled
+	rep.Resumed = r.resumed
+	rep.Excluded = r.excluded
+	rep.BudgetExhausted = r.budgetHit
+	if r.excluded > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", r.excluded))
 	}
-	if rec.duplicates > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d duplicate results of episodes already recorded were dropped", rec.duplicates))
+	if r.rec.duplicates > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d duplicate results of episodes already recorded were dropped", r.rec.duplicates))
 	}
 	rep.Warnings = append(warnings, rep.Warnings...)
 	if recErr != nil {
 		return rep, fmt.Errorf("eval: %w", recErr)
-	}
-	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-		return rep, cause
 	}
 	return rep, nil
 }
@@ -168,7 +227,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	m := newManifest(setup)
 	if old != nil {
-		if d := m.diff(old); len(d) > 0 && !cfg.AllowChanged {
+		if d := m.Diff(old); len(d) > 0 && !cfg.AllowChanged {
 			return nil, &ManifestMismatchError{Log: cfg.Log, Diffs: d}
 		}
 	}

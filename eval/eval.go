@@ -92,6 +92,16 @@ type Config struct {
 	// ErrorRateAfter is how many episodes must finish before MaxErrorRate
 	// applies; default 20.
 	ErrorRateAfter int
+	// Shard runs only this run's part of the episodes, when Count > 1: the
+	// samples whose ID hashes to Index (all epochs of a sample go to one
+	// shard, so its sandbox is provisioned once). Shards of one run write
+	// their own logs, under one run ID derived from the manifest unless
+	// RunID is given; `proctor merge` joins them into one log whose report
+	// equals one machine's.
+	Shard Shard
+	// Worker is written in each record's worker field: where the episode
+	// ran ("host:pid"). Main sets it for shards and cluster workers.
+	Worker string
 	// AllowChanged resumes a log whose manifest names another eval, seed
 	// or component versions, instead of refusing it.
 	AllowChanged bool
@@ -134,6 +144,8 @@ func (c Config) validate() error {
 		return bad("ErrorRateAfter", c.ErrorRateAfter, "a positive count, or 0 for the default")
 	case c.Report.Level != 0 && !(c.Report.Level > 0 && c.Report.Level < 1):
 		return bad("Report.Level", c.Report.Level, "a confidence level in (0,1), or 0 for 0.95")
+	case c.Shard.Count < 0 || c.Shard.Index < 0 || c.Shard.Count > 0 && c.Shard.Index >= c.Shard.Count:
+		return bad("Shard", c.Shard, "an index in [0, count), or the zero Shard for none")
 	case c.Report.MaxFailures < 0:
 		return bad("Report.MaxFailures", c.Report.MaxFailures, "a positive count, or 0 for the default")
 	}
@@ -188,11 +200,8 @@ func (e *ConfigError) Error() string { return "eval: " + e.Msg }
 // Agents that fail, harnesses that error or panic, judges that cannot
 // decide: those are data, in the records and the report.
 func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error) {
-	if e.Dataset == nil || e.Harness == nil || e.Judge == nil {
-		return nil, &ConfigError{"Eval needs a Dataset, a Harness and a Judge"}
-	}
-	if e.Name == "" {
-		return nil, &ConfigError{"Eval needs a Name"}
+	if err := e.check(); err != nil {
+		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

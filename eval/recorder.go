@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
@@ -40,11 +41,24 @@ type recorder struct {
 
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
+
+	// complete is closed once every episode of the run is done; committed
+	// counts what this run recorded (not what a resumed log held).
+	complete     chan struct{}
+	completeOnce sync.Once
+	committed    committedStats
+}
+
+// committedStats are the records a run committed, for stops decided from
+// them (a coordinator's budget and error rate).
+type committedStats struct {
+	records, errors atomic.Int64
+	costNanoUSD     atomic.Int64
 }
 
 func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
 	r := &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), complete: make(chan struct{})}
 	r.notFull = sync.NewCond(&r.mu)
 	return r
 }
@@ -145,6 +159,21 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
+	r.committed.records.Add(1)
+	if f.rec.Status == sink.Error {
+		r.committed.errors.Add(1)
+	}
+	if f.rec.CostUSD > 0 {
+		r.committed.costNanoUSD.Add(int64(f.rec.CostUSD * 1e9))
+	}
+	r.checkComplete()
+}
+
+// checkComplete closes complete once every episode is done.
+func (r *recorder) checkComplete() {
+	if r.done.count() >= r.done.total {
+		r.completeOnce.Do(func() { close(r.complete) })
+	}
 }
 
 func (r *recorder) setErr(err error) {

@@ -13,11 +13,17 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// newPool makes the run's sandbox pool and announces, per sample, the
-// episodes the log does not hold yet: its environment is closed after the
-// last of them settles.
+// newPool makes the run's sandbox pool.
 func (r *scheduler[T, O]) newPool() {
 	r.pool = sandbox.NewPool(r.cfg.Sandbox, &sandbox.PoolOptions{Timeout: r.cfg.Timeout})
+}
+
+// announceAll announces to the pool, per sample, the episodes not done
+// yet: its environment is closed after the last of them settles.
+func (r *scheduler[T, O]) announceAll() {
+	if r.pool == nil {
+		return
+	}
 	for i := range r.samples {
 		n := 0
 		for ep := range r.cfg.Epochs {

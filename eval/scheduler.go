@@ -53,6 +53,9 @@ type scheduler[T, O any] struct {
 	next  atomic.Int64 // the next episode index to claim
 	total int64
 	wg    sync.WaitGroup
+	// feed, when set, hands out the episodes instead of the counter: a
+	// worker of a distributed run claims what its coordinator assigns.
+	feed <-chan episode
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -105,6 +108,9 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[
 func (s *scheduler[T, O]) run(ctx context.Context) {
 	pending := s.total - s.done.count()
 	workers := min(int64(s.cfg.Concurrency), max(pending, 0))
+	if s.feed != nil {
+		workers = int64(s.cfg.Concurrency)
+	}
 	s.wg.Add(int(workers))
 	for range workers {
 		go s.worker(ctx, nil)
@@ -277,8 +283,14 @@ func (s *scheduler[T, O]) abandon(ctx context.Context, w *workerState[T], cancel
 	go s.worker(ctx, j)
 }
 
+// episode is an episode to run: a sample's index and an epoch.
+type episode struct{ sample, epoch int }
+
 // claim returns the next episode that has no final record yet.
 func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
+	if s.feed != nil {
+		return s.claimFed(ctx, j)
+	}
 	epochs := int64(s.cfg.Epochs)
 	for ctx.Err() == nil && !s.stopped.Load() {
 		i := s.next.Add(1) - 1
@@ -292,6 +304,22 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		return j
 	}
 	return nil
+}
+
+func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
+	if s.stopped.Load() {
+		return nil
+	}
+	select {
+	case ep, ok := <-s.feed:
+		if !ok || s.stopped.Load() {
+			return nil
+		}
+		*j = job{sample: ep.sample, epoch: ep.epoch}
+		return j
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // settle decides what follows an attempt: a retry (returns j again, after
@@ -319,7 +347,9 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		s.cancelled.Add(1)
 	} else {
 		s.countSettled(rec)
-		s.out.commit(&finished{sample: j.sample, rec: *rec, events: j.events})
+		f := &finished{sample: j.sample, rec: *rec, events: j.events}
+		f.rec.Worker = s.cfg.Worker
+		s.out.commit(f)
 	}
 	s.closeEnv(j.sample)
 	return nil
@@ -381,10 +411,11 @@ func (e *ErrorRateError) Error() string {
 type doneSet struct {
 	words []atomic.Uint64
 	n     atomic.Int64
+	total int64
 }
 
 func newDoneSet(total int64) *doneSet {
-	return &doneSet{words: make([]atomic.Uint64, (total+63)/64)}
+	return &doneSet{words: make([]atomic.Uint64, (total+63)/64), total: total}
 }
 
 // add marks episode i and reports whether it was not marked before.

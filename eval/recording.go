@@ -1,0 +1,188 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/proctor-evals/proctor/eval/report"
+)
+
+// Recording is an open run fed with finished episodes from elsewhere: the
+// coordinator of a distributed run. It owns what Run's recorder owns — the
+// log (the truth: what is committed there is done), its manifest and lock,
+// the trace store, the sinks, the exactly-once index and the report — and
+// runs nothing itself.
+type Recording struct {
+	run      *run
+	index    map[string]int
+	ids      []string
+	epochs   int
+	manifest *Manifest
+
+	mu     sync.Mutex
+	err    error // results can no longer be recorded
+	closed bool
+}
+
+// Open opens the run Run would run with cfg — the log, resumed when it
+// holds records, checked against its manifest and locked — without running
+// anything: Commit feeds it.
+func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	samples, index, err := loadSamples(ctx, e.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index}
+	r := &Recording{index: index, epochs: cfg.Epochs, ids: make([]string, len(samples))}
+	for i := range samples {
+		r.ids[i] = samples[i].ID
+	}
+	run, err := openRun(setup, r.fail)
+	if err != nil {
+		return nil, err
+	}
+	r.run = run
+	m := newManifest(setup)
+	m.RunID = run.runID
+	m.Dataset = identityOf(samples)
+	r.manifest = m
+	run.rec.checkComplete()
+	return r, nil
+}
+
+// Manifest returns what a run of e with cfg is: its manifest, with the
+// dataset's identity (it loads and hashes the dataset). A worker compares
+// it with its coordinator's before it runs anything.
+func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*Manifest, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	samples, index, err := loadSamples(ctx, e.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	m := newManifest(&runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})
+	m.RunID = cfg.RunID
+	m.Dataset = identityOf(samples)
+	return m, nil
+}
+
+func (r *Recording) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+}
+
+// RunID returns the run's ID: the log's when it is resumed.
+func (r *Recording) RunID() string { return r.run.runID }
+
+// Manifest returns the run's manifest (with its dataset identity), for
+// workers to check theirs against.
+func (r *Recording) Manifest() *Manifest { return r.manifest }
+
+// Pending returns, per sample in dataset order, the epochs without a final
+// record: a snapshot (results committed but not yet written count as
+// pending).
+func (r *Recording) Pending() []Assignment {
+	var out []Assignment
+	for i, id := range r.ids {
+		var eps []int
+		for ep := range r.epochs {
+			if !r.run.done.has(int64(i)*int64(r.epochs) + int64(ep)) {
+				eps = append(eps, ep)
+			}
+		}
+		if len(eps) > 0 {
+			out = append(out, Assignment{SampleID: id, Epochs: eps})
+		}
+	}
+	return out
+}
+
+// Has reports whether the episode has a final record (or belongs to no
+// sample of the run, so that nothing should run it).
+func (r *Recording) Has(sampleID string, epoch int) bool {
+	i, ok := r.index[sampleID]
+	if !ok || epoch < 0 || epoch >= r.epochs {
+		return true
+	}
+	return r.run.done.has(int64(i)*int64(r.epochs) + int64(epoch))
+}
+
+// Commit records a finished episode, once: a result for an episode that
+// already has its record is dropped (and counted in the report's
+// warnings). It is safe for concurrent use. It returns an error for an
+// episode the run does not have, or once results can no longer be
+// recorded (a failing log or sink).
+func (r *Recording) Commit(f Finished) error {
+	r.mu.Lock()
+	err, closed := r.err, r.closed
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		return err
+	case closed:
+		return errors.New("eval: commit on a closed Recording")
+	}
+	i, ok := r.index[f.Record.SampleID]
+	if !ok || f.Record.Epoch < 0 || f.Record.Epoch >= r.epochs {
+		return fmt.Errorf("eval: a result for sample %q epoch %d, which this run does not have", f.Record.SampleID, f.Record.Epoch)
+	}
+	rec := f.Record
+	rec.RunID = r.run.runID
+	r.run.rec.commit(&finished{sample: i, rec: rec, events: f.Trace})
+	return nil
+}
+
+// Complete is closed once every episode of the run has its final record.
+func (r *Recording) Complete() <-chan struct{} { return r.run.rec.complete }
+
+// RecordingStats count a Recording's episodes. Records, Errors and CostUSD
+// are of the records committed since Open (not those a resumed log held).
+type RecordingStats struct {
+	Done, Total     int64
+	Records, Errors int64
+	CostUSD         float64
+}
+
+// Stats returns the counts so far.
+func (r *Recording) Stats() RecordingStats {
+	c := &r.run.rec.committed
+	return RecordingStats{
+		Done: r.run.done.count(), Total: r.run.total,
+		Records: c.records.Load(), Errors: c.errors.Load(),
+		CostUSD: float64(c.costNanoUSD.Load()) / 1e9,
+	}
+}
+
+// SetStopped records in the report why the run stopped early: episodes
+// that were in flight elsewhere when it stopped (they run on resume), and
+// whether the budget was spent.
+func (r *Recording) SetStopped(cancelled int, budgetExhausted bool) {
+	r.run.cancelled, r.run.budgetHit = cancelled, budgetExhausted
+}
+
+// Close writes what was committed, closes the log, the trace store and the
+// sinks, and returns the report of the run. No Commit may run concurrently
+// with Close, or after it.
+func (r *Recording) Close(ctx context.Context) (*report.Report, error) {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	return r.run.finish(ctx)
+}

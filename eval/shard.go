@@ -1,0 +1,70 @@
+package eval
+
+// Shards: a run split across machines without a broker (a Kubernetes
+// Indexed Job, a Slurm array), each shard a run of its own on part of the
+// keys, merged afterwards.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Shard is one part of a run: Index in [0, Count).
+type Shard struct{ Index, Count int }
+
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// ParseShard parses "I/N", as the -shard flag takes it.
+func ParseShard(v string) (Shard, error) {
+	i, n, ok := strings.Cut(v, "/")
+	idx, err1 := strconv.Atoi(i)
+	count, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || count < 1 || idx < 0 || idx >= count {
+		return Shard{}, fmt.Errorf("shard %q: want I/N with 0 <= I < N", v)
+	}
+	return Shard{idx, count}, nil
+}
+
+// InShard reports whether the sample with this ID belongs to shard s: by an
+// FNV-1a hash of the ID, so membership depends neither on the dataset's
+// order nor on its other samples. Every sample is in the zero Shard.
+func InShard(sampleID string, s Shard) bool {
+	if s.Count <= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	io.WriteString(h, sampleID)
+	return h.Sum64()%uint64(s.Count) == uint64(s.Index)
+}
+
+// shardRunID derives the run ID shards share without talking to each
+// other: from what the run is (eval, seed, epochs, versions, dataset).
+func shardRunID[T, O any](setup *runSetup[T, O]) string {
+	m := newManifest(setup)
+	m.Dataset = identityOf(setup.samples)
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d %s %q %q %q %d %s", m.Eval, m.Epochs, m.Seed, m.Versions.Harness, m.Versions.Judge, m.Versions.Sandbox, m.Dataset.Samples, m.Dataset.Hash)
+	return sanitizeID(m.Eval) + "-" + hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// sanitizeID keeps an eval name readable in a run ID.
+func sanitizeID(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,126 @@
+package eval
+
+// The two halves of a run, for engines that carry episodes between
+// machines (package cluster): a worker is the scheduler without a
+// recorder (Work); a coordinator is the recorder and aggregator fed with
+// the results of workers (Open, Recording).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// Assignment is work for a worker: epochs of one sample, run on one
+// machine so that the sample's sandbox environment is provisioned once.
+type Assignment struct {
+	SampleID string `json:"sample_id"`
+	Epochs   []int  `json:"epochs"`
+}
+
+// Finished is an episode with its final record and its transcript (nil
+// when the harness recorded none).
+type Finished struct {
+	Record sink.Record
+	Trace  []harness.Event
+}
+
+// Work runs the episodes of the assignments it receives, on this machine,
+// with Run's scheduler: concurrency, timeouts, retries, panics, the
+// sandbox pool (one environment per assignment's sample, a fork per
+// episode). It gives each finished episode to done, from many goroutines
+// at once, and records nothing itself.
+//
+// Work returns when assignments is closed and every episode has settled,
+// or when ctx is done: episodes in flight then end as cancelled and are not
+// given to done. The stops a coordinator decides for the whole run
+// (cfg.MaxCostUSD, cfg.MaxErrorRate) do not apply here. An assignment of
+// a sample the dataset lacks, or of an epoch out of range, is an error:
+// the worker's eval is not the coordinator's.
+func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, -1
+	cfg = cfg.withDefaults()
+	samples, index, err := loadSamples(ctx, e.Dataset)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	s := newScheduler(e, cfg, samples, newDoneSet(0))
+	s.cancel = cancel
+	s.out = workCommitter(done)
+	feed := make(chan episode)
+	s.feed = feed
+	s.runID = cfg.RunID
+
+	var feedErr error
+	go func() {
+		defer close(feed)
+		for {
+			var a Assignment
+			var ok bool
+			select {
+			case a, ok = <-assignments:
+			case <-ctx.Done():
+				return
+			}
+			if !ok {
+				return
+			}
+			i, known := index[a.SampleID]
+			if !known {
+				feedErr = fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
+				cancel(feedErr)
+				return
+			}
+			for _, ep := range a.Epochs {
+				if ep < 0 || ep >= cfg.Epochs {
+					feedErr = fmt.Errorf("eval: assigned epoch %d of sample %q: this worker runs %d epochs", ep, a.SampleID, cfg.Epochs)
+					cancel(feedErr)
+					return
+				}
+			}
+			if s.pool != nil && len(a.Epochs) > 0 {
+				s.pool.Add(strconv.Itoa(i), len(a.Epochs))
+			}
+			for _, ep := range a.Epochs {
+				select {
+				case feed <- episode{i, ep}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	s.run(ctx)
+	if feedErr != nil {
+		return feedErr
+	}
+	return context.Cause(ctx)
+}
+
+// workCommitter hands a worker's finished episodes to its caller.
+type workCommitter func(Finished)
+
+func (w workCommitter) commit(f *finished) { w(Finished{Record: f.rec, Trace: f.events}) }
+
+// check rejects an Eval that cannot run.
+func (e *Eval[T, O]) check() error {
+	if e.Dataset == nil || e.Harness == nil || e.Judge == nil {
+		return &ConfigError{"Eval needs a Dataset, a Harness and a Judge"}
+	}
+	if e.Name == "" {
+		return &ConfigError{"Eval needs a Name"}
+	}
+	return nil
+}
