@@ -31,7 +31,9 @@ const bom = "\uFEFF"
 // set, so a typo in "tags" does not silently drop a breakdown. Lines must be
 // valid UTF-8 (encoding/json would silently rewrite invalid bytes); a
 // byte-order mark at the start of the file is skipped. A malformed line is a
-// *RowError naming the file, line and, where known, column and field.
+// *RowError naming the file, line and, where known, column and field. In
+// proctor's shape a "trace" field, the link to the episode a sample failed
+// in that `proctor export -failures` writes, is accepted and not loaded.
 type JSONL[T any] struct {
 	Path string
 	// Mapping, when set, maps each line, a flat JSON object, to a sample.
@@ -156,6 +158,7 @@ func (d JSONL[T]) decodeLine(b []byte, n int) (Sample[T], *RowError) {
 		ID    *string           `json:"id"`
 		Input json.RawMessage   `json:"input"`
 		Tags  map[string]string `json:"tags"`
+		Trace string            `json:"trace"` // where the sample came from (proctor export -failures); not loaded
 	}
 	if err := decode(b, &row, !d.AllowUnknownFields); err != nil {
 		return Sample[T]{}, jsonError(err)

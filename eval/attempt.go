@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -27,11 +29,15 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 	// Read before the attempt is published: once it runs, the watchdog may
 	// abandon it and drop j.kept while the abandoned call still reads it.
 	k := j.kept
+	sbCtx := ctx
+	if s.tel.tracer != nil {
+		sbCtx, base = s.startAttempt(ctx, base, j, ep, k == nil && s.cfg.Sandbox != nil)
+	}
 	if k != nil {
 		ep.Sandbox = k.sb // the judge sees the world the harness left
 	} else if s.cfg.Sandbox != nil {
 		opened := time.Now()
-		sb, kind, err := s.openSandbox(ctx, j)
+		sb, kind, err := s.openSandbox(sbCtx, j)
 		if err != nil {
 			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
 			return true
@@ -90,7 +96,8 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 
 // outcome is what the harness and the judge returned for an attempt.
 type outcome[O any] struct {
-	stage   string // "harness" or "judge": where it ended
+	stage   string     // "harness" or "judge": where it ended
+	span    trace.Span // the stage's, while it runs (when traced)
 	out     O
 	haveOut bool // the harness returned out
 	v       judge.Verdict
@@ -106,19 +113,34 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		if p := recover(); p != nil {
 			res.fault, res.err = sink.KindPanic, fmt.Errorf("%s panicked: %v\n%s", res.stage, p, debug.Stack())
 		}
+		if res.span != nil { // a panic, or runtime.Goexit
+			err := res.err
+			if err == nil {
+				err = fmt.Errorf("%s called runtime.Goexit", res.stage)
+			}
+			endStage(res.span, sink.KindPanic, err)
+		}
 	}()
 	if k != nil {
 		res.out, res.haveOut = k.out.(O), true
 	} else {
-		out, err := s.e.Harness.Run(ctx, ep)
+		hctx, span := s.startStage(ctx, "harness")
+		res.span = span
+		out, err := s.e.Harness.Run(hctx, ep)
+		res.span = nil
 		if err != nil {
 			res.fault, res.err = s.classify(ctx, err, sink.KindHarness), err
+			endStage(span, res.fault, err)
 			return
 		}
+		endStage(span, "", nil)
 		res.out, res.haveOut = out, true
 	}
 	res.stage = "judge"
-	v, err := s.e.Judge.Judge(ctx, ep, res.out)
+	jctx, span := s.startStage(ctx, "judge")
+	res.span = span
+	v, err := s.e.Judge.Judge(jctx, ep, res.out)
+	res.span = nil
 	if v.Pass && v.Score == 0 {
 		v.Score = 1 // a judge that only says pass
 	}
@@ -128,6 +150,11 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		res.fault, res.err = s.classify(ctx, err, sink.KindJudge), err
 	case !(v.Score >= 0 && v.Score <= 1):
 		res.fault, res.err = sink.KindJudge, fmt.Errorf("judge returned score %v, want a number in [0,1]", v.Score)
+	}
+	if res.err != nil && !errors.Is(res.err, judge.ErrUnscored) {
+		endStage(span, res.fault, res.err)
+	} else {
+		endStage(span, "", nil)
 	}
 }
 
@@ -185,6 +212,9 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 		}
 	}
 	s.buildRecord(&j.rec, ep, start, status, kind, msg, v, out, j.usage)
+	if s.tel.tracer != nil || s.tel.events != nil {
+		s.traceOutcome(j, ep, v)
+	}
 	j.events = ep.Events()
 	s.spend(ep.Usage().CostUSD)
 }

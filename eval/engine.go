@@ -30,6 +30,7 @@ type runSetup[T, O any] struct {
 	parentRunID string
 	skip        func(sample, epoch int) bool // episodes that count as done without running
 	warnings    []string
+	reuse       *reuse // what Config.ReuseFrom gave: set by openRun
 }
 
 // execute runs the episodes of setup and returns the report: a run on
@@ -42,12 +43,15 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		return nil, err
 	}
 	s := newScheduler(setup.e, setup.cfg, setup.samples, run.done)
-	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, run.rec, cancel
+	defer setup.reuse.close()
+	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, setup.reuse.committer(run.rec, setup.cfg.Epochs), cancel
 	s.announceAll()
+	prog := startRunProgress(run, &setup.cfg, s)
 	s.run(ctx)
 	run.cancelled = int(s.cancelled.Load())
 	run.budgetHit = s.budgetHit.Load()
 	rep, err := run.finish(ctx)
+	prog.finish()
 	if err != nil {
 		return rep, err
 	}
@@ -64,6 +68,7 @@ type run struct {
 	evalName  string
 	start     time.Time
 	total     int64
+	owned     int64 // of total, the episodes this run runs (not other shards', not kept by a rejudge)
 	done      *doneSet
 	agg       *report.Aggregator
 	rec       *recorder
@@ -115,6 +120,7 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 		}
 	}
 
+	r.owned = r.total - r.done.count()
 	var logSize int64
 	if cfg.Log != "" {
 		l, err := openLog(setup, r.done)
@@ -129,6 +135,9 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 	}
 	if r.runID == "" {
 		r.runID = newRunID()
+	}
+	if err := reuseEarlier(r, setup); err != nil {
+		return nil, err
 	}
 
 	var ingest func()
@@ -292,12 +301,16 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 
 func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 	samples := setup.samples
-	return &Manifest{
+	m := &Manifest{
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
 		Dataset: DatasetIdentity{Samples: len(samples)},
 	}
+	if setup.cfg.Shard.Count > 1 {
+		m.Shard = setup.cfg.Shard.String()
+	}
+	return m
 }
 
 func identityOf[T any](samples []dataset.Sample[T]) DatasetIdentity {

@@ -15,6 +15,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
@@ -106,11 +109,60 @@ type Config struct {
 	// or component versions, instead of refusing it.
 	AllowChanged bool
 
+	// ReuseFrom names earlier logs whose results this run takes instead of
+	// running those episodes again. An episode's result is reused when its
+	// key matches: eval name, sample ID, input JSON, epoch, seed, and the
+	// harness, judge and sandbox versions (Eval.Versions, from each log's
+	// manifest). When only the judge's version differs, the recorded
+	// output is judged again and the agent does not run (not with
+	// Config.Sandbox: the judge may need the world the harness left).
+	// Only final results are reused (pass, fail, unscored); an error runs
+	// again. A reused record is copied into this run with its transcript,
+	// reused_from naming the run that produced it; its cost counts in the
+	// report's Usage and again in ReusedUsage, which this run did not
+	// spend. Logs are read without a lock: a log still being written
+	// serves what it has committed.
+	//
+	// Reusing a result of a stochastic agent is a choice: naming a log
+	// here says that its results, one sample of the agent's behaviour,
+	// stand for this run's; a fresh run would draw new ones. Unversioned
+	// components (empty Versions) match each other, so set Versions when
+	// you change a prompt, a model or a judge.
+	ReuseFrom []string
+	// Select narrows the run to samples chosen from an earlier run's
+	// results (its failures, say); nil runs every sample.
+	Select *Selection
+	// Subset narrows the run to a stratified, seeded subset of the
+	// dataset (a smoke test); the zero Subset runs every sample. Subset
+	// applies before Select.
+	Subset Subset
+
+	// OnProgress, when set, is given a snapshot of the run's progress every
+	// ProgressEvery, and a last one (Final set) once every record is
+	// written, from one goroutine: calls never overlap, and the next
+	// snapshot waits for the call (the run does not). Open's Recording
+	// calls it too.
+	OnProgress func(Progress)
+	// ProgressEvery is how often progress is taken; default 1s.
+	ProgressEvery time.Duration
+	// Quiet turns off the progress line on stderr. Without it a run longer
+	// than a moment shows one: updated in place on a terminal, a plain
+	// line every 10 s elsewhere; under `go test` only with -v.
+	Quiet bool
+
 	// Report tunes the report (confidence level, failures listed…).
 	Report report.Options
 	// Logger receives warnings (a torn log tail that was cut, dropped error
 	// records); default slog.Default().
 	Logger *slog.Logger
+	// Tracer receives one OpenTelemetry trace per episode; nil means the
+	// global provider (otel.GetTracerProvider) as Run starts. With none
+	// installed, tracing costs nothing.
+	Tracer trace.TracerProvider
+	// Events receives each verdict as a gen_ai.evaluation.result event
+	// (the OpenTelemetry Logs API); nil means the global provider
+	// (otel.GetLoggerProvider) as Run starts.
+	Events log.LoggerProvider
 }
 
 // Defaults.
@@ -134,6 +186,8 @@ func (c Config) validate() error {
 		return bad("Concurrency", c.Concurrency, "a positive number, or 0 for the default")
 	case c.Epochs < 0:
 		return bad("Epochs", c.Epochs, "a positive number, or 0 for the default")
+	case c.ProgressEvery < 0:
+		return bad("ProgressEvery", c.ProgressEvery, "a positive duration, or 0 for the default")
 	case c.Backoff < 0:
 		return bad("Backoff", c.Backoff, "a positive duration, or 0 for the default")
 	case c.MaxCostUSD < 0 || c.MaxCostUSD != c.MaxCostUSD:
@@ -148,8 +202,10 @@ func (c Config) validate() error {
 		return bad("Shard", c.Shard, "an index in [0, count), or the zero Shard for none")
 	case c.Report.MaxFailures < 0:
 		return bad("Report.MaxFailures", c.Report.MaxFailures, "a positive count, or 0 for the default")
+	case c.Subset.PerValue < 0:
+		return bad("Subset.PerValue", c.Subset.PerValue, "a positive count, or 0 for no subset")
 	}
-	return nil
+	return c.validateReuse()
 }
 
 func (c Config) withDefaults() Config {
@@ -183,6 +239,9 @@ func (c Config) withDefaults() Config {
 	if c.Backoff == 0 {
 		c.Backoff = DefaultBackoff
 	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = DefaultProgressEvery
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -209,6 +268,9 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 	cfg = cfg.withDefaults()
 	samples, index, err := loadSamples(ctx, e.Dataset)
 	if err != nil {
+		return nil, err
+	}
+	if samples, index, err = narrow(ctx, cfg, samples, index); err != nil {
 		return nil, err
 	}
 	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})

@@ -81,6 +81,10 @@ func RunCommand[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, args [
 		cfg.Worker = WorkerID()
 	}
 	rep, err := e.Run(ctx, cfg)
+	if errors.Is(err, ErrNothingSelected) {
+		fmt.Fprintf(stderr, "%s: %v: nothing to run\n", progName(), err)
+		return 0
+	}
 	if rep != nil {
 		var werr error
 		if *asJSON {
@@ -92,6 +96,9 @@ func RunCommand[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, args [
 		}
 		if werr != nil && err == nil {
 			err = werr
+		}
+		if !*asJSON && cfg.Select != nil && cfg.Select.From != "" {
+			writeComparisonWithFrom(stdout, stderr, cfg.Select.From, rep)
 		}
 	}
 	switch {
@@ -107,7 +114,9 @@ func RunCommand[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, args [
 
 // BindFlags defines on fs the flags of a run, each overriding its field of
 // cfg: -log, -concurrency, -epochs, -seed, -timeout, -retries, -run-id,
-// -shard, -max-cost, -max-error-rate, -allow-changed. Without -shard, the
+// -shard, -max-cost, -max-error-rate, -allow-changed, -quiet; reuse and
+// selection: -reuse-from (repeatable), -from, -only, -only-tag (repeatable),
+// -flipped-against; a smoke subset: -smoke, -smoke-tag, -smoke-seed. Without -shard, the
 // shard comes from JOB_COMPLETION_INDEX and JOB_COMPLETIONS when a
 // Kubernetes Indexed Job sets them.
 func BindFlags(fs *flag.FlagSet, cfg *Config) {
@@ -135,6 +144,8 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.Float64Var(&cfg.MaxCostUSD, "max-cost", cfg.MaxCostUSD, "stop once this many `USD` are spent (0: no budget)")
 	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "stop when more than this `fraction` of episodes end in error (negative: never)")
 	fs.BoolVar(&cfg.AllowChanged, "allow-changed", cfg.AllowChanged, "resume a log written by another version of the eval")
+	bindReuseFlags(fs, cfg)
+	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")
 }
 
 // WorkerID names this process in records: "host:pid".

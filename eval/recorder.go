@@ -47,6 +47,11 @@ type recorder struct {
 	complete     chan struct{}
 	completeOnce sync.Once
 	committed    committedStats
+
+	// For progress (progress.go): tally is folded by the recorder's
+	// goroutine alone, in plain fields; shared hands out copies on request.
+	tally  tally
+	shared tallyBox
 }
 
 // committedStats are the records a run committed, for stops decided from
@@ -125,6 +130,9 @@ func (r *recorder) loop() {
 		for _, f := range batch {
 			r.write(ctx, f)
 		}
+		if r.shared.want.Load() {
+			r.shared.publish(&r.tally)
+		}
 		clear(batch)
 		r.mu.Lock()
 		r.spare = batch[:0]
@@ -159,6 +167,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
+	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
 	if f.rec.Status == sink.Error {
 		r.committed.errors.Add(1)
@@ -221,6 +230,7 @@ func (r *recorder) ingestLog(path string, size int64, index func(id string) (int
 			continue
 		}
 		r.agg.AddAt(i, &rec)
+		r.tally.add(&rec)
 		resumed++
 	}
 	return resumed, excluded, nil

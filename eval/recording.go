@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/proctor-evals/proctor/eval/report"
 )
@@ -20,6 +21,8 @@ type Recording struct {
 	ids      []string
 	epochs   int
 	manifest *Manifest
+	progress *progressTracker
+	reporter *progressReporter // nil when nothing shows progress
 
 	mu     sync.Mutex
 	err    error // results can no longer be recorded
@@ -56,6 +59,8 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	m.Dataset = identityOf(samples)
 	r.manifest = m
 	run.rec.checkComplete()
+	r.progress = newProgressTracker(run, cfg.Concurrency)
+	r.reporter = startProgress(r.progress, &cfg)
 	return r, nil
 }
 
@@ -184,5 +189,19 @@ func (r *Recording) Close(ctx context.Context) (*report.Report, error) {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
-	return r.run.finish(ctx)
+	rep, err := r.run.finish(ctx)
+	r.reporter.finish()
+	return rep, err
+}
+
+// Progress returns a snapshot of the run's progress. Running and Longest
+// are what the function given to SetRunning says (none before).
+func (r *Recording) Progress() Progress { return r.progress.snapshot(time.Now(), false) }
+
+// SetRunning gives the Recording what is in flight elsewhere (on the
+// workers of a distributed run), for Progress and the progress line: the
+// count, and the longest-running episodes, longest first. It is called
+// for every snapshot, from one goroutine at a time.
+func (r *Recording) SetRunning(running func() (int, []RunningEpisode)) {
+	r.progress.setRunning(running)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval/report"
@@ -37,7 +38,15 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	}
 	cfg = cfg.withDefaults()
 	cfg.Sandbox = nil
-	src, err := indexOutputs[T](fromLog)
+	// One open file for the index and every read of an output: a log
+	// rewritten meanwhile (a resume renames a new file over it) does not
+	// move the offsets under the reads.
+	f, err := os.Open(fromLog)
+	if err != nil {
+		return nil, fmt.Errorf("eval: rejudging: %w", err)
+	}
+	defer f.Close()
+	src, err := indexOutputs[T](f, fromLog)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +54,7 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 		return nil, fmt.Errorf("eval: %s holds no records to rejudge", fromLog)
 	}
 	cfg.Epochs = src.epochs
-	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](fromLog, src)}
+	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](f, fromLog, src)}
 	samples, index, err := checkSamples(src.samples)
 	if err != nil {
 		return nil, err
@@ -71,14 +80,13 @@ type outputIndex[T any] struct {
 }
 
 type located struct {
-	offset int64
-	trace  string
+	offset int64 // of the record's line: its output is read back when judged
 }
 
-func indexOutputs[T any](path string) (*outputIndex[T], error) {
+func indexOutputs[T any](f *os.File, path string) (*outputIndex[T], error) {
 	idx := &outputIndex[T]{outputs: map[sink.Key]located{}}
 	seen := map[string]bool{}
-	for e, err := range jsonl.Entries(path) {
+	for e, err := range jsonl.ReadEntries(f, path) {
 		var torn *jsonl.TornTailError
 		if errors.As(err, &torn) {
 			break // the committed records before it are all there is
@@ -102,31 +110,29 @@ func indexOutputs[T any](path string) (*outputIndex[T], error) {
 			idx.unjudgeable++
 			continue
 		}
-		idx.outputs[e.Key()] = located{e.Offset, e.Trace}
+		idx.outputs[e.Key()] = located{e.Offset}
 	}
 	return idx, nil
 }
 
 // replay is the harness of a rejudged run: it returns the output the
 // original run recorded for the episode.
-func replay[T, O any](path string, idx *outputIndex[T]) harness.Harness[T, O] {
+// The harness of a run with Config.ReuseFrom replays the same way for
+// the episodes whose judge alone changed (replayHarness).
+func replay[T, O any](f *os.File, path string, idx *outputIndex[T]) harness.Harness[T, O] {
 	return harness.Func[T, O](func(ctx context.Context, ep *harness.Episode[T]) (O, error) {
 		var out O
 		loc := idx.outputs[sink.Key{SampleID: ep.Sample.ID, Epoch: ep.Epoch}]
-		line, err := jsonl.ReadLineAt(path, loc.offset)
+		line, err := readLineAt(f, loc.offset, nil)
 		if err != nil {
 			return out, err
 		}
-		var rec sink.Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return out, fmt.Errorf("rejudging: %s at %d: %w", path, loc.offset, err)
-		}
-		if err := json.Unmarshal(rec.Output, &out); err != nil {
-			return out, fmt.Errorf("rejudging: output of %s epoch %d: %w", ep.Sample.ID, ep.Epoch, err)
+		rec, err := replayed(line, path, loc.offset, &out)
+		if err != nil {
+			return out, err
 		}
 		ep.Seed = rec.Seed // the judge sees the original episode's seed
-		link, _ := json.Marshal(map[string]string{"run_id": rec.RunID, "trace": loc.trace})
-		ep.Record(harness.Event{Kind: "note", Name: "rejudged", Input: link})
+		ep.Record(rejudgedNote(path, rec))
 		return out, nil
 	})
 }

@@ -62,6 +62,8 @@ type scheduler[T, O any] struct {
 
 	workersMu sync.Mutex
 	workers   []*workerState[T]
+	// showRunning: progress is on, workers publish what they run (progress.go).
+	showRunning bool
 
 	// Stops. stopped ends scheduling; the counters feed the budget and the
 	// error-rate check, and count what the report cannot see in records.
@@ -71,6 +73,8 @@ type scheduler[T, O any] struct {
 	settled      atomic.Int64 // episodes finished this run
 	errored      atomic.Int64 // of which ended in error
 	cancelled    atomic.Int64 // started but not finished: they run on resume
+
+	tel telemetry // OpenTelemetry (otel.go): nil fields when off
 }
 
 // job is one episode on its way through its attempts.
@@ -84,6 +88,8 @@ type job struct {
 	kept      *kept
 	permanent bool // the latest attempt's error must not be retried
 
+	spans episodeSpans // OpenTelemetry (otel.go)
+
 	mu sync.Mutex
 	sb *sandbox.Sandbox // the open sandbox of the attempt in flight; closing it frees its capacity slot
 }
@@ -95,7 +101,7 @@ type kept struct {
 
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done,
-		total: int64(len(samples)) * int64(cfg.Epochs)}
+		total: int64(len(samples)) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -149,10 +155,15 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 				return
 			}
 		}
+		if s.showRunning {
+			s.show(w, j)
+		}
 		if !s.attempt(ctx, base, w, j) {
 			return // abandoned: a replacement owns j and this worker's place
 		}
-		j = s.settle(ctx, j)
+		if j = s.settle(ctx, j); j == nil && s.showRunning {
+			w.shown.Store(0)
+		}
 	}
 }
 
@@ -170,6 +181,11 @@ type workerState[T any] struct {
 	ep     *harness.Episode[T]
 	start  time.Time
 	cancel context.CancelCauseFunc
+
+	// For progress, while it is on (progress.go): the episode in flight
+	// and when its attempt started (Unix ns).
+	shown atomic.Uint64
+	since atomic.Int64
 }
 
 const (
@@ -351,6 +367,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		f.rec.Worker = s.cfg.Worker
 		s.out.commit(f)
 	}
+	s.endEpisode(j)
 	s.closeEnv(j.sample)
 	return nil
 }

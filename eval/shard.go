@@ -5,13 +5,13 @@ package eval
 // keys, merged afterwards.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/proctor-evals/proctor/eval/manifest"
 )
 
 // Shard is one part of a run: Index in [0, Count).
@@ -43,28 +43,10 @@ func InShard(sampleID string, s Shard) bool {
 }
 
 // shardRunID derives the run ID shards share without talking to each
-// other: from what the run is (eval, seed, epochs, versions, dataset).
+// other: from what the run is (eval, seed, epochs, versions, dataset), by
+// manifest.RunID.
 func shardRunID[T, O any](setup *runSetup[T, O]) string {
 	m := newManifest(setup)
 	m.Dataset = identityOf(setup.samples)
-	h := sha256.New()
-	fmt.Fprintf(h, "%q %d %s %q %q %q %d %s", m.Eval, m.Epochs, m.Seed, m.Versions.Harness, m.Versions.Judge, m.Versions.Sandbox, m.Dataset.Samples, m.Dataset.Hash)
-	return sanitizeID(m.Eval) + "-" + hex.EncodeToString(h.Sum(nil)[:6])
-}
-
-// sanitizeID keeps an eval name readable in a run ID.
-func sanitizeID(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-		if b.Len() >= 40 {
-			break
-		}
-	}
-	return b.String()
+	return manifest.RunID(m)
 }

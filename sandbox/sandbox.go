@@ -60,6 +60,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/proctor-evals/proctor/internal/semconv"
 	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
@@ -196,10 +199,16 @@ func (p *Provider) Provision(ctx context.Context, spec Spec) (*Environment, erro
 	if err != nil {
 		return nil, &PathError{Op: "provision", Err: err}
 	}
+	var span trace.Span
+	if t := tracerFrom(ctx); t != nil {
+		ctx, span = t.Start(ctx, "sandbox.provision")
+	}
 	var env driver.Environment
 	if err := call(func() (err error) { env, err = p.d.Provision(ctx, spec); return err }); err != nil {
+		endSpan(span, err)
 		return nil, &PathError{Op: "provision", Err: err}
 	}
+	endSpan(span, nil)
 	return &Environment{d: env, limits: spec.Limits}, nil
 }
 
@@ -330,11 +339,17 @@ func (e *Environment) Fork(ctx context.Context) (*Sandbox, error) {
 	}
 	e.open++
 	e.mu.Unlock()
+	var span trace.Span
+	if t := tracerFrom(ctx); t != nil {
+		ctx, span = t.Start(ctx, "sandbox.fork")
+	}
 	var d driver.Sandbox
 	if err := call(func() (err error) { d, err = e.d.Fork(ctx); return err }); err != nil {
+		endSpan(span, err)
 		e.release()
 		return nil, &PathError{Op: "fork", Err: err}
 	}
+	endSpan(span, nil)
 	return &Sandbox{d: d, limits: e.limits, done: e.release}, nil
 }
 
@@ -438,6 +453,11 @@ func (s *Sandbox) fail(op, name string, err error) error {
 // and a nil error. When ctx is done first, the tree is killed too and Exec
 // returns an error wrapping ctx.Err(). Each output stream keeps at most
 // Limits.OutputBytes (see [Result.Truncated]).
+//
+// When ctx carries an OpenTelemetry span context, the command gets it in
+// TRACEPARENT and TRACESTATE (unless cmd.Env sets TRACEPARENT), so that an
+// instrumented agent joins the caller's trace; under a recording span,
+// Exec is a span of its own ("sandbox.exec"), as Provision and Fork are.
 func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	name := ""
 	if len(cmd.Args) > 0 {
@@ -449,6 +469,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	if err := checkCmd(&cmd); err != nil {
 		return Result{}, &PathError{Op: "exec", Path: name, Err: err}
 	}
+	var span trace.Span
+	if t := tracerFrom(ctx); t != nil {
+		ctx, span = t.Start(ctx, "sandbox.exec", trace.WithAttributes(semconv.ProcessCommand.String(name)))
+	}
+	cmd.Env = withTraceContext(ctx, cmd.Env)
 	stdout, stderr := &capped{max: s.limits.OutputBytes}, &capped{max: s.limits.OutputBytes}
 	start := time.Now()
 	var exit driver.Exit
@@ -456,6 +481,10 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, Duration: time.Since(start)}
 	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
 	res.Truncated = stdout.truncated || stderr.truncated
+	if span != nil && err == nil {
+		span.SetAttributes(semconv.ProcessExitCode.Int(res.ExitCode), semconv.TimedOut.Bool(res.TimedOut))
+	}
+	endSpan(span, err)
 	if err != nil {
 		return res, s.fail("exec", name, err)
 	}

@@ -99,8 +99,16 @@ const (
 	fSeed
 	fTrace
 	fParentRunID
+	fReusedFrom
+	fWorker
+	fTraceID
+	fSpanID
 	nFields
 )
+
+// canonLine keeps a bit per field in a uint32: this fails to compile when
+// the record outgrows it.
+const _ = uint32(1 << (nFields - 1))
 
 type kind uint8
 
@@ -144,6 +152,10 @@ var fields = [nFields]struct {
 	fSeed:         {`,"seed":`, kUint, false},
 	fTrace:        {`,"trace":`, kString, true},
 	fParentRunID:  {`,"parent_run_id":`, kString, true},
+	fReusedFrom:   {`,"reused_from":`, kString, true},
+	fWorker:       {`,"worker":`, kString, true},
+	fTraceID:      {`,"trace_id":`, kString, true},
+	fSpanID:       {`,"span_id":`, kString, true},
 }
 
 // maxRawDepth bounds the nesting of input and output the strict decoder
@@ -237,12 +249,13 @@ func hasLit(b []byte, i int, lit string) bool {
 
 // decode sets r's fields from the validated line b, as encoding/json would.
 func (l *canonLine) decode(b []byte, r *Record) {
-	// One allocation for the short strings (IDs, kinds, links, map keys
-	// and tag values); the sample ID, which indexes keep, has its own, and
-	// so have reason and error, which may be long.
+	// One allocation for the short strings (IDs, kinds, links, worker,
+	// trace and span IDs, map keys and tag values); the sample ID, which
+	// indexes keep, has its own, and so have reason and error, which may
+	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fScores, fTags} {
+	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID, fScores, fTags} {
 		n += l.spans[f][1] - l.spans[f][0]
 	}
 	short.Grow(n)
@@ -308,6 +321,18 @@ func (l *canonLine) decode(b []byte, r *Record) {
 	}
 	if l.has&(1<<fParentRunID) != 0 {
 		r.ParentRunID = l.str(b, fParentRunID, &short)
+	}
+	if l.has&(1<<fReusedFrom) != 0 {
+		r.ReusedFrom = l.str(b, fReusedFrom, &short)
+	}
+	if l.has&(1<<fWorker) != 0 {
+		r.Worker = l.str(b, fWorker, &short)
+	}
+	if l.has&(1<<fTraceID) != 0 {
+		r.TraceID = l.str(b, fTraceID, &short)
+	}
+	if l.has&(1<<fSpanID) != 0 {
+		r.SpanID = l.str(b, fSpanID, &short)
 	}
 }
 

@@ -70,14 +70,40 @@ func roundTripRecords() []Record {
 		CostUSD:      1e21,
 		Seed:         math.MaxUint64,
 		Trace:        "https://example.com/t?a=1&b=2",
+		ParentRunID:  "parent \"run\" é",
+		ReusedFrom:   "run-<prev>&\u2028",
+		Worker:       "host-\x01:4242",
+		TraceID:      "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID:       "00f067aa0ba902b7",
 	}
 	return []Record{
 		{},
 		benchRecord(),
 		full,
+		distributedRecord(),
 		{Schema: 1, Status: Error, ErrorKind: "custom-kind"},
 		{Schema: 1, Status: "custom", Score: math.SmallestNonzeroFloat64, Weight: math.MaxFloat64, StartedAt: time.Unix(0, 0).UTC()},
+		// The optional fields after seed, alone and in gapped pairs.
+		{Schema: 1, ParentRunID: "p"},
+		{Schema: 1, ReusedFrom: "r"},
+		{Schema: 1, Worker: "w"},
+		{Schema: 1, TraceID: "t"},
+		{Schema: 1, SpanID: "s"},
+		{Schema: 1, Trace: "x", Worker: "w"},
+		{Schema: 1, ParentRunID: "p", SpanID: "s"},
+		{Schema: 1, ReusedFrom: "r", TraceID: "t"},
 	}
+}
+
+// distributedRecord is benchRecord as a worker of a distributed, traced
+// run writes it, reusing an earlier run's result.
+func distributedRecord() Record {
+	r := benchRecord()
+	r.ReusedFrom = "r-0f9e8d"
+	r.Worker = "worker-3.cluster.local:48213"
+	r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r.SpanID = "00f067aa0ba902b7"
+	return r
 }
 
 func TestUnmarshalRecordRoundTrip(t *testing.T) {
@@ -137,7 +163,17 @@ var equivalentInputs = []string{
 	`{"schema":1,"SCHEMA":2}`,
 	`{"SCHEMA":1,"Run_ID":"x","` + "\u017f" + `ample_id":"s","input_to` + "\u212a" + `ens":5,"EpOcH":2,"\u0073eed":9,"stArted_AT":"2024-05-01T12:34:56Z"}`,
 	`{"sch` + "\xff" + `ema":1,"s\u00e9ed":1,"input_tokens ":1,"` + "\u212a" + `":1}`,
-	`{"schema":null,"run_id":null,"eval":null,"sample_id":null,"epoch":null,"attempt":null,"status":null,"score":null,"scores":null,"weight":null,"reason":null,"error":null,"error_kind":null,"input":null,"output":null,"tags":null,"started_at":null,"duration_ms":null,"input_tokens":null,"output_tokens":null,"cost_usd":null,"seed":null,"trace":null}`,
+	`{"schema":null,"run_id":null,"eval":null,"sample_id":null,"epoch":null,"attempt":null,"status":null,"score":null,"scores":null,"weight":null,"reason":null,"error":null,"error_kind":null,"input":null,"output":null,"tags":null,"started_at":null,"duration_ms":null,"input_tokens":null,"output_tokens":null,"cost_usd":null,"seed":null,"trace":null,"parent_run_id":null,"reused_from":null,"worker":null,"trace_id":null,"span_id":null}`,
+	// The fields after seed: out of order, duplicated, null, empty,
+	// escaped, with surrogates, in another case.
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"span_id":"b","trace_id":"a","worker":"w","reused_from":"r","parent_run_id":"p"}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"worker":"a","worker":"b"}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"trace_id":null,"span_id":""}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"reused_from":"\u003crun\u003e \"q\"","worker":"h\u00e9:1","trace_id":"\ud83d","span_id":"\ud83d\ude00"}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"Worker":"w","TRACE_ID":"t","Span_Id":"s","REUSED_FROM":"r"}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"worker":"w","unknown":1,"span_id":"s"}`,
+	"{\"schema\":1,\"run_id\":\"r\",\"eval\":\"e\",\"sample_id\":\"s\",\"epoch\":0,\"attempt\":0,\"status\":\"pass\",\"score\":1,\"started_at\":\"2024-05-01T12:34:56Z\",\"duration_ms\":1,\"input_tokens\":0,\"output_tokens\":0,\"cost_usd\":0,\"seed\":0,\"worker\":\"\xff\",\"trace_id\":\"a\xed\xa0\x80\"}",
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"worker":"w" }`,
 	`{"scores":{"a":null,"b":1},"tags":{"a":null,"b":"x"}}`,
 	`{"scores":{"a":1},"scores":null}`,
 	`{"scores":{},"tags":{}}`,
@@ -257,6 +293,14 @@ var invalidInputs = []string{
 	`{"run_id":{}}`,
 	`{"run_id":[]}`,
 	`{"status":5}`,
+	`{"reused_from":5}`,
+	`{"worker":true}`,
+	`{"trace_id":{}}`,
+	`{"span_id":[]}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"worker":"w","span_id":"s}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"trace_id":"\x"}`,
+	`{"schema":1,"run_id":"r","eval":"e","sample_id":"s","epoch":0,"attempt":0,"status":"pass","score":1,"started_at":"2024-05-01T12:34:56Z","duration_ms":1,"input_tokens":0,"output_tokens":0,"cost_usd":0,"seed":0,"worker":"w",}`,
+	"{\"schema\":1,\"run_id\":\"r\",\"eval\":\"e\",\"sample_id\":\"s\",\"epoch\":0,\"attempt\":0,\"status\":\"pass\",\"score\":1,\"started_at\":\"2024-05-01T12:34:56Z\",\"duration_ms\":1,\"input_tokens\":0,\"output_tokens\":0,\"cost_usd\":0,\"seed\":0,\"span_id\":\"a\nb\"}",
 	`{"error_kind":[]}`,
 	`{"scores":[]}`,
 	`{"scores":{"a":"x"}}`,
@@ -406,20 +450,23 @@ func TestUnmarshalRecordAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
-	rec := benchRecord()
-	line := rec.AppendJSON(nil)
-	n := testing.AllocsPerRun(100, func() {
-		var r Record
-		if err := r.UnmarshalJSON(line); err != nil {
-			t.Fatal(err)
+	// The fields of a distributed run (worker, trace and span IDs…) share
+	// the short strings' allocation: they cost none of their own.
+	for _, rec := range []Record{benchRecord(), distributedRecord()} {
+		line := rec.AppendJSON(nil)
+		n := testing.AllocsPerRun(100, func() {
+			var r Record
+			if err := r.UnmarshalJSON(line); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// sample_id, input, output and the tags map; status is a constant and
+		// run_id, eval and the tags' keys and values are interned. The intern
+		// cache lives in a sync.Pool, which any GC may drop (other packages'
+		// tests run beside this one): refilling it costs one more.
+		if n > 9 {
+			t.Errorf("%v allocations per decode of %s, want at most 9", n, line)
 		}
-	})
-	// sample_id, input, output and the tags map; status is a constant and
-	// run_id, eval and the tags' keys and values are interned. The intern
-	// cache lives in a sync.Pool, which any GC may drop (other packages'
-	// tests run beside this one): refilling it costs one more.
-	if n > 9 {
-		t.Errorf("%v allocations per decode, want at most 9", n)
 	}
 }
 
@@ -440,6 +487,22 @@ func FuzzUnmarshalRecord(f *testing.F) {
 
 func BenchmarkUnmarshalRecord(b *testing.B) {
 	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var r Record
+		if err := r.UnmarshalJSON(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshalRecordDistributed decodes a record that carries the
+// optional fields of a distributed, traced run (reused_from, worker,
+// trace_id, span_id).
+func BenchmarkUnmarshalRecordDistributed(b *testing.B) {
+	rec := distributedRecord()
 	line := rec.AppendJSON(nil)
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
@@ -528,7 +591,10 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		r := Record{Schema: 1, RunID: id, Eval: id, SampleID: sample, Epoch: int(n), Attempt: int(n >> 3), Status: Status(status),
 			Score: score, Scores: map[string]float64{tk: score}, Weight: score, Reason: reason, Error: reason, ErrorKind: ErrorKind(kind),
 			Input: raw, Output: raw, Tags: map[string]string{tk: tv}, StartedAt: time.Unix(0, ns).UTC(), DurationMS: score,
-			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Trace: tv, ParentRunID: tk}
+			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Trace: tv, ParentRunID: tk,
+			// Drawn from separate arguments, so that each is present or
+			// absent independently of the others.
+			ReusedFrom: kind, Worker: status, TraceID: reason, SpanID: tv}
 		line := r.AppendJSON(nil)
 		if !json.Valid(line) {
 			t.Fatalf("AppendJSON wrote invalid JSON: %q", line)

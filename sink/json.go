@@ -74,6 +74,10 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = appendOptString(b, "trace", r.Trace)
 	b = appendOptString(b, "parent_run_id", r.ParentRunID)
+	b = appendOptString(b, "reused_from", r.ReusedFrom)
+	b = appendOptString(b, "worker", r.Worker)
+	b = appendOptString(b, "trace_id", r.TraceID)
+	b = appendOptString(b, "span_id", r.SpanID)
 	return append(b, '}')
 }
 

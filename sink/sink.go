@@ -70,6 +70,16 @@ type Record struct {
 	// ParentRunID names the run this record was derived from (a rejudged
 	// run links to the run whose outputs it judged again).
 	ParentRunID string `json:"parent_run_id,omitempty"`
+	// ReusedFrom names the run whose result this record reuses unchanged
+	// (Config.ReuseFrom); empty for an episode that ran in this run.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	// Worker says where the episode ran in a distributed or sharded run:
+	// "host:pid". Empty for a run on one machine.
+	Worker string `json:"worker,omitempty"`
+	// TraceID and SpanID are the OpenTelemetry trace and span of the
+	// episode (hex), when tracing is on.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 // Key identifies an episode within a run: the unit of exactly-once.

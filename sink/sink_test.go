@@ -112,6 +112,10 @@ type plainRecord struct {
 	Seed         uint64             `json:"seed"`
 	Trace        string             `json:"trace,omitempty"`
 	ParentRunID  string             `json:"parent_run_id,omitempty"`
+	ReusedFrom   string             `json:"reused_from,omitempty"`
+	Worker       string             `json:"worker,omitempty"`
+	TraceID      string             `json:"trace_id,omitempty"`
+	SpanID       string             `json:"span_id,omitempty"`
 }
 
 // TestPlainRecordMirrorsRecord guards the mirror: the same fields, in the
@@ -132,7 +136,8 @@ func fullRecord() sink.Record {
 		Tags:      map[string]string{"z": "last", "a": "first", "m": ""},
 		StartedAt: time.Date(2025, 6, 1, 12, 34, 56, 789012345, time.UTC), DurationMS: 1234.5,
 		InputTokens: 100, OutputTokens: 20, CostUSD: 0.0042, Seed: math.MaxUint64, Trace: "file:///t/1",
-		ParentRunID: "run-0",
+		ParentRunID: "run-0", ReusedFrom: "run-prev", Worker: "host-a:4242",
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
 	}
 }
 
@@ -144,6 +149,7 @@ func TestAppendJSON(t *testing.T) {
 	str := func(s string) func(*sink.Record) {
 		return func(r *sink.Record) {
 			r.RunID, r.Reason, r.Error, r.Trace = s, s, s, s
+			r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s, s
 			r.Tags = map[string]string{s: s}
 			r.Scores = map[string]float64{s: 1}
 		}
@@ -198,6 +204,13 @@ func TestAppendJSON(t *testing.T) {
 			r.InputTokens, r.OutputTokens, r.Epoch, r.Attempt = math.MaxInt64, math.MinInt64, -1, math.MaxInt32
 		}},
 		{name: "Statuses", edit: func(r *sink.Record) { r.Status, r.ErrorKind = sink.Unscored, sink.KindCancelled }},
+		// The optional fields after seed, each alone: none leaks into
+		// another's place.
+		{name: "OnlyParentRunID", edit: onlyTail(func(r *sink.Record) { r.ParentRunID = "run-0" })},
+		{name: "OnlyReusedFrom", edit: onlyTail(func(r *sink.Record) { r.ReusedFrom = "run-prev" })},
+		{name: "OnlyWorker", edit: onlyTail(func(r *sink.Record) { r.Worker = "host-a:4242" })},
+		{name: "OnlyTraceID", edit: onlyTail(func(r *sink.Record) { r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736" })},
+		{name: "OnlySpanID", edit: onlyTail(func(r *sink.Record) { r.SpanID = "00f067aa0ba902b7" })},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,6 +251,15 @@ func TestAppendJSON(t *testing.T) {
 				t.Errorf("round trip through json.Unmarshal (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// onlyTail clears the optional fields written after seed, then applies
+// set.
+func onlyTail(set func(*sink.Record)) func(*sink.Record) {
+	return func(r *sink.Record) {
+		r.Trace, r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = "", "", "", "", "", ""
+		set(r)
 	}
 }
 

@@ -41,6 +41,7 @@ func TestImportWeight(t *testing.T) {
 			"google.golang.org/grpc", "google.golang.org/protobuf",
 			"github.com/nats-io/",                                                // NATS
 			"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", // OTLP
+			"go.opentelemetry.io/proto", mod + "/telemetry", // OTLP payloads, the SDK wiring
 		}, nil, 300},
 		{mod + "/cmd/proctor", []string{
 			"google.golang.org/grpc", "github.com/apache/arrow-go/v18/arrow/flight",

@@ -4,6 +4,7 @@
 //	proctor report [-json | -markdown] RUN...
 //	proctor compare [-json | -markdown] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
 //	proctor export [-force] -parquet DIR LOG
+//	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
 //	proctor trace [-json] LOG SAMPLE [EPOCH]
 //	proctor trace [-json] [LOG] PATH#OFFSET
 //	proctor version
@@ -80,7 +81,7 @@ const (
 var commands []*command
 
 func init() {
-	commands = []*command{reportCommand, compareCommand, exportCommand, traceCommand, versionCommand}
+	commands = []*command{reportCommand, compareCommand, exportCommand, mergeCommand, traceCommand, viewCommand, versionCommand}
 }
 
 func lookup(name string) *command {
@@ -276,7 +277,11 @@ are merged into one log first, where each episode is kept once.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print JSON")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
+		htmlOut := fs.String("html", "", "write the run page of one LOG to `file` as self-contained HTML (as proctor view shows it)")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			if *htmlOut != "" {
+				return writeHTMLReport(pos, *htmlOut)
+			}
 			if err := wantArgs(pos, 1, -1, "at least one RUN"); err != nil {
 				return 0, err
 			}

@@ -1,16 +1,132 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/proctor-evals/proctor/view"
 )
 
-// Placeholder until the view command lands (owned by its helper).
 var viewCommand = &command{
 	name:  "view",
-	short: "(not built yet)",
-	flags: func(fs *flag.FlagSet) func(args []string, stdout, stderr io.Writer) (int, error) {
-		return func([]string, io.Writer, io.Writer) (int, error) { return exitError, errors.New("view: not built yet") }
+	args:  "[LOG|DIR]...",
+	short: "serve a web viewer of runs",
+	long: `
+View serves a web viewer of the runs in each LOG and in each DIR (its
+*.jsonl logs, two levels deep; the current directory by default) and
+prints its URL. Pages: the runs, newest first, with their pass rate over
+time; a run's report with its charts (pass rate, pass@k, by tag, latency,
+cost, episodes over time, errors); a comparison of two runs, paired by
+sample; each sample's records and transcripts. A run still being written
+updates live.
+
+It binds to 127.0.0.1 on a free port unless -addr says otherwise; it only
+reads (GET and HEAD), and serves nothing outside the logs given. On a
+loopback address it also refuses requests for another host name (DNS
+rebinding). Stop it with Ctrl-C.
+
+With -trace-url, records' OpenTelemetry trace IDs link to a trace viewer:
+-trace-url 'http://localhost:16686/trace/{trace_id}' for Jaeger.`,
+	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
+		addr := fs.String("addr", "127.0.0.1:0", "listen on `host:port` (port 0: a free one)")
+		traceURL := fs.String("trace-url", "", "link trace IDs to this URL `template` ({trace_id}, {span_id})")
+		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			if len(pos) == 0 {
+				pos = []string{"."}
+			}
+			v, err := view.New(pos, &view.Options{TraceURL: *traceURL})
+			if err != nil {
+				return 0, err
+			}
+			ln, err := net.Listen("tcp", *addr)
+			if err != nil {
+				return 0, err
+			}
+			var h http.Handler = v
+			if ip := ln.Addr().(*net.TCPAddr).IP; ip.IsLoopback() {
+				h = loopbackOnly(v)
+			}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				v.Close() // end the live streams, then the server
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				srv.Shutdown(sctx)
+			}()
+			fmt.Fprintf(stdout, "proctor view: serving %s at http://%s/\n", strings.Join(pos, " "), ln.Addr())
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return 0, err
+			}
+			return 0, nil
+		}
 	},
+}
+
+// loopbackOnly refuses requests whose Host is not a loopback name or
+// address: a page elsewhere that rebinds its DNS name to 127.0.0.1 must
+// not read the viewer.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		ip := net.ParseIP(strings.Trim(host, "[]"))
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "proctor view answers only to a loopback host name", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// htmlGenerator marks the files report -html writes, so that it replaces
+// its own earlier output and nothing else.
+const htmlGenerator = `<meta name="generator" content="proctor view">`
+
+// writeHTMLReport is report -html OUT LOG: the run page as one
+// self-contained file, written beside OUT and renamed over it, so that OUT
+// is whole or untouched.
+func writeHTMLReport(pos []string, out string) (int, error) {
+	if err := wantArgs(pos, 1, 1, "one LOG with -html"); err != nil {
+		return 0, err
+	}
+	if st, err := os.Stat(pos[0]); err == nil && (st.IsDir() || strings.HasSuffix(pos[0], ".parquet")) {
+		return 0, usageError("-html reads a JSONL log, not Parquet")
+	}
+	if f, err := os.Open(out); err == nil {
+		head := make([]byte, 1024)
+		n, _ := io.ReadFull(bufio.NewReader(f), head)
+		f.Close()
+		if !bytes.Contains(head[:n], []byte(htmlGenerator)) {
+			return 0, fmt.Errorf("%s exists and is not a report proctor wrote: not replacing it", out)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriter(tmp)
+	err = view.WriteHTML(w, pos[0], nil)
+	err = errors.Join(err, w.Flush(), tmp.Chmod(0o644), tmp.Close())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", pos[0], err)
+	}
+	return 0, os.Rename(tmp.Name(), out)
 }

@@ -57,9 +57,22 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *r
 		t.Fatalf("evaltest: %s: %v", e.Name, err)
 		return rep
 	}
-	t.Logf("evaltest: log %s\n%s", cfg.Log, rep)
+	t.Logf("evaltest: log %s%s\n%s", cfg.Log, reuseSummary(rep), rep)
 	Check(t, rep, g)
 	return rep
+}
+
+// reuseSummary says how much of a run earlier runs did, for the line
+// that names the log: a gate passed on reused results should say so.
+func reuseSummary(rep *report.Report) string {
+	if rep.Reused == 0 && rep.Rejudged == 0 {
+		return ""
+	}
+	s := fmt.Sprintf(" (%d of %d episodes reused from earlier runs", rep.Reused, rep.Episodes)
+	if rep.Rejudged > 0 {
+		s += fmt.Sprintf(", %d earlier outputs judged again", rep.Rejudged)
+	}
+	return s + ")"
 }
 
 // Check applies the gate to a report, failing t (without stopping it) for

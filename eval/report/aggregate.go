@@ -62,6 +62,9 @@ type Aggregator struct {
 	scoreSum   float64
 	latency    histogram
 	usage      harness.Usage
+	reused     int           // records with reused_from
+	rejudged   int           // records with parent_run_id and no reused_from
+	reusedCost harness.Usage // usage of the reused records
 	failures   []Failure
 	omitted    int
 	warnings   []string
@@ -203,12 +206,20 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	}
 	a.latency.add(r.DurationMS)
 	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	switch {
+	case r.ReusedFrom != "":
+		a.reused++
+		a.reusedCost = a.reusedCost.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	case r.ParentRunID != "":
+		a.rejudged++
+	}
 	if r.Status != sink.Pass && r.ErrorKind != sink.KindNotSampled {
 		reason := r.Reason
 		if r.Error != "" {
 			reason = firstLine(r.Error)
 		}
-		a.addFailure(Failure{r.SampleID, r.Epoch, r.Attempt, r.Status, r.ErrorKind, reason, r.Trace})
+		a.addFailure(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Trace: r.Trace,
+			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)})
 	}
 }
 
@@ -260,6 +271,9 @@ func (a *Aggregator) Merge(b *Aggregator) {
 	a.scoreSum += b.scoreSum
 	a.latency.merge(&b.latency)
 	a.usage = a.usage.Add(b.usage)
+	a.reused += b.reused
+	a.rejudged += b.rejudged
+	a.reusedCost = a.reusedCost.Add(b.reusedCost)
 	for _, f := range b.failures {
 		a.addFailure(f)
 	}
@@ -284,6 +298,7 @@ func (a *Aggregator) Report() *Report {
 		Weighted: a.weighted, NotSampled: a.notSampled, Excluded: a.excluded,
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
+		Reused:   a.reused, Rejudged: a.rejudged, ReusedUsage: a.reusedCost,
 		Failures: slices.Clone(a.failures), FailuresOmitted: a.omitted,
 		Warnings: slices.Clone(a.warnings),
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,7 +51,10 @@ func (r *Report) write(out io.Writer, md bool) error {
 		row("excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded))
 	}
 	if r.Reused > 0 {
-		row("reused", fmt.Sprintf("%d episodes (earlier work reused, not run again)", r.Reused))
+		row("reused", fmt.Sprintf("%d episodes (earlier results reused, not run again)", r.Reused))
+	}
+	if r.Rejudged > 0 {
+		row("rejudged", fmt.Sprintf("%d episodes (earlier outputs judged again, the agent not run)", r.Rejudged))
 	}
 	if r.Cancelled > 0 {
 		row("cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
@@ -79,6 +83,11 @@ func (r *Report) write(out io.Writer, md bool) error {
 	if r.Usage != (harness.Usage{}) {
 		row("usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
 	}
+	if r.ReusedUsage != (harness.Usage{}) {
+		u := r.ReusedUsage
+		row("of which reused", fmt.Sprintf("%d input + %d output tokens, $%.4f: spent by earlier runs; this run spent $%.4f",
+			u.InputTokens, u.OutputTokens, u.CostUSD, max(0, r.Usage.CostUSD-u.CostUSD)))
+	}
 	if r.Wall > 0 {
 		row("wall time", r.Wall.Round(time.Millisecond).String())
 	}
@@ -95,13 +104,27 @@ func (r *Report) write(out io.Writer, md bool) error {
 	}
 	if len(r.Failures) > 0 {
 		title(fmt.Sprintf("failures (%d listed, %d more)", len(r.Failures), r.FailuresOmitted))
-		header("sample", "epoch", "status", "reason", "trace")
+		// The column of OpenTelemetry links shows only when there are any.
+		links := slices.ContainsFunc(r.Failures, func(f Failure) bool { return f.TraceURL != "" })
+		if links {
+			header("sample", "epoch", "status", "reason", "trace", "otel trace")
+		} else {
+			header("sample", "epoch", "status", "reason", "trace")
+		}
 		for _, f := range r.Failures {
 			status := string(f.Status)
 			if f.ErrorKind != "" {
 				status += "/" + string(f.ErrorKind)
 			}
-			row(f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Trace)
+			cells := []string{f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Trace}
+			if links {
+				link := f.TraceURL
+				if md && link != "" {
+					link = "[open](" + link + ")"
+				}
+				cells = append(cells, link)
+			}
+			row(cells...)
 		}
 	}
 	for _, w := range r.Warnings {

@@ -43,9 +43,12 @@ type Report struct {
 	// not in Unscored.
 	NotSampled int `json:"not_sampled,omitempty"`
 	Resumed    int `json:"resumed,omitempty"` // records this run found in its log
-	// Reused counts episodes whose earlier work this run reused instead of
-	// running it again.
-	Reused int `json:"reused,omitempty"`
+	// Reused counts episodes whose result an earlier run produced and this
+	// run reused unchanged (records with reused_from); Rejudged those whose
+	// earlier output was judged again (records with parent_run_id and no
+	// reused_from).
+	Reused   int `json:"reused,omitempty"`
+	Rejudged int `json:"rejudged,omitempty"`
 	// Excluded counts records of samples that are not in the dataset (a
 	// resumed log of a dataset that lost samples): they stay in the log
 	// and are in none of the counts above.
@@ -69,6 +72,9 @@ type Report struct {
 
 	Latency Latency       `json:"latency"`
 	Usage   harness.Usage `json:"usage"`
+	// ReusedUsage is the part of Usage that reused records carry: spent by
+	// the earlier runs that produced them, not by this one.
+	ReusedUsage harness.Usage `json:"reused_usage,omitzero"`
 
 	Failures        []Failure `json:"failures,omitempty"`         // the first failed, errored and unscored episodes
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
@@ -147,6 +153,11 @@ type Failure struct {
 	ErrorKind sink.ErrorKind `json:"error_kind,omitempty"`
 	Reason    string         `json:"reason"`
 	Trace     string         `json:"trace,omitempty"`
+	// TraceID and SpanID are the episode's OpenTelemetry trace and span;
+	// TraceURL is their link, from Options.TraceURL.
+	TraceID  string `json:"trace_id,omitempty"`
+	SpanID   string `json:"span_id,omitempty"`
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // Options tune how a report is computed from records. The zero value is
@@ -156,6 +167,10 @@ type Options struct {
 	MaxFailures int     // failures listed; default 100
 	Resamples   int     // cluster bootstrap resamples; default 1000, negative for none
 	Seed        uint64  // bootstrap seed
+	// TraceURL links failures to their OpenTelemetry traces: a template
+	// where {trace_id} and {span_id} stand for a record's IDs, e.g.
+	// "http://localhost:16686/trace/{trace_id}" (see [TraceURL]).
+	TraceURL string
 }
 
 func (o *Options) withDefaults() Options {

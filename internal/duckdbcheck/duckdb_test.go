@@ -3,6 +3,7 @@ package duckdbcheck
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -19,7 +20,9 @@ import (
 
 // records are n records whose seeds fit int64 except the last one's,
 // MaxUint64: past DuckDB's inference sample (20,480 lines) when n is
-// larger, which is what defeats read_json_auto's defaults.
+// larger, which is what defeats read_json_auto's defaults. One in three
+// ran on a worker of a traced run (worker, trace_id, span_id); one in
+// five reuses an earlier run's result (reused_from, parent_run_id).
 func records(n int) []sink.Record {
 	recs := make([]sink.Record, n)
 	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -32,6 +35,13 @@ func records(n int) []sink.Record {
 			Output:    []byte(`{"answer":"a` + strconv.Itoa(i) + `"}`),
 			StartedAt: start.Add(time.Duration(i) * time.Millisecond),
 			Seed:      uint64(i),
+		}
+		if i%3 == 0 {
+			recs[i].Worker = "worker-" + strconv.Itoa(i%2) + ":4242"
+			recs[i].TraceID, recs[i].SpanID = fmt.Sprintf("%032x", i), fmt.Sprintf("%016x", i)
+		}
+		if i%5 == 0 {
+			recs[i].ReusedFrom, recs[i].ParentRunID = "run-0", "run-0"
 		}
 	}
 	recs[n-1].Seed = math.MaxUint64
@@ -73,6 +83,18 @@ func TestJSONLInDuckDB(t *testing.T) {
 	require.Contains(t, []string{"easy", "hard"}, tag)
 	require.Equal(t, "a9999", answer)
 
+	// The optional fields, absent from most lines, load as columns.
+	var traced, onWorker0, reused int
+	var span string
+	err = db.QueryRow(`SELECT count(trace_id), count(*) FILTER (worker = 'worker-0:4242'), count(reused_from),
+			any_value(span_id) FILTER (sample_id = 's300')
+		FROM read_json_auto(?, sample_size = -1)`, log).Scan(&traced, &onWorker0, &reused, &span)
+	require.NoError(t, err)
+	require.Equal(t, (n+2)/3, traced)
+	require.Equal(t, (n+5)/6, onWorker0)
+	require.Equal(t, (n+4)/5, reused)
+	require.Equal(t, fmt.Sprintf("%016x", 300), span)
+
 	err = db.QueryRow(`SELECT count(*), max(seed)::VARCHAR FROM read_json_auto(?)`, log).Scan(&count, &maxSeed)
 	require.Error(t, err, "read_json_auto's defaults now read a late seed above int64: the docs can drop sample_size = -1")
 }
@@ -108,6 +130,8 @@ func TestParquetInDuckDB(t *testing.T) {
 		"tags": "MAP(VARCHAR, VARCHAR)", "scores": "MAP(VARCHAR, DOUBLE)",
 		"started_at": "TIMESTAMP WITH TIME ZONE", "seed": "UBIGINT",
 		"sample_id": "VARCHAR", "epoch": "BIGINT", "score": "DOUBLE",
+		"parent_run_id": "VARCHAR", "reused_from": "VARCHAR", "worker": "VARCHAR",
+		"trace_id": "VARCHAR", "span_id": "VARCHAR",
 	} {
 		require.Equal(t, want, types[col], col)
 	}
@@ -125,4 +149,16 @@ func TestParquetInDuckDB(t *testing.T) {
 	require.Equal(t, strconv.FormatUint(math.MaxUint64, 10), maxSeed)
 	require.Equal(t, "a999", answer)
 	require.True(t, first.Equal(recs[0].StartedAt), "%v", first)
+
+	// The optional strings are empty, not null, where a record has none.
+	var traced, onWorker0, reused int
+	var span string
+	err = db.QueryRow(`SELECT count(*) FILTER (trace_id <> ''), count(*) FILTER (worker = 'worker-0:4242'),
+			count(*) FILTER (reused_from = 'run-0' AND parent_run_id = 'run-0'), any_value(span_id) FILTER (sample_id = 's300')
+		FROM read_parquet(?)`, glob).Scan(&traced, &onWorker0, &reused, &span)
+	require.NoError(t, err)
+	require.Equal(t, n/3, traced)
+	require.Equal(t, n/6, onWorker0)
+	require.Equal(t, n/5, reused)
+	require.Equal(t, fmt.Sprintf("%016x", 300), span)
 }

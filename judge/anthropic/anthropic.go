@@ -179,11 +179,15 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	h := http.Header{}
 	h.Set("x-api-key", c.key)
 	h.Set("anthropic-version", Version)
+	ctx, span := httpapi.StartChat(ctx, "anthropic", c.model, c.base, &req, body.MaxTokens)
 	raw, err := c.http.Post(ctx, c.base+"/v1/messages", h, b)
 	if err != nil {
+		span.End(nil, err)
 		return judge.Response{}, err
 	}
-	return c.decode(raw)
+	resp, err := c.decode(raw)
+	span.End(&resp, err)
+	return resp, err
 }
 
 // decode reads a 2xx response body.

@@ -200,11 +200,15 @@ func (c *Client) Complete(ctx context.Context, req judge.Request) (judge.Respons
 	if c.key != "" {
 		h.Set("Authorization", "Bearer "+c.key)
 	}
+	ctx, span := httpapi.StartChat(ctx, "openai", c.model, c.base, &req, maxTokens)
 	raw, err := c.http.Post(ctx, c.base+"/chat/completions", h, b)
 	if err != nil {
+		span.End(nil, err)
 		return judge.Response{}, err
 	}
-	return c.decode(raw)
+	resp, err := c.decode(raw)
+	span.End(&resp, err)
+	return resp, err
 }
 
 // decode reads a 2xx response body.

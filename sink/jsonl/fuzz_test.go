@@ -22,10 +22,12 @@ func FuzzOpen(f *testing.F) {
 	old := jsonl.SetChunkSize(64)
 	f.Cleanup(func() { jsonl.SetChunkSize(old) })
 	a, b, e := line(rec(0, sink.Pass)), line(rec(1, sink.Fail)), line(rec(2, sink.Error))
+	d := line(distributed(3, sink.Pass, true))
 	for _, s := range []string{
 		"", "\n", "x", "x\n", "{", `{"schema":`, a, a + b + e, a + b[:20], a + "\n\n" + b, a + "junk\n" + b,
 		a + `{"schema":1}` + "\n", `{"schema":2}` + "\n", `{"a":1}`, a + b + "\x00\x00",
 		a + `{"schema":1,"run_id":"other"}` + "\n", " " + a, a + "   ", "\xef\xbb\xbf" + a,
+		a + d + e, a + d[:len(d)-30], a + d[:len(d)-1] + `,"worker":"w"}` + "\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -202,3 +202,78 @@ func TestLinesAreWrittenWholeAndOffsetsResolve(t *testing.T) {
 		require.True(t, strings.HasPrefix(string(line), fmt.Sprintf(`{"i":%d,`, i)), string(line))
 	}
 }
+
+// distributed is rec as a worker of a distributed, traced run writes it;
+// reused adds the run whose result it reuses.
+func distributed(i int, status sink.Status, reused bool) sink.Record {
+	r := rec(i, status)
+	r.Worker = fmt.Sprintf("worker-%d.cluster.local:%d", i%2, 4000+i)
+	r.TraceID = fmt.Sprintf("%032x", 0xabc0+i)
+	r.SpanID = fmt.Sprintf("%016x", 0xdef0+i)
+	if reused {
+		r.ReusedFrom, r.ParentRunID = "run-0", "run-0"
+	}
+	return r
+}
+
+// TestDistributedFieldsResume: records carrying reused_from, worker,
+// trace_id and span_id read back equal, resume counts and indexes them
+// (dropping an error record among them), a torn tail cut inside them is
+// cut and reported, and the records appended after all that read back
+// with the rest.
+func TestDistributedFieldsResume(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	first := []sink.Record{
+		distributed(0, sink.Pass, true),
+		distributed(1, sink.Error, false),
+		distributed(2, sink.Fail, false),
+		rec(3, sink.Pass), // a record of the same run without them
+		distributed(4, sink.Unscored, true),
+	}
+	first[2].TraceID, first[4].Worker = "", "" // each may be absent alone
+	write(t, path, first...)
+	got, err := readAll(t, path)
+	require.NoError(t, err)
+	if d := cmp.Diff(first, got); d != "" {
+		t.Fatalf("records (-want +got):\n%s", d)
+	}
+
+	// A crash in the middle of the next line, inside its trace_id.
+	next := distributed(5, sink.Pass, false)
+	torn := next.AppendJSON(nil)
+	cut := strings.Index(string(torn), `"trace_id":"`) + len(`"trace_id":"`) + 7
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write(torn[:cut])
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	w, recov, err := jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true})
+	require.NoError(t, err)
+	require.NotNil(t, recov.Torn, "the line cut inside trace_id is a torn tail")
+	require.Equal(t, int64(cut), recov.Torn.Bytes)
+	require.Equal(t, 4, recov.Records)
+	require.Equal(t, 1, recov.Dropped)
+	require.Equal(t, "run-1", recov.RunID)
+	wantDone := map[sink.Key]struct{}{}
+	for _, r := range first {
+		if r.Status != sink.Error {
+			wantDone[r.Key()] = struct{}{}
+		}
+	}
+	require.Equal(t, wantDone, recov.Done)
+
+	// The resumed run retries the error and runs the torn episode again.
+	more := []sink.Record{distributed(1, sink.Pass, false), distributed(5, sink.Pass, false)}
+	for _, r := range more {
+		require.NoError(t, w.Write(context.Background(), r))
+	}
+	require.NoError(t, w.Close(context.Background()))
+	got, err = readAll(t, path)
+	require.NoError(t, err)
+	want := append([]sink.Record{first[0], first[2], first[3], first[4]}, more...)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("records after resume (-want +got):\n%s", d)
+	}
+}

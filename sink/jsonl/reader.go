@@ -207,6 +207,12 @@ func Entries(path string) iter.Seq2[Entry, error] {
 	}
 }
 
+// ReadEntries is Entries over a reader positioned at the start of a log;
+// path is used in errors. A reader that keeps one open file for its scan
+// and its later ReadAt calls reads one version of the log, even if a
+// resumed run rewrites it meanwhile (the rewrite is a rename).
+func ReadEntries(f io.Reader, path string) iter.Seq2[Entry, error] { return readEntries(f, path) }
+
 func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		stopped := errors.New("stopped")

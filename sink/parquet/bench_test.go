@@ -54,16 +54,39 @@ func benchRecords(n int) []sink.Record {
 	return recs
 }
 
+// distributedRecords are benchRecords as the workers of a distributed,
+// traced run write them: each names its worker, trace and span, and one in
+// four reuses an earlier run's result.
+func distributedRecords(n int) []sink.Record {
+	recs := benchRecords(n)
+	for i := range recs {
+		recs[i].Worker = "worker-" + strconv.Itoa(i%4) + ".cluster.local:4821" + strconv.Itoa(i%4)
+		recs[i].TraceID = fmt.Sprintf("%016x%016x", uint64(i)*0x9E3779B97F4A7C15, uint64(i)^0xC2B2AE3D27D4EB4F)
+		recs[i].SpanID = fmt.Sprintf("%016x", uint64(i)*0xBF58476D1CE4E5B9)
+		if i%4 == 0 {
+			recs[i].ReusedFrom = "run-20250531-090000-def456"
+		}
+	}
+	return recs
+}
+
 // BenchmarkWrite measures the write throughput of the Parquet sink, zstd,
 // default row groups (DESIGN P6: ≥ 500k records/s). Each iteration writes
-// one record; files roll at the default size.
+// one record; files roll at the default size. zstd-distributed writes
+// records that carry worker, trace and span IDs.
 func BenchmarkWrite(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		opt  parquet.Compression
-	}{{"zstd", parquet.Zstd}, {"snappy", parquet.Snappy}, {"none", parquet.Uncompressed}} {
+		recs func(int) []sink.Record
+	}{
+		{"zstd", parquet.Zstd, benchRecords},
+		{"snappy", parquet.Snappy, benchRecords},
+		{"none", parquet.Uncompressed, benchRecords},
+		{"zstd-distributed", parquet.Zstd, distributedRecords},
+	} {
 		b.Run(c.name, func(b *testing.B) {
-			recs := benchRecords(1 << 16)
+			recs := c.recs(1 << 16)
 			w, err := parquet.New(b.TempDir(), &parquet.Options{Compression: c.opt})
 			if err != nil {
 				b.Fatal(err)

@@ -23,6 +23,8 @@ func FuzzRecords(f *testing.F) {
 	require.NoError(f, err)
 	recs := benchRecords(5)
 	recs[1].Tags, recs[2].Scores, recs[3].Input = nil, nil, []byte(`{"q":1}`)
+	recs[2].ParentRunID, recs[3].ReusedFrom = "run-parent", "run-earlier"
+	recs[3].Worker, recs[3].TraceID, recs[3].SpanID = "worker-1:7", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	for _, r := range recs {
 		require.NoError(f, w.Write(f.Context(), r))
 	}

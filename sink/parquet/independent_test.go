@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	pqfile "github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	pqgo "github.com/parquet-go/parquet-go"
@@ -47,6 +50,10 @@ type independentRow struct {
 	Seed         uint64             `parquet:"seed"`
 	Trace        string             `parquet:"trace"`
 	ParentRunID  string             `parquet:"parent_run_id"`
+	ReusedFrom   string             `parquet:"reused_from"`
+	Worker       string             `parquet:"worker"`
+	TraceID      string             `parquet:"trace_id"`
+	SpanID       string             `parquet:"span_id"`
 }
 
 // TestIndependentReader reads the files the Writer produced with
@@ -63,6 +70,15 @@ func TestIndependentReader(t *testing.T) {
 	recs[6].StartedAt = time.Date(2025, 6, 1, 1, 2, 3, 456789999, time.FixedZone("X", 3600))
 	recs[7].Seed = math.MaxUint64
 	recs[8].ParentRunID = "run-parent"
+	recs[9].ReusedFrom = "run-earlier"
+	recs[10].Worker = "worker-2:31337"
+	recs[11].TraceID, recs[11].SpanID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	recs[12].ParentRunID, recs[12].ReusedFrom, recs[12].Worker, recs[12].TraceID, recs[12].SpanID = "p é", "r 😀", "w\u2028", "t", "s"
+	for i := 1000; i < 2500; i += 3 { // across row groups and files
+		recs[i].Worker = "worker-" + strconv.Itoa(i%4) + ":1"
+		recs[i].TraceID = fmt.Sprintf("%032x", i)
+		recs[i].SpanID = fmt.Sprintf("%016x", i)
+	}
 
 	dir := t.TempDir()
 	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 1000, FileRows: 2000})
@@ -108,6 +124,11 @@ func TestIndependentReader(t *testing.T) {
 			{"output", "JSON"},
 			{"run_id", "STRING"},
 			{"seed", "INT(64,false)"},
+			{"parent_run_id", "STRING"},
+			{"reused_from", "STRING"},
+			{"worker", "STRING"},
+			{"trace_id", "STRING"},
+			{"span_id", "STRING"},
 		} {
 			field, ok := pf.Schema().Lookup(col.name)
 			if col.logical == "MAP" {
@@ -164,6 +185,7 @@ func expectedRow(r sink.Record) independentRow {
 		ErrorKind: string(r.ErrorKind), Tags: r.Tags, StartedAt: r.StartedAt.UnixMicro(),
 		DurationMS: r.DurationMS, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		CostUSD: r.CostUSD, Seed: r.Seed, Trace: r.Trace, ParentRunID: r.ParentRunID,
+		ReusedFrom: r.ReusedFrom, Worker: r.Worker, TraceID: r.TraceID, SpanID: r.SpanID,
 	}
 	if len(r.Input) > 0 {
 		s := string(r.Input)
@@ -180,4 +202,87 @@ func expectedRow(r sink.Record) independentRow {
 		row.Tags = nil
 	}
 	return row
+}
+
+// v1Row is a record row as files written before reused_from, worker,
+// trace_id and span_id existed hold it.
+type v1Row struct {
+	Schema       int64              `parquet:"schema"`
+	RunID        string             `parquet:"run_id"`
+	Eval         string             `parquet:"eval"`
+	SampleID     string             `parquet:"sample_id"`
+	Epoch        int64              `parquet:"epoch"`
+	Attempt      int64              `parquet:"attempt"`
+	Status       string             `parquet:"status"`
+	Score        float64            `parquet:"score"`
+	Scores       map[string]float64 `parquet:"scores,optional"`
+	Weight       float64            `parquet:"weight"`
+	Reason       string             `parquet:"reason"`
+	Error        string             `parquet:"error"`
+	ErrorKind    string             `parquet:"error_kind"`
+	Input        *string            `parquet:"input,optional"`
+	Output       *string            `parquet:"output,optional"`
+	Tags         map[string]string  `parquet:"tags,optional"`
+	StartedAt    int64              `parquet:"started_at"`
+	DurationMS   float64            `parquet:"duration_ms"`
+	InputTokens  int64              `parquet:"input_tokens"`
+	OutputTokens int64              `parquet:"output_tokens"`
+	CostUSD      float64            `parquet:"cost_usd"`
+	Seed         uint64             `parquet:"seed"`
+	Trace        string             `parquet:"trace"`
+	ParentRunID  string             `parquet:"parent_run_id"`
+}
+
+// TestReadsFilesWithoutNewerColumns: a directory holding a file written
+// before the reused_from, worker, trace_id and span_id columns (here by
+// parquet-go) reads back with those fields empty, and a run resumed into
+// it writes its new files beside it, every field of both read back.
+func TestReadsFilesWithoutNewerColumns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	old := benchRecords(10)
+	for i := range old {
+		old[i].StartedAt = old[i].StartedAt.Truncate(time.Microsecond)
+	}
+	old[4].ParentRunID = "run-parent"
+	f, err := os.Create(filepath.Join(dir, "part-00000.parquet"))
+	require.NoError(t, err)
+	pw := pqgo.NewGenericWriter[v1Row](f, pqgo.KeyValueMetadata(parquet.MetadataKey, "1"))
+	for _, r := range old {
+		row := expectedRow(r)
+		_, err := pw.Write([]v1Row{{
+			Schema: row.Schema, RunID: row.RunID, Eval: row.Eval, SampleID: row.SampleID, Epoch: row.Epoch,
+			Attempt: row.Attempt, Status: row.Status, Score: row.Score, Scores: row.Scores, Weight: row.Weight,
+			Reason: row.Reason, Error: row.Error, ErrorKind: row.ErrorKind, Input: row.Input, Output: row.Output,
+			Tags: row.Tags, StartedAt: row.StartedAt, DurationMS: row.DurationMS, InputTokens: row.InputTokens,
+			OutputTokens: row.OutputTokens, CostUSD: row.CostUSD, Seed: row.Seed, Trace: row.Trace, ParentRunID: row.ParentRunID,
+		}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, pw.Close())
+	require.NoError(t, f.Close())
+	pf, err := pqfile.OpenParquetFile(f.Name(), false)
+	require.NoError(t, err)
+	require.Equal(t, -1, pf.MetaData().Schema.ColumnIndexByName("worker"), "the old file lacks the new columns")
+	require.NoError(t, pf.Close())
+
+	recent := benchRecords(3)
+	for i := range recent {
+		recent[i].SampleID = "resumed-" + strconv.Itoa(i)
+		recent[i].StartedAt = recent[i].StartedAt.Truncate(time.Microsecond)
+		recent[i].ReusedFrom, recent[i].Worker = "run-earlier", "worker-1:99"
+		recent[i].TraceID, recent[i].SpanID = fmt.Sprintf("%032x", i+1), fmt.Sprintf("%016x", i+1)
+	}
+	w, err := parquet.New(dir, nil)
+	require.NoError(t, err)
+	for _, r := range recent {
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	require.NoError(t, w.Close(t.Context()))
+
+	got := readAll(t, dir)
+	want := append(old, recent...)
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
 }

@@ -313,6 +313,10 @@ func (d *decoder) record() (r sink.Record, err error) {
 	r.Seed = uint64(i64(leafSeed))
 	r.Trace = txt(leafTrace)
 	r.ParentRunID = txt(leafParentRunID)
+	r.ReusedFrom = txt(leafReusedFrom)
+	r.Worker = txt(leafWorker)
+	r.TraceID = txt(leafTraceID)
+	r.SpanID = txt(leafSpanID)
 	if err != nil {
 		return sink.Record{}, err
 	}

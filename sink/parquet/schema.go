@@ -43,6 +43,10 @@ const (
 	leafSeed
 	leafTrace
 	leafParentRunID
+	leafReusedFrom
+	leafWorker
+	leafTraceID
+	leafSpanID
 	numLeaves
 )
 
@@ -83,6 +87,10 @@ const (
 	strTagValue
 	strTrace
 	strParentRunID
+	strReusedFrom
+	strWorker
+	strTraceID
+	strSpanID
 	numStr
 )
 
@@ -131,6 +139,10 @@ var leaves = [numLeaves]leaf{
 	leafSeed:         {"seed", pq.Types.Int64, i64Seed, levelsNone},
 	leafTrace:        {"trace", pq.Types.ByteArray, strTrace, levelsNone},
 	leafParentRunID:  {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
+	leafReusedFrom:   {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
+	leafWorker:       {"worker", pq.Types.ByteArray, strWorker, levelsNone},
+	leafTraceID:      {"trace_id", pq.Types.ByteArray, strTraceID, levelsNone},
+	leafSpanID:       {"span_id", pq.Types.ByteArray, strSpanID, levelsNone},
 }
 
 // buildSchema returns the Parquet schema of record schema v1, with the logical
@@ -192,6 +204,10 @@ func buildSchema() *schema.GroupNode {
 		prim("seed", req, schema.NewIntLogicalType(64, false), pq.Types.Int64),
 		str("trace"),
 		str("parent_run_id"),
+		str("reused_from"),
+		str("worker"),
+		str("trace_id"),
+		str("span_id"),
 	}
 	root, err := schema.NewGroupNode("schema", req, fields, -1)
 	errs = append(errs, err)
@@ -210,6 +226,8 @@ func buildSchema() *schema.GroupNode {
 // of the writer's throughput.
 
 // noStatsColumns are the columns whose min/max statistics cost time and
-// serve no query: long, unique text, and the keys and values of the maps
-// (a filter on a map element cannot use them).
-var noStatsColumns = []string{"reason", "error", "input", "output", "trace", "scores.key_value.key", "tags.key_value.key", "tags.key_value.value"}
+// serve no query: long or unique text (trace and span IDs are random, so
+// every row group's range spans them all), and the keys and values of the
+// maps (a filter on a map element cannot use them). reused_from and worker
+// keep theirs: few distinct values, which a filter may skip row groups by.
+var noStatsColumns = []string{"reason", "error", "input", "output", "trace", "trace_id", "span_id", "scores.key_value.key", "tags.key_value.key", "tags.key_value.value"}

@@ -106,7 +106,8 @@ type Options struct {
 // schema, epoch, attempt, input_tokens, output_tokens are INT64; seed is
 // INT(64, unsigned); score, weight, duration_ms, cost_usd are DOUBLE;
 // run_id, eval, sample_id, status, reason, error, error_kind, trace,
-// parent_run_id are STRING (all plain-encoded, then compressed); scores is
+// parent_run_id, reused_from, worker, trace_id, span_id are STRING (all
+// plain-encoded, then compressed; empty when unset); scores is
 // a MAP of STRING to DOUBLE and tags a MAP of STRING to STRING, keys
 // sorted, null when empty; input and output are JSON, the text as given,
 // null when absent; started_at is TIMESTAMP(MICROS, adjusted to UTC). The file's key-value metadata holds
@@ -627,6 +628,10 @@ func (w *Writer) append(r *sink.Record) {
 	g.i64[i64Seed] = append(g.i64[i64Seed], int64(r.Seed))
 	w.appendString(strTrace, r.Trace)
 	w.appendString(strParentRunID, r.ParentRunID)
+	w.appendString(strReusedFrom, r.ReusedFrom)
+	w.appendString(strWorker, r.Worker)
+	w.appendString(strTraceID, r.TraceID)
+	w.appendString(strSpanID, r.SpanID)
 }
 
 // sortedEntries returns the entries of m sorted by key, reusing the slices

@@ -238,7 +238,13 @@ var cases = []testCase{
 		run: func(t tb, h *Target) {
 			a, b := full(0), full(1)
 			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Trace = nil, nil, nil, nil, "", "", "", ""
-			roundTrip(t, h, []sink.Record{a, b, full(2), {Schema: sink.SchemaVersion, SampleID: "only-id"}})
+			b.ParentRunID, b.ReusedFrom, b.Worker, b.TraceID, b.SpanID = "", "", "", "", ""
+			// The optional strings after seed, one at a time.
+			c, d, e := full(3), full(4), full(5)
+			c.ParentRunID, c.ReusedFrom, c.TraceID = "", "", ""
+			d.Worker, d.SpanID = "", ""
+			e.ParentRunID, e.ReusedFrom, e.Worker, e.TraceID = "", "", "", ""
+			roundTrip(t, h, []sink.Record{a, b, full(2), c, d, e, {Schema: sink.SchemaVersion, SampleID: "only-id"}})
 		},
 	},
 	{
@@ -249,6 +255,7 @@ var cases = []testCase{
 			for i, s := range unicodeStrings {
 				r := full(i)
 				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Trace, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
+				r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s
 				r.Scores = map[string]float64{s: 0.5, "plain": 1}
 				r.Tags = map[string]string{s: s, "k": s}
 				r.Output = mustJSON(t, map[string]string{"text": s})
@@ -267,12 +274,14 @@ var cases = []testCase{
 				r := full(i)
 				r.SampleID = fmt.Sprintf("s%d", i)
 				r.RunID, r.Reason, r.Error, r.Trace = s, s, s, s
+				r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s, s
 				r.Scores = map[string]float64{s: 1}
 				r.Tags = map[string]string{s: s}
 				recs = append(recs, r)
 				if h.InvalidUTF8 == InvalidUTF8Replaced {
 					v := replaced(s)
 					r.RunID, r.Reason, r.Error, r.Trace = v, v, v, v
+					r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = v, v, v, v, v
 					r.Scores = map[string]float64{v: 1}
 					r.Tags = map[string]string{v: v}
 				}
@@ -622,6 +631,10 @@ func full(i int) sink.Record {
 		Seed:         uint64(i)*0x9E3779B97F4A7C15 + 1,
 		Trace:        fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
 		ParentRunID:  []string{"", "run-2025-05-01"}[i%2],
+		ReusedFrom:   fmt.Sprintf("run-2025-05-%02d", 1+i%28),
+		Worker:       fmt.Sprintf("worker-%d.cluster.local:%d", i%4, 40000+i),
+		TraceID:      fmt.Sprintf("%032x", uint64(i)*0x9E3779B97F4A7C15+1),
+		SpanID:       fmt.Sprintf("%016x", uint64(i)*0xBF58476D1CE4E5B9+1),
 	}
 }
 
@@ -645,6 +658,14 @@ func many(i int) sink.Record {
 	}
 	if i%10 == 9 {
 		r.Status, r.Score, r.Error, r.ErrorKind = sink.Error, 0, "boom", sink.KindHarness
+	}
+	// The fields of a distributed, traced run, on some records only.
+	if i%3 == 0 {
+		r.Worker = "w" + strconv.Itoa(i%4) + ":1"
+		r.TraceID, r.SpanID = fmt.Sprintf("%032x", i), fmt.Sprintf("%016x", i)
+	}
+	if i%7 == 0 {
+		r.ReusedFrom = "run-before"
 	}
 	return r
 }
@@ -788,7 +809,8 @@ func quickEqual(a, b *sink.Record) bool {
 		a.ErrorKind == b.ErrorKind && bytes.Equal(a.Input, b.Input) && bytes.Equal(a.Output, b.Output) &&
 		maps.Equal(a.Tags, b.Tags) && a.StartedAt.Equal(b.StartedAt) && a.DurationMS == b.DurationMS &&
 		a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens && a.CostUSD == b.CostUSD &&
-		a.Seed == b.Seed && a.Trace == b.Trace && a.ParentRunID == b.ParentRunID
+		a.Seed == b.Seed && a.Trace == b.Trace && a.ParentRunID == b.ParentRunID &&
+		a.ReusedFrom == b.ReusedFrom && a.Worker == b.Worker && a.TraceID == b.TraceID && a.SpanID == b.SpanID
 }
 
 // absentJSON is the value of an empty raw message, distinct from null.

@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// runsBucket names, on a server, the run its latest coordinator serves:
+// a worker given no run ID joins that one.
+const (
+	runsBucket = "PROCTOR_RUNS"
+	currentKey = "current"
+)
+
+// Keys of a run's bucket.
+const (
+	keyManifest = "manifest"
+	keyStop     = "stop"
+	keyDone     = "done"
+)
+
+// stopNotice is the value of the stop key and of a stop on the control
+// subject: why the coordinator stopped the run.
+type stopNotice struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// controlMsg is what the coordinator publishes on the control subject:
+// "stop" or "done", so that workers act at once (they also poll the keys,
+// which survive a restart of the server).
+type controlMsg struct {
+	Op     string `json:"op"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// workerStatus is a worker's entry in the workers bucket, put every few
+// seconds; the bucket's TTL drops the entries of dead workers.
+type workerStatus struct {
+	ID          string    `json:"id"` // host:pid
+	Running     int       `json:"running"`
+	Concurrency int       `json:"concurrency"`
+	Finished    int64     `json:"finished"` // episodes published
+	At          time.Time `json:"at"`
+}
+
+// workersTTL is how long a worker that stopped reporting stays listed.
+const workersTTL = 10 * time.Second
+
+// AuthError is a server that refused this process's credentials.
+type AuthError struct {
+	URL string
+	Err error
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("cluster: the server at %s refused our credentials (%v): pass the -token the coordinator printed", e.URL, e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// dial connects to url, naming credential refusals.
+func dial(url string, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return nil, &AuthError{URL: url, Err: err}
+		}
+		return nil, fmt.Errorf("cluster: connecting to %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// isPerSubjectFull reports a publish refused because its subject already
+// holds its one message: on a result subject, another worker won; on a
+// work subject, the sample is already queued.
+func isPerSubjectFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == 10077 && strings.Contains(apiErr.Description, "per subject") {
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "maximum messages per subject exceeded")
+}
+
+func putJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, key, b)
+	return err
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}

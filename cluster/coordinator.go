@@ -1,0 +1,665 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// CoordinatorOptions tune a coordinator. The zero value is valid: an
+// embedded server on 127.0.0.1:4222 with a generated token.
+type CoordinatorOptions struct {
+	// Listen is the host:port the embedded server listens on; default
+	// 127.0.0.1:4222 (port 0 picks a free one). Workers on other machines
+	// need an address they can reach, e.g. 0.0.0.0:4222.
+	Listen string
+	// Token is what workers present to the embedded server; default a
+	// random one (see Coordinator.JoinArgs).
+	Token string
+	// NATS is the URL of an external NATS server with JetStream; when set,
+	// no server is embedded and Listen and Token are not used (credentials
+	// and TLS go in NATSOptions).
+	NATS        string
+	NATSOptions []nats.Option
+	// StoreDir is where the embedded server stores its streams; default
+	// beside the log (runs/x.jsonl → runs/x.nats).
+	StoreDir string
+	// NoSync lets the embedded server acknowledge writes before they are
+	// on disk (JetStream's default). Off by default: the embedded server
+	// fsyncs every write (sync_always). The log stays the truth either
+	// way; NoSync only risks work run again after a power cut.
+	NoSync bool
+	// AckWait is how long a worker may hold work without a heartbeat
+	// before it is given to another; default 30 s. Workers heartbeat every
+	// AckWait/3.
+	AckWait time.Duration
+	// ReconcileEvery is how often the coordinator queues again the
+	// episodes that are neither logged, nor resulted, nor queued; default
+	// 10 s.
+	ReconcileEvery time.Duration
+	// Linger bounds how long a finished or stopped coordinator waits for
+	// its workers to see it and leave before its embedded server stops;
+	// default 5 s.
+	Linger time.Duration
+	// Logger receives warnings; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
+	var c CoordinatorOptions
+	if o != nil {
+		c = *o
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:4222"
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.ReconcileEvery <= 0 {
+		c.ReconcileEvery = 10 * time.Second
+	}
+	if c.Linger <= 0 {
+		c.Linger = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Coordinator serves one run to its workers. Start one with
+// [StartCoordinator]; Wait returns its report.
+type Coordinator struct {
+	rec   *eval.Recording
+	cfg   eval.Config
+	opts  CoordinatorOptions
+	n     names
+	srv   *embedded // nil with an external server
+	url   string
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	work  jetstream.Stream
+	res   jetstream.Stream
+	kv    jetstream.KeyValue
+	alive jetstream.KeyValue // the workers bucket
+	blobs jetstream.ObjectStore
+	cons  jetstream.ConsumeContext
+
+	seen    atomic.Uint64 // the last result stream sequence handled
+	commits atomic.Int64  // Commit calls made
+	lastErr atomic.Pointer[string]
+	fatal   chan error // cap 1: results can no longer be recorded
+
+	mu     sync.Mutex // held by each Commit; closed makes later ones return
+	closed bool
+}
+
+// Coordinate runs the coordinator of e's run with cfg (cfg.Log is
+// required: the log is the run's truth, and a coordinator started again
+// on it resumes) until every episode has its record, a stop (cfg's budget
+// or error rate) or ctx is done, and returns the run's report. As
+// eval.Run, it returns an error only when the run could not finish: the
+// budget alone returns the report with BudgetExhausted set.
+func Coordinate[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, opts *CoordinatorOptions) (*report.Report, error) {
+	c, err := StartCoordinator(ctx, e, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Wait(ctx)
+}
+
+// StartCoordinator opens the run's log (resuming it), starts or joins the
+// NATS server, sets up the run's streams and buckets (reusing those a
+// previous coordinator of the run left) and queues the pending episodes.
+func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, opts *CoordinatorOptions) (*Coordinator, error) {
+	o := opts.withDefaults()
+	if cfg.Log == "" {
+		return nil, errors.New("cluster: the coordinator needs a log (Config.Log): it is the run's truth")
+	}
+	rec, err := e.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1)}
+	if err := c.connect(ctx); err != nil {
+		c.shutdown()
+		rec.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Coordinator) connect(ctx context.Context) error {
+	o := c.opts
+	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	if o.NATS == "" {
+		dir := o.StoreDir
+		if dir == "" {
+			dir = storeDir(c.cfg.Log)
+		}
+		srv, err := startServer(o.Listen, dir, o.Token, o.NoSync)
+		if err != nil {
+			return err
+		}
+		c.srv, c.url = srv, srv.url
+		copts = append(copts, nats.InProcessServer(srv.srv), nats.Token(srv.token))
+		nc, err := nats.Connect("", copts...)
+		if err != nil {
+			return fmt.Errorf("cluster: connecting to the embedded server: %w", err)
+		}
+		c.nc = nc
+	} else {
+		c.url = o.NATS
+		nc, err := dial(o.NATS, append(copts, o.NATSOptions...)...)
+		if err != nil {
+			return err
+		}
+		c.nc = nc
+	}
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	c.js = js
+	if err := c.setup(ctx); err != nil {
+		return err
+	}
+	if err := c.reconcile(ctx); err != nil {
+		return err
+	}
+	go c.reconcileLoop(ctx)
+	return nil
+}
+
+// setup creates the run's streams, consumer and buckets, or reuses them.
+func (c *Coordinator) setup(ctx context.Context) error {
+	n := c.n
+	wrap := func(what string, err error) error { return fmt.Errorf("cluster: creating %s: %w", what, err) }
+	var err error
+	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+	})
+	if err != nil {
+		return wrap("stream "+n.work, err)
+	}
+	c.res, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+	})
+	if err != nil {
+		return wrap("stream "+n.results, err)
+	}
+	_, err = c.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.opts.AckWait,
+		MaxDeliver: -1, MaxAckPending: -1,
+	})
+	if err != nil {
+		return wrap("the workers' consumer", err)
+	}
+	if c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.kv, Storage: jetstream.FileStorage}); err != nil {
+		return wrap("bucket "+n.kv, err)
+	}
+	if c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage}); err != nil {
+		return wrap("bucket "+n.workers, err)
+	}
+	if c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage}); err != nil {
+		return wrap("object store "+n.blobs, err)
+	}
+	runs, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		return wrap("bucket "+runsBucket, err)
+	}
+	// A run started again is live again: the previous coordinator's stop
+	// or done no longer holds.
+	for _, k := range []string{keyStop, keyDone} {
+		if err := c.kv.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("cluster: clearing %s: %w", k, err)
+		}
+	}
+	if err := putJSON(ctx, c.kv, keyManifest, c.rec.Manifest()); err != nil {
+		return fmt.Errorf("cluster: storing the manifest: %w", err)
+	}
+	if _, err := runs.Put(ctx, currentKey, []byte(c.rec.RunID())); err != nil {
+		return fmt.Errorf("cluster: naming the current run: %w", err)
+	}
+	// Every result from the first: on a restart, those the log lacks are
+	// committed again (what the log holds is skipped). An ordered consumer
+	// needs no acks (they would prove nothing) and survives a server
+	// restart by resuming after the last sequence it handled.
+	cons, err := c.js.OrderedConsumer(ctx, n.results, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return wrap("the results consumer", err)
+	}
+	c.cons, err = cons.Consume(c.handleResult)
+	if err != nil {
+		return wrap("the results consumer", err)
+	}
+	return nil
+}
+
+// handleResult commits one result message, in stream order.
+func (c *Coordinator) handleResult(msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		c.opts.Logger.Warn("proctor: result without metadata", "subject", msg.Subject(), "err", err)
+		return
+	}
+	c.commitResult(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
+	c.seen.Store(md.Sequence.Stream)
+}
+
+// handleStored commits a result read from the stream by subject.
+func (c *Coordinator) handleStored(msg *jetstream.RawStreamMsg) {
+	c.commitResult(msg.Sequence, msg.Subject, msg.Header, msg.Data)
+}
+
+func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Header, body []byte) {
+	sampleID, epoch, err := c.n.parseResultSubject(subject)
+	if err != nil {
+		c.drop(seq, err)
+		return
+	}
+	if c.rec.Has(sampleID, epoch) {
+		return // logged already (a restart replays every result), or not of this run
+	}
+	if name := header.Get(blobHeader); name != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		body, err = c.blobs.GetBytes(ctx, name)
+		cancel()
+		if err != nil {
+			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d is in object %q: %w", sampleID, epoch, name, err))
+			return
+		}
+	}
+	f, err := decodeResult(body, sampleID, epoch)
+	if err != nil {
+		c.drop(seq, err)
+		return
+	}
+	if f.Record.Status == sink.Error {
+		msg := f.Record.Error
+		c.lastErr.Store(&msg)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.rec.Has(sampleID, epoch) {
+		return
+	}
+	c.commits.Add(1)
+	if err := c.rec.Commit(f); err != nil {
+		select {
+		case c.fatal <- err:
+		default:
+		}
+	}
+}
+
+// drop deletes a result that cannot be committed, so that the episode is
+// queued again and runs again.
+func (c *Coordinator) drop(seq uint64, why error) {
+	c.opts.Logger.Warn("proctor: dropping a result that cannot be recorded; the episode runs again", "seq", seq, "err", why)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.res.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		c.opts.Logger.Warn("proctor: deleting a bad result", "seq", seq, "err", err)
+	}
+}
+
+func (c *Coordinator) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(c.opts.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.rec.Complete():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		if err := c.reconcile(ctx); err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("proctor: reconciling", "err", err)
+		}
+	}
+}
+
+// reconcile queues every pending episode that has neither a result nor a
+// queued work message. The order of its reads matters: the work queue
+// first, then the results stream's last sequence, because a worker
+// publishes an assignment's results before it acks it; once the results
+// consumer has handled everything up to that sequence, a sample whose
+// message has left the queue has its results committed, or lost.
+func (c *Coordinator) reconcile(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(c.opts.ReconcileEvery, 10*time.Second))
+	defer cancel()
+	winfo, err := c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workSubj+".>"))
+	if err != nil {
+		return fmt.Errorf("cluster: work queue: %w", err)
+	}
+	queued := winfo.State.Subjects
+	rinfo, err := c.res.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: results stream: %w", err)
+	}
+	// Wait until the consumer has handled what the stream held, and the
+	// recorder has written what was committed, so that results on their
+	// way are not queued again (that would only cost a run, but a run).
+	for c.seen.Load() < rinfo.State.LastSeq {
+		select {
+		case <-ctx.Done():
+			return nil // behind: the next round catches up
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// Results committed but not yet written look pending: give the
+	// recorder a moment (a duplicate would only be dropped, and counted).
+	for wait := time.Now().Add(time.Second); c.rec.Stats().Records < c.commits.Load() && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var candidates []eval.Assignment
+	episodes := 0
+	for _, a := range c.rec.Pending() {
+		if queued[c.n.workSubject(a.SampleID)] == 0 {
+			candidates = append(candidates, a)
+			episodes += len(a.Epochs)
+		}
+	}
+	// Which results the stream holds: none in a new stream; for many
+	// candidates, one listing of the result subjects; for a few, a lookup
+	// each.
+	var present map[string]uint64
+	switch {
+	case rinfo.State.Msgs == 0:
+		present = map[string]uint64{}
+	case episodes > 256:
+		ri, err := c.res.Info(ctx, jetstream.WithSubjectFilter(c.n.resSubj+".>"))
+		if err != nil {
+			return fmt.Errorf("cluster: results stream: %w", err)
+		}
+		present = ri.State.Subjects
+	}
+	var futures []jetstream.PubAckFuture
+	for _, a := range candidates {
+		subj := c.n.workSubject(a.SampleID)
+		// Not queued and not committed. A result that is in the stream but
+		// escaped the consumer (a server that lost its tail after a crash
+		// reuses sequences the consumer has passed) is committed from
+		// here: queueing its work again would run it only to have its
+		// result refused by the subject that already holds one.
+		var lost []int
+		for _, ep := range a.Epochs {
+			rs := c.n.resultSubject(a.SampleID, ep)
+			if present != nil && present[rs] == 0 {
+				lost = append(lost, ep)
+				continue
+			}
+			msg, err := c.res.GetLastMsgForSubject(ctx, rs)
+			switch {
+			case err == nil:
+				c.handleStored(msg)
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+				lost = append(lost, ep)
+			default:
+				return fmt.Errorf("cluster: looking up a result: %w", err)
+			}
+		}
+		if len(lost) == 0 {
+			continue
+		}
+		a.Epochs = lost
+		body, err := json.Marshal(a)
+		if err != nil {
+			return err
+		}
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: body}, jetstream.WithStallWait(30*time.Second))
+		if err != nil {
+			return fmt.Errorf("cluster: queueing sample %q: %w", a.SampleID, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if !isPerSubjectFull(err) {
+				return fmt.Errorf("cluster: queueing work: %w", err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: queueing work: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// StopError is a run its coordinator stopped before it was complete:
+// what workers were running then runs when the coordinator starts again
+// on the same log.
+type StopError struct{ Reason string }
+
+func (e *StopError) Error() string { return "cluster: run stopped: " + e.Reason }
+
+// Wait serves the run until it is complete or stopped, closes the log and
+// returns the report. On ctx done (an interrupt) it stops the run: every
+// worker cancels its episodes, which run again on resume.
+func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
+	maxRate := c.cfg.MaxErrorRate
+	switch {
+	case maxRate == 0:
+		maxRate = eval.DefaultMaxErrorRate
+	case maxRate < 0:
+		maxRate = 0
+	}
+	after := int64(c.cfg.ErrorRateAfter)
+	if after == 0 {
+		after = eval.DefaultErrorRateAfter
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var stopErr error
+	var budget bool
+loop:
+	for {
+		select {
+		case <-c.rec.Complete():
+			break loop
+		case <-ctx.Done():
+			stopErr = context.Cause(ctx)
+			break loop
+		case err := <-c.fatal:
+			stopErr = err
+			break loop
+		case <-tick.C:
+			st := c.rec.Stats()
+			if c.cfg.MaxCostUSD > 0 && st.CostUSD >= c.cfg.MaxCostUSD {
+				budget = true
+				break loop
+			}
+			if maxRate > 0 && st.Records >= after && float64(st.Errors) > maxRate*float64(st.Records) {
+				last := ""
+				if p := c.lastErr.Load(); p != nil {
+					last = *p
+				}
+				stopErr = &eval.ErrorRateError{Errors: int(st.Errors), Episodes: int(st.Records), Max: maxRate, Last: last}
+				break loop
+			}
+		}
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Linger+30*time.Second)
+	defer cancel()
+	complete := false
+	select {
+	case <-c.rec.Complete():
+		complete = stopErr == nil && !budget
+	default:
+	}
+	var running int
+	if complete {
+		if err := putJSON(bg, c.kv, keyDone, stopNotice{Reason: "complete", At: time.Now().UTC()}); err != nil {
+			c.opts.Logger.Warn("proctor: telling workers the run is done", "err", err)
+		}
+		c.publishControl(controlMsg{Op: "done"})
+	} else {
+		reason := "the budget (Config.MaxCostUSD) is spent"
+		if stopErr != nil {
+			reason = stopErr.Error()
+		}
+		running = c.runningEpisodes(bg)
+		if err := putJSON(bg, c.kv, keyStop, stopNotice{Reason: reason, At: time.Now().UTC()}); err != nil {
+			c.opts.Logger.Warn("proctor: telling workers to stop", "err", err)
+		}
+		c.publishControl(controlMsg{Op: "stop", Reason: reason})
+	}
+	c.linger(bg)
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	if c.cons != nil {
+		c.cons.Stop()
+	}
+	if !complete {
+		c.rec.SetStopped(running, budget)
+	}
+	rep, err := c.rec.Close(bg)
+	c.shutdown()
+	return rep, errors.Join(stopErr, err)
+}
+
+func (c *Coordinator) publishControl(m controlMsg) {
+	b, _ := json.Marshal(m)
+	if err := c.nc.Publish(c.n.control, b); err == nil {
+		c.nc.FlushTimeout(2 * time.Second)
+	}
+}
+
+// linger waits, at most Linger, until every worker has left, so that
+// they hear a done or stop from the embedded server before it goes.
+func (c *Coordinator) linger(ctx context.Context) {
+	deadline := time.Now().Add(c.opts.Linger)
+	for time.Now().Before(deadline) {
+		ws, err := c.workers(ctx)
+		if err == nil && len(ws) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *Coordinator) runningEpisodes(ctx context.Context) int {
+	ws, _ := c.workers(ctx)
+	n := 0
+	for _, w := range ws {
+		n += w.Running
+	}
+	return n
+}
+
+// workers lists the live workers' latest status.
+func (c *Coordinator) workers(ctx context.Context) ([]WorkerProgress, error) {
+	lister, err := c.alive.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkerProgress
+	for k := range lister.Keys() {
+		e, err := c.alive.Get(ctx, k)
+		if err != nil {
+			continue // left since
+		}
+		var s workerStatus
+		if json.Unmarshal(e.Value(), &s) != nil {
+			continue
+		}
+		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Seen: s.At})
+	}
+	slices.SortFunc(out, func(a, b WorkerProgress) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+func (c *Coordinator) shutdown() {
+	if c.nc != nil {
+		c.nc.Drain()
+		c.nc.Close()
+	}
+	if c.srv != nil {
+		c.srv.shutdown()
+	}
+}
+
+// Progress is a distributed run's state: the episodes its log holds and
+// what each live worker runs.
+type Progress struct {
+	Done, Total int64 // episodes with a final record, of the run's
+	Records     int64 // records committed since the coordinator started
+	Errors      int64 // of which ended in error
+	CostUSD     float64
+	Workers     []WorkerProgress
+}
+
+// WorkerProgress is a live worker, as it last reported itself.
+type WorkerProgress struct {
+	ID          string // host:pid
+	Running     int    // episodes it holds
+	Concurrency int
+	Finished    int64 // episodes it published
+	Seen        time.Time
+}
+
+// Running is the episodes held by live workers.
+func (p Progress) Running() int {
+	n := 0
+	for _, w := range p.Workers {
+		n += w.Running
+	}
+	return n
+}
+
+// Progress returns the run's progress: counts from the committed records,
+// and the live workers from their latest reports.
+func (c *Coordinator) Progress(ctx context.Context) (Progress, error) {
+	st := c.rec.Stats()
+	p := Progress{Done: st.Done, Total: st.Total, Records: st.Records, Errors: st.Errors, CostUSD: st.CostUSD}
+	ws, err := c.workers(ctx)
+	p.Workers = ws
+	return p, err
+}
+
+// RunID returns the run's ID.
+func (c *Coordinator) RunID() string { return c.rec.RunID() }
+
+// JoinArgs returns the arguments of the work command that joins this run:
+// -join URL -run-id ID, and -token T for the embedded server.
+func (c *Coordinator) JoinArgs() []string {
+	args := []string{"work", "-join", c.url, "-run-id", c.rec.RunID()}
+	if c.srv != nil {
+		args = append(args, "-token", c.srv.token)
+	}
+	return args
+}

@@ -1,0 +1,14 @@
+// Package cluster runs one eval across machines: one log, one report. A
+// coordinator (the recorder: the log is the truth) queues the episodes its
+// log lacks on NATS JetStream; workers on other machines pull them, run
+// them with eval's scheduler and sandbox pool, and publish each result to
+// a per-episode subject that keeps its first message only; the coordinator
+// commits what it does not hold yet, and reconciles: episodes neither
+// logged, nor with a result, nor queued are queued again. Workers that
+// die, pause, or lose the server cost a redelivery, never a second record.
+//
+// [Main] gives the user's binary three commands: run (one machine, as
+// eval.Main), coordinate and work. [Coordinate] and [Work] are the library
+// functions behind them. Package eval never imports this one: importing
+// eval links no NATS.
+package cluster

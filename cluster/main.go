@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proctor-evals/proctor/eval"
+)
+
+// Main runs e as a command with three subcommands, and exits:
+//
+//	myeval run        [run flags]   one machine (eval.Main's run)
+//	myeval coordinate -log L [-listen 127.0.0.1:4222] [-token T | -nats URL] [-store DIR] [-ack-wait D] [run flags]
+//	myeval work       -join nats://host:port [-token T] [-concurrency N]
+//
+// coordinate prints the work command that joins it on stderr and the
+// report on stdout; it exits 0 when the run is complete and 1 when it
+// stopped (budget, error rate, interrupt: the same log resumes). work
+// exits 0 when the run is done and 1 otherwise. Bad usage exits 2.
+func Main[T, O any](e *eval.Eval[T, O], cfg eval.Config) {
+	ctx, stop := eval.InterruptContext(context.Background())
+	code := MainArgs(ctx, e, cfg, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// MainArgs is Main with its arguments and outputs given: it returns the
+// exit status instead of exiting.
+func MainArgs[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "coordinate":
+			return coordinateCommand(ctx, e, cfg, args[1:], stdout, stderr)
+		case "work":
+			return workCommand(ctx, e, cfg, args[1:], stderr)
+		case "help", "-h", "-help", "--help":
+			fmt.Fprintf(stdout, "usage:\n  %[1]s run [flags]          run on this machine\n  %[1]s coordinate -log L ...  serve the run to workers\n  %[1]s work -join URL ...     work for a coordinator\n\n%[1]s COMMAND -h lists a command's flags.\n", prog())
+			return 0
+		}
+	}
+	return eval.MainArgs(ctx, e, cfg, args, stdout, stderr)
+}
+
+func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("coordinate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	eval.BindFlags(fs, &cfg)
+	var o CoordinatorOptions
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "`host:port` the embedded NATS server listens on (0.0.0.0:4222 for other machines)")
+	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "`token` workers present (default $PROCTOR_TOKEN, else generated and printed)")
+	fs.StringVar(&o.NATS, "nats", "", "`URL` of an external NATS server with JetStream, instead of the embedded one")
+	creds := fs.String("creds", "", "NATS credentials `file` for -nats")
+	ca := fs.String("tls-ca", "", "CA `file` to verify -nats's TLS certificate")
+	fs.StringVar(&o.StoreDir, "store", "", "`dir` of the embedded server's streams (default beside the log: x.jsonl → x.nats)")
+	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
+	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
+	every := fs.Duration("progress", 5*time.Second, "print progress on stderr this often (0: never)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if cfg.Log == "" {
+		fmt.Fprintf(stderr, "%s coordinate: -log is required: the log is the run's truth\n", prog())
+		return 2
+	}
+	o.NATSOptions = natsOptions(*creds, *ca)
+	c, err := StartCoordinator(ctx, e, cfg, &o)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s %s\n", prog(), c.RunID(), prog(), strings.Join(c.JoinArgs(), " "))
+	if *every > 0 {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			t := time.NewTicker(*every)
+			defer t.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-t.C:
+				}
+				p, _ := c.Progress(pctx)
+				fmt.Fprintf(stderr, "%s: %d/%d episodes, %d running on %d workers, %d errors, $%.4f\n", prog(), p.Done, p.Total, p.Running(), len(p.Workers), p.Errors, p.CostUSD)
+			}
+		}()
+	}
+	rep, err := c.Wait(ctx)
+	if rep != nil {
+		var werr error
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			werr = enc.Encode(rep)
+		} else {
+			werr = rep.WriteText(stdout)
+		}
+		if err == nil {
+			err = werr
+		}
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
+		return 1
+	case rep.BudgetExhausted:
+		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost) is spent; coordinate again with a larger one and the same log to finish\n", prog())
+		return 1
+	}
+	return 0
+}
+
+func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("work", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	eval.BindFlags(fs, &cfg)
+	var o WorkerOptions
+	fs.StringVar(&o.Join, "join", "", "`URL` of the run's NATS server (nats://host:port), as the coordinator printed")
+	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "the coordinator's `token` (default $PROCTOR_TOKEN)")
+	creds := fs.String("creds", "", "NATS credentials `file`")
+	ca := fs.String("tls-ca", "", "CA `file` to verify the server's TLS certificate")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if o.Join == "" {
+		fmt.Fprintf(stderr, "%s work: -join is required\n", prog())
+		return 2
+	}
+	// The run's seed and epochs are the coordinator's unless given here.
+	o.AdoptRunShape = true
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "seed" || f.Name == "epochs" {
+			o.AdoptRunShape = false
+		}
+	})
+	o.NATSOptions = natsOptions(*creds, *ca)
+	err := Work(ctx, e, cfg, &o)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
+		if errors.Is(err, context.Canceled) {
+			return 1
+		}
+		return 1
+	}
+	return 0
+}
+
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s %s: unexpected arguments %q\n", prog(), fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
+}
+
+func natsOptions(creds, ca string) []nats.Option {
+	var o []nats.Option
+	if creds != "" {
+		o = append(o, nats.UserCredentials(creds))
+	}
+	if ca != "" {
+		o = append(o, nats.RootCAs(ca))
+	}
+	return o
+}
+
+func prog() string {
+	if len(os.Args) > 0 {
+		return filepath.Base(os.Args[0])
+	}
+	return "eval"
+}

@@ -1,0 +1,578 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proctor-evals/proctor/eval"
+)
+
+// WorkerOptions tune a worker. Join is required.
+type WorkerOptions struct {
+	// Join is the URL of the run's NATS server: nats://host:port.
+	Join string
+	// Token is what the coordinator's embedded server expects (it prints
+	// it); credentials for an external server go in NATSOptions.
+	Token       string
+	NATSOptions []nats.Option
+	// AdoptRunShape takes the run's seed and epochs from the coordinator's
+	// manifest instead of cfg, so that a worker started with no flags
+	// joins the run it is told to; the eval itself (name, dataset,
+	// versions) must still match.
+	AdoptRunShape bool
+	// ReconnectFor bounds how long a worker that lost its server keeps
+	// trying before it gives up; default 2 minutes.
+	ReconnectFor time.Duration
+	// Logger receives warnings; default slog.Default().
+	Logger *slog.Logger
+}
+
+// MismatchError is a worker whose eval is not the run's: it runs nothing.
+type MismatchError struct{ Diffs []string }
+
+func (e *MismatchError) Error() string {
+	return "cluster: this worker's eval differs from the run's, refusing to work: " + joinDiffs(e.Diffs)
+}
+
+func joinDiffs(d []string) string {
+	s := ""
+	for i, x := range d {
+		if i > 0 {
+			s += "; "
+		}
+		s += x
+	}
+	return s
+}
+
+// compareManifests lists what differs between the run's manifest and a
+// worker's.
+func compareManifests(run, mine *eval.Manifest) []string {
+	var d []string
+	add := func(what string, theirs, ours any) {
+		if theirs != ours {
+			d = append(d, fmt.Sprintf("%s: %v for the run, %v here", what, theirs, ours))
+		}
+	}
+	add("eval", strconv.Quote(run.Eval), strconv.Quote(mine.Eval))
+	add("dataset samples", run.Dataset.Samples, mine.Dataset.Samples)
+	add("dataset hash", run.Dataset.Hash, mine.Dataset.Hash)
+	add("harness version", strconv.Quote(run.Versions.Harness), strconv.Quote(mine.Versions.Harness))
+	add("judge version", strconv.Quote(run.Versions.Judge), strconv.Quote(mine.Versions.Judge))
+	add("sandbox version", strconv.Quote(run.Versions.Sandbox), strconv.Quote(mine.Versions.Sandbox))
+	add("seed", run.Seed, mine.Seed)
+	add("epochs", run.Epochs, mine.Epochs)
+	return d
+}
+
+// Work joins a run as a worker: it pulls the run's work while it has free
+// slots (cfg.Concurrency), runs it with e.Work, publishes each result and
+// acknowledges the work once all its results are stored. It returns nil
+// when the run is done, a *StopError when the coordinator stopped it, a
+// *MismatchError (having run nothing) when e is not the run's eval, and
+// ctx's cause when ctx is done (its episodes in flight are cancelled and
+// their work handed back at once).
+func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, opts *WorkerOptions) error {
+	var o WorkerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Join == "" {
+		return errors.New("cluster: a worker needs the server to join (-join nats://host:port)")
+	}
+	if o.ReconnectFor <= 0 {
+		o.ReconnectFor = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	const reconnectWait = 250 * time.Millisecond
+	lost := make(chan struct{})
+	var lostOnce sync.Once
+	copts := []nats.Option{nats.Name("proctor worker " + eval.WorkerID()),
+		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) })}
+	if o.Token != "" {
+		copts = append(copts, nats.Token(o.Token))
+	}
+	// A worker may start before its coordinator: it waits for the server
+	// as long as it would wait for it to come back.
+	var nc *nats.Conn
+	var err error
+	for deadline := time.Now().Add(o.ReconnectFor); ; {
+		nc, err = dial(o.Join, append(copts, o.NATSOptions...)...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
+			return err
+		}
+		sleep(ctx, reconnectWait)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	defer nc.Close()
+
+	w := &worker{nc: nc, log: o.Logger, id: eval.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*held{}, slot: make(chan struct{}, 1)}
+	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(30*time.Second),
+		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	// The run may not be served yet: its coordinator may be starting.
+	var runID string
+	var entry jetstream.KeyValueEntry
+	for deadline := time.Now().Add(o.ReconnectFor); ; {
+		runID, entry, err = w.findRun(ctx, cfg.RunID)
+		if err == nil {
+			break
+		}
+		if !notYet(err) || time.Now().After(deadline) {
+			return fmt.Errorf("cluster: joining %s: %w", o.Join, err)
+		}
+		sleep(ctx, reconnectWait)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	var m eval.Manifest
+	if err := json.Unmarshal(entry.Value(), &m); err != nil {
+		return fmt.Errorf("cluster: run %s: its manifest: %w", runID, err)
+	}
+	cfg.RunID = runID
+	if o.AdoptRunShape {
+		if cfg.Seed, err = strconv.ParseUint(m.Seed, 10, 64); err != nil {
+			return fmt.Errorf("cluster: run %s: manifest seed %q: %w", runID, m.Seed, err)
+		}
+		cfg.Epochs = m.Epochs
+	}
+	mine, err := e.Manifest(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if d := compareManifests(&m, mine); len(d) > 0 {
+		return &MismatchError{Diffs: d}
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = eval.DefaultConcurrency
+	}
+	cfg.Worker = w.id
+	w.slots = cfg.Concurrency
+	if done, stop := w.control(ctx); done {
+		return nil
+	} else if stop != nil {
+		return stop
+	}
+	if w.alive, err = w.js.KeyValue(ctx, w.n.workers); err != nil {
+		return fmt.Errorf("cluster: run %s: %w", runID, err)
+	}
+	if w.blobs, err = w.js.ObjectStore(ctx, w.n.blobs); err != nil {
+		return fmt.Errorf("cluster: run %s: %w", runID, err)
+	}
+	stream, err := w.js.Stream(ctx, w.n.work)
+	if err != nil {
+		return fmt.Errorf("cluster: run %s: the work queue: %w", runID, err)
+	}
+	if w.results, err = w.js.Stream(ctx, w.n.results); err != nil {
+		return fmt.Errorf("cluster: run %s: the results: %w", runID, err)
+	}
+	cons, err := stream.Consumer(ctx, "workers")
+	if err != nil {
+		return fmt.Errorf("cluster: run %s: the workers' consumer: %w", runID, err)
+	}
+	ackWait := cons.CachedInfo().Config.AckWait
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.cancel = cancel
+	sub, err := nc.Subscribe(w.n.control, func(msg *nats.Msg) {
+		var c controlMsg
+		if json.Unmarshal(msg.Data, &c) != nil {
+			return
+		}
+		switch c.Op {
+		case "done":
+			cancel(errDone)
+		case "stop":
+			cancel(&StopError{Reason: c.Reason})
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	defer sub.Unsubscribe()
+
+	var bg sync.WaitGroup
+	bg.Go(func() { w.watch(ctx, ackWait, lost) })
+	assignments := make(chan eval.Assignment, 64)
+	workErr := make(chan error, 1)
+	go func() { workErr <- e.Work(ctx, cfg, assignments, w.finished) }()
+	w.pull(ctx, cons, assignments)
+	err = <-workErr
+	cancel(err) // stops watch if Work ended on its own
+	bg.Wait()
+	w.leave()
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errDone):
+		return nil
+	case errors.Is(cause, errLost):
+		return fmt.Errorf("cluster: lost the server at %s for %v", o.Join, o.ReconnectFor)
+	}
+	return cause
+}
+
+var (
+	errDone = errors.New("cluster: the run is done")
+	errLost = errors.New("cluster: lost the server")
+)
+
+// worker is one process's part of a run.
+type worker struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	n       names
+	kv      jetstream.KeyValue
+	alive   jetstream.KeyValue
+	blobs   jetstream.ObjectStore
+	results jetstream.Stream
+	log     *slog.Logger
+	id      string
+	slots   int
+	cancel  context.CancelCauseFunc
+
+	mu      sync.Mutex
+	running int                 // episodes assigned and not yet published
+	held    map[heldKey][]*held // episodes running → the work message that carries them
+	byMsg   map[*nats.Msg]*held // results being published → their work message
+	msgs    map[*held]struct{}  // work messages not yet acked
+	slot    chan struct{}       // signalled when running drops
+	stored  atomic.Int64        // results published
+}
+
+type heldKey struct {
+	sample string
+	epoch  int
+}
+
+// held is a work message this worker holds: acked once each of its
+// episodes has its result stored.
+type held struct {
+	msg  jetstream.Msg
+	left int
+}
+
+// findRun returns the run to join — runID, or the run the server's latest
+// coordinator serves — and its manifest, and sets w.n and w.kv.
+func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.KeyValueEntry, error) {
+	if runID == "" {
+		runs, err := w.js.KeyValue(ctx, runsBucket)
+		if err != nil {
+			return "", nil, fmt.Errorf("no coordinator serves a run on this server yet (%w)", err)
+		}
+		e, err := runs.Get(ctx, currentKey)
+		if err != nil {
+			return "", nil, fmt.Errorf("no coordinator serves a run on this server yet (%w)", err)
+		}
+		runID = string(e.Value())
+	}
+	w.n = namesFor(runID)
+	kv, err := w.js.KeyValue(ctx, w.n.kv)
+	if err != nil {
+		return "", nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	w.kv = kv
+	e, err := kv.Get(ctx, keyManifest)
+	if err != nil {
+		return "", nil, fmt.Errorf("run %s: its manifest: %w", runID, err)
+	}
+	return runID, e, nil
+}
+
+// notYet reports an error that a coordinator still setting up explains.
+func notYet(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// control reads the run's done and stop keys.
+func (w *worker) control(ctx context.Context) (done bool, stop error) {
+	if _, err := w.kv.Get(ctx, keyDone); err == nil {
+		return true, nil
+	}
+	if e, err := w.kv.Get(ctx, keyStop); err == nil {
+		var s stopNotice
+		json.Unmarshal(e.Value(), &s)
+		return false, &StopError{Reason: s.Reason}
+	}
+	return false, nil
+}
+
+// pull fetches work while there are free slots, until ctx is done.
+func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- eval.Assignment) {
+	defer close(out)
+	for ctx.Err() == nil {
+		w.mu.Lock()
+		free := w.slots - w.running
+		w.mu.Unlock()
+		if free <= 0 {
+			select {
+			case <-w.slot:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		batch, err := cons.Fetch(min(free, 256), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Debug("proctor: fetching work", "err", err)
+				sleep(ctx, 250*time.Millisecond)
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			w.take(ctx, msg, out)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			w.log.Debug("proctor: fetching work", "err", err)
+			sleep(ctx, 250*time.Millisecond)
+		}
+	}
+}
+
+// take hands one work message's episodes to eval.Work.
+func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.Assignment) {
+	sampleID, err := w.n.parseWorkSubject(msg.Subject())
+	var a eval.Assignment
+	if err == nil {
+		a, err = decodeAssignment(msg.Data(), sampleID)
+	}
+	if err != nil {
+		w.log.Warn("proctor: dropping a malformed work message", "subject", msg.Subject(), "err", err)
+		msg.Term()
+		return
+	}
+	// A first delivery runs as it is: no one else has held the message.
+	// A redelivery skips the epochs whose result another holder stored.
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		var left []int
+		for _, ep := range a.Epochs {
+			_, err := w.results.GetLastMsgForSubject(ctx, w.n.resultSubject(sampleID, ep))
+			if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return // cannot tell (server gone?): leave it for redelivery
+			}
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				left = append(left, ep)
+			}
+		}
+		a.Epochs = left
+	}
+	if len(a.Epochs) == 0 {
+		msg.Ack()
+		return
+	}
+	h := &held{msg: msg, left: len(a.Epochs)}
+	w.mu.Lock()
+	if w.msgs == nil {
+		w.msgs = map[*held]struct{}{}
+	}
+	w.msgs[h] = struct{}{}
+	for _, ep := range a.Epochs {
+		k := heldKey{sampleID, ep}
+		w.held[k] = append(w.held[k], h)
+	}
+	w.running += len(a.Epochs)
+	w.mu.Unlock()
+	select {
+	case out <- a:
+	case <-ctx.Done():
+	}
+}
+
+// finished publishes an episode's result; eval.Work calls it from many
+// goroutines.
+func (w *worker) finished(f eval.Finished) {
+	body, err := encodeResult(make([]byte, 0, 1024), &f)
+	if err != nil {
+		w.log.Warn("proctor: a result cannot be encoded; its episode runs again elsewhere", "err", err)
+		return
+	}
+	msg := &nats.Msg{Subject: w.n.resultSubject(f.Record.SampleID, f.Record.Epoch), Data: body}
+	if len(body) > maxInline {
+		name := fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := w.blobs.PutBytes(ctx, name, body)
+		cancel()
+		if err != nil {
+			w.log.Warn("proctor: storing a large result failed; its episode runs again", "err", err)
+			return
+		}
+		msg.Data = nil
+		msg.Header = nats.Header{blobHeader: []string{name}}
+	}
+	w.mu.Lock()
+	k := heldKey{f.Record.SampleID, f.Record.Epoch}
+	hs := w.held[k]
+	var h *held
+	if len(hs) > 0 {
+		h, hs = hs[0], hs[1:]
+		if len(hs) == 0 {
+			delete(w.held, k)
+		} else {
+			w.held[k] = hs
+		}
+	}
+	w.byMsg[msg] = h
+	w.mu.Unlock()
+	// A full window of unacknowledged publishes waits (backpressure) rather
+	// than failing the result.
+	if _, err := w.js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second)); err != nil {
+		w.publishFailed(w.js, msg, err)
+	}
+}
+
+// published settles a result the server stored.
+func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
+	w.settle(msg, true)
+}
+
+// publishFailed settles a result the server refused: a full result
+// subject means another worker's result came first, which is as good.
+// Any other failure leaves the work unacked: it is redelivered and runs
+// again.
+func (w *worker) publishFailed(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	if isPerSubjectFull(err) {
+		w.settle(msg, true)
+		return
+	}
+	w.log.Warn("proctor: publishing a result failed; its work is redelivered", "subject", msg.Subject, "err", err)
+	w.settle(msg, false)
+}
+
+func (w *worker) settle(msg *nats.Msg, stored bool) {
+	w.mu.Lock()
+	h, ok := w.byMsg[msg]
+	delete(w.byMsg, msg)
+	if !ok {
+		w.mu.Unlock()
+		return
+	}
+	w.running--
+	if stored {
+		w.stored.Add(1)
+	}
+	ack, nak := false, false
+	if _, live := w.msgs[h]; h != nil && live {
+		h.left--
+		switch {
+		case !stored: // handed back now: redelivered, and runs again
+			nak = true
+			delete(w.msgs, h)
+		case h.left == 0:
+			ack = true
+			delete(w.msgs, h)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case w.slot <- struct{}{}:
+	default:
+	}
+	switch {
+	case ack:
+		h.msg.Ack()
+	case nak:
+		h.msg.Nak()
+	}
+}
+
+// watch heartbeats held work every ackWait/3, reports liveness, and
+// polls the run's stop and done keys (the control subject is faster; the
+// keys survive a restart of the server).
+func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan struct{}) {
+	beat := max(ackWait/3, 50*time.Millisecond)
+	hb := time.NewTicker(beat)
+	defer hb.Stop()
+	live := time.NewTicker(min(2*time.Second, workersTTL/4))
+	defer live.Stop()
+	w.report(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			w.cancel(errLost)
+			return
+		case <-hb.C:
+			w.mu.Lock()
+			msgs := make([]jetstream.Msg, 0, len(w.msgs))
+			for h := range w.msgs {
+				msgs = append(msgs, h.msg)
+			}
+			w.mu.Unlock()
+			for _, m := range msgs {
+				m.InProgress()
+			}
+		case <-live.C:
+			w.report(ctx)
+			if done, stop := w.control(ctx); done {
+				w.cancel(errDone)
+			} else if stop != nil {
+				w.cancel(stop)
+			}
+		}
+	}
+}
+
+// report puts this worker's status in the workers bucket.
+func (w *worker) report(ctx context.Context) {
+	w.mu.Lock()
+	s := workerStatus{ID: w.id, Running: w.running, Concurrency: w.slots, Finished: w.stored.Load(), At: time.Now().UTC()}
+	w.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	putJSON(rctx, w.alive, workerKey(w.id), s)
+}
+
+// leave waits briefly for results on their way, hands back the work whose
+// episodes were cancelled, and removes this worker from the live list.
+func (w *worker) leave() {
+	select {
+	case <-w.js.PublishAsyncComplete():
+	case <-time.After(5 * time.Second):
+	}
+	w.mu.Lock()
+	msgs := make([]jetstream.Msg, 0, len(w.msgs))
+	for h := range w.msgs {
+		msgs = append(msgs, h.msg)
+	}
+	w.msgs = nil
+	w.mu.Unlock()
+	for _, m := range msgs {
+		m.Nak() // redelivered now, not after AckWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	w.alive.Delete(ctx, workerKey(w.id))
+	w.nc.FlushTimeout(2 * time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

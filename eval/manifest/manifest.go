@@ -1,0 +1,292 @@
+// Package manifest is the run manifest: what a log's run is (its eval,
+// seed, epochs, component versions and dataset), stored as JSON beside
+// the log (run.jsonl → run.manifest.json). The engine writes it when a run
+// starts and checks it when a run resumes, so that a log of another eval,
+// or of a changed harness or judge, is never silently adopted; `proctor
+// merge` checks that shard logs are of one run.
+//
+// The package imports only the standard library, so that the command line
+// reads manifests without linking the evaluation engine.
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Schema is the version of the manifest's JSON form that this package
+// reads and writes.
+const Schema = 1
+
+// Versions name the versions of an eval's components. Results recorded
+// under other versions are stale: a run does not resume a log written
+// under other versions unless it is told to. Any string will do (a
+// semantic version, a commit, a hash of a prompt); empty means
+// unversioned.
+type Versions struct {
+	Harness string `json:"harness,omitempty"`
+	Judge   string `json:"judge,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// Manifest is what a run is.
+type Manifest struct {
+	Schema    int       `json:"schema"`
+	RunID     string    `json:"run_id"`
+	Eval      string    `json:"eval"`
+	CreatedAt time.Time `json:"created_at"`
+	Epochs    int       `json:"epochs"`
+	// Seed is a string: JSON readers that parse numbers as float64 would
+	// round a uint64.
+	Seed     string   `json:"seed"`
+	Versions Versions `json:"versions,omitzero"`
+	// Dataset identifies the samples: their number and a hash of their IDs
+	// and inputs in dataset order. For a shard it is the whole dataset's,
+	// not the shard's part, so that every shard of a run names the same.
+	// Hash is empty until the run has hashed its dataset.
+	Dataset DatasetIdentity `json:"dataset"`
+	// Shard is "I/N" (0-based I) for the log of one shard of a run, empty
+	// for a whole run and for a merged log.
+	Shard string `json:"shard,omitempty"`
+	// Proctor is the module version that wrote the manifest.
+	Proctor string `json:"proctor,omitempty"`
+}
+
+// DatasetIdentity identifies a dataset by content.
+type DatasetIdentity struct {
+	Samples int    `json:"samples"`
+	Hash    string `json:"hash"` // sha256 over each sample's ID and input JSON
+}
+
+// Path is where the manifest of the run logged at log is kept.
+func Path(log string) string {
+	return strings.TrimSuffix(log, filepath.Ext(log)) + ".manifest.json"
+}
+
+// Read reads the manifest of the run logged at log. A log written before
+// manifests existed has none: the error satisfies
+// errors.Is(err, fs.ErrNotExist).
+func Read(log string) (*Manifest, error) {
+	path := Path(log)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	return decode(path, b)
+}
+
+func decode(path string, b []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("manifest: %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("manifest: %s: data after the manifest's JSON object", path)
+	}
+	if m.Schema != Schema {
+		return nil, fmt.Errorf("manifest: %s: schema %d, this proctor reads %d", path, m.Schema, Schema)
+	}
+	return &m, nil
+}
+
+// Write writes m beside log atomically (a temporary file renamed over the
+// manifest), so that a crash leaves the old manifest or the new one.
+func Write(log string, m *Manifest) error {
+	path := Path(log)
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".manifest-*.tmp")
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if _, err = tmp.Write(append(b, '\n')); err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp makes it 0600
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+// MismatchError reports a resume against a log of another run shape:
+// another eval, other component versions, another seed.
+type MismatchError struct {
+	Log   string
+	Diffs []string // "judge version: \"v1\" in the log, \"v2\" now"
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("manifest: the log %s was written by a different run (%s); use a new log, or allow the change (eval.Config.AllowChanged) to resume it anyway",
+		e.Log, strings.Join(e.Diffs, "; "))
+}
+
+// Diff lists what differs between the manifest a log holds (old) and this
+// run's (m) that makes the log's records stale. A grown or changed
+// dataset and more or fewer epochs are not stale: added samples and epochs
+// run, removed ones are excluded from the report. Another shard is: the
+// log would hold two shards' episodes.
+func (m *Manifest) Diff(old *Manifest) []string {
+	var d []string
+	add := func(what, was, now string) {
+		if was != now {
+			d = append(d, fmt.Sprintf("%s: %q in the log, %q now", what, was, now))
+		}
+	}
+	add("eval", old.Eval, m.Eval)
+	add("seed", old.Seed, m.Seed)
+	add("harness version", old.Versions.Harness, m.Versions.Harness)
+	add("judge version", old.Versions.Judge, m.Versions.Judge)
+	add("sandbox version", old.Versions.Sandbox, m.Versions.Sandbox)
+	add("shard", old.Shard, m.Shard)
+	return d
+}
+
+// A Difference is a field in which two manifests of what should be one
+// run differ, with its value in each.
+type Difference struct {
+	Field string // "seed", "dataset hash", …
+	A, B  string
+}
+
+func (d Difference) String() string { return fmt.Sprintf("%s: %q and %q", d.Field, d.A, d.B) }
+
+// SameRun lists the fields in which a and b, the manifests of two logs
+// (shards of a run, say), differ as runs: run ID, eval, seed, epochs,
+// versions and dataset. Nil means they are one run. The shard, the
+// creation time and the proctor version may differ. A dataset hash not
+// yet computed (a shard stopped before its end) matches any.
+func SameRun(a, b *Manifest) []Difference {
+	var d []Difference
+	add := func(field, x, y string) {
+		if x != y {
+			d = append(d, Difference{field, x, y})
+		}
+	}
+	add("run ID", a.RunID, b.RunID)
+	add("eval", a.Eval, b.Eval)
+	add("seed", a.Seed, b.Seed)
+	add("epochs", fmt.Sprint(a.Epochs), fmt.Sprint(b.Epochs))
+	add("harness version", a.Versions.Harness, b.Versions.Harness)
+	add("judge version", a.Versions.Judge, b.Versions.Judge)
+	add("sandbox version", a.Versions.Sandbox, b.Versions.Sandbox)
+	add("dataset samples", fmt.Sprint(a.Dataset.Samples), fmt.Sprint(b.Dataset.Samples))
+	if a.Dataset.Hash != "" && b.Dataset.Hash != "" {
+		add("dataset hash", a.Dataset.Hash, b.Dataset.Hash)
+	}
+	return d
+}
+
+// Identity hashes the IDs and input JSON of n samples in order: id and
+// input are called with each index in 0..n-1.
+func Identity(n int, id func(int) string, input func(int) []byte) DatasetIdentity {
+	h := sha256.New()
+	var lenbuf [8]byte
+	put := func(b []byte) {
+		binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(b)))
+		h.Write(lenbuf[:])
+		h.Write(b)
+	}
+	for i := range n {
+		put([]byte(id(i)))
+		put(input(i))
+	}
+	return DatasetIdentity{Samples: n, Hash: hex.EncodeToString(h.Sum(nil))}
+}
+
+// Version is the version of the proctor module linked into the running
+// program, from its build information; empty when unknown.
+func Version() string {
+	const mod = "github.com/proctor-evals/proctor"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if bi.Main.Path == mod {
+		return bi.Main.Version
+	}
+	if i := slices.IndexFunc(bi.Deps, func(m *debug.Module) bool { return m.Path == mod }); i >= 0 {
+		return bi.Deps[i].Version
+	}
+	return ""
+}
+
+// RunID derives a run ID from what the run is: its eval name, epochs,
+// seed, component versions and dataset identity (m.RunID, CreatedAt,
+// Shard and Proctor play no part). It is what the shards of one run share
+// without talking to each other: each computes the same ID from the same
+// eval, seed and dataset. The form is readable, "<eval>-<12 hex digits>",
+// the eval name reduced to letters, digits, '.', '_' and '-' (at most 40
+// of them).
+//
+// Two runs of the same eval, seed and dataset get the same ID: that is
+// the point for shards, and a reason to give a fresh run its own ID (or
+// seed) when it must not be confused with an earlier one.
+func RunID(m *Manifest) string {
+	h := sha256.New()
+	var lenbuf [8]byte
+	put := func(s string) {
+		binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(s)))
+		h.Write(lenbuf[:])
+		h.Write([]byte(s))
+	}
+	put("proctor run id v1")
+	put(m.Eval)
+	put(fmt.Sprint(m.Epochs))
+	put(m.Seed)
+	put(m.Versions.Harness)
+	put(m.Versions.Judge)
+	put(m.Versions.Sandbox)
+	put(fmt.Sprint(m.Dataset.Samples))
+	put(m.Dataset.Hash)
+	return readable(m.Eval) + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// readable keeps the characters of name that read well in a file name or
+// a label, one '-' for each run of others.
+func readable(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range name {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		switch {
+		case ok:
+			b.WriteRune(c)
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	s := strings.TrimRight(b.String(), "-")
+	if s == "" {
+		return "run"
+	}
+	return s
+}

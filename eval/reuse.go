@@ -1,0 +1,568 @@
+package eval
+
+// Reuse: a run that names earlier logs (Config.ReuseFrom) takes from them
+// the results whose key matches instead of running those episodes again.
+// The logs are the store: they are read without a lock (a log is only
+// appended to, or replaced whole by a rename, so a reader holding one
+// open file reads one consistent version), and nothing is cached
+// elsewhere.
+//
+// The key of a result is what decides it: the eval's name, the sample's
+// ID and input, the epoch, the episode's seed, and the versions of the
+// harness, the judge and the sandbox. Layered, because the agent is what
+// costs: with only the judge's version changed, the recorded output is
+// judged again (a rejudge of that episode); with anything else changed,
+// the episode runs.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// reuse is what a run took from Config.ReuseFrom: the earlier logs, held
+// open, and the episodes whose recorded output is judged again.
+type reuse struct {
+	sources []*reuseSource
+	// rejudge maps an episode (sample index × epochs + epoch) to its
+	// recorded output: an offset, never the output itself, so that memory
+	// stays with the number of episodes, not their outputs' size.
+	rejudge map[int64]reuseLoc
+}
+
+// reuseSource is one earlier log.
+type reuseSource struct {
+	path  string
+	f     *os.File // held for the run: offsets stay valid whatever happens to the path
+	runID string
+	// judgeOnly: the log's judge version differs from this eval's, the
+	// harness and sandbox versions do not: its outputs are judged again.
+	judgeOnly bool
+	traces    map[string]*windowReader // trace stores opened, by path
+}
+
+type reuseLoc struct {
+	src    int32
+	offset int64
+}
+
+// reuseEarlier reads the logs of Config.ReuseFrom, before anything is
+// scheduled: an episode whose result matches is copied into the run (its
+// record, marked reused_from, and its transcript) and marked done; an
+// episode whose output can be judged again is planned for the scheduler
+// (setup.reuse), which then runs only its judge. Episodes already done
+// (resumed from the run's own log, or of another shard) are left alone.
+// It runs before the recorder starts, so it writes the log itself.
+func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
+	cfg := setup.cfg
+	if len(cfg.ReuseFrom) == 0 {
+		return nil
+	}
+	ru := &reuse{rejudge: map[int64]reuseLoc{}}
+	defer func() {
+		if err != nil {
+			ru.close()
+			if r.opened != nil {
+				ctx := context.Background()
+				r.opened.w.Close(ctx)
+				r.opened.traces.Close(ctx)
+			}
+		}
+	}()
+	c := &reuseCopier{r: r}
+	epochs := int64(cfg.Epochs)
+	for _, path := range cfg.ReuseFrom {
+		src, why, err := openReuseSource(path, setup)
+		if err != nil {
+			return err
+		}
+		if src == nil {
+			r.warnings = append(r.warnings, fmt.Sprintf("nothing reused from %s: %s", path, why))
+			continue
+		}
+		srcIndex := int32(len(ru.sources))
+		ru.sources = append(ru.sources, src)
+		reused, planned := 0, 0
+		// Decoding and comparing run in a goroutine of their own, beside
+		// the copying, handing over batches: two cores share the work.
+		batches, stop := make(chan []reuseItem, 4), make(chan struct{})
+		var scanErr error
+		go func() {
+			defer close(batches)
+			scanErr = scanSource(setup, src, r.done, stop, batches)
+		}()
+		var copyErr error
+		for batch := range batches {
+			for k := range batch {
+				it := &batch[k]
+				if copyErr != nil {
+					break
+				}
+				switch it.kind {
+				case reuseWhole:
+					if !r.done.add(it.ep) {
+						continue // an episode the log holds twice: the first counts
+					}
+					if copyErr = c.copy(src, it.sample, &it.rec, setup.samples[it.sample].Tags); copyErr != nil {
+						close(stop)
+					}
+					reused++
+				case reuseOutput:
+					if _, planned := ru.rejudge[it.ep]; !planned {
+						ru.rejudge[it.ep] = reuseLoc{srcIndex, it.offset}
+					}
+					planned++
+				}
+			}
+		}
+		if err := cmp.Or(copyErr, scanErr); err != nil {
+			return err
+		}
+		cfg.Logger.Debug("proctor: reused earlier results", "log", path, "run", src.runID, "reused", reused, "outputs to judge again", planned)
+	}
+	c.closeTraces(ru)
+	if c.missing > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%d reused records' transcripts could not be read (the first: %s): they are kept without a trace link", c.missing, c.firstMissing))
+	}
+	// An episode planned for a rejudge and then reused whole from a later
+	// log is done: it needs no plan.
+	for ep := range ru.rejudge {
+		if r.done.has(ep) {
+			delete(ru.rejudge, ep)
+		}
+	}
+	if len(ru.rejudge) == 0 {
+		ru.close()
+		return nil
+	}
+	setup.reuse = ru
+	e := *setup.e
+	e.Harness = &replayHarness[T, O]{inner: setup.e.Harness, reuse: ru, index: setup.index, epochs: epochs}
+	setup.e = &e
+	return nil
+}
+
+// reuseItem is an earlier record that serves an episode of this run.
+type reuseItem struct {
+	sample int   // index in the run's samples
+	ep     int64 // the episode: sample × epochs + epoch
+	kind   int   // reuseWhole or reuseOutput
+	offset int64 // of the record's line
+	rec    sink.Record
+}
+
+// scanSource reads the committed records of src and sends, in batches,
+// those that serve an episode of this run not done yet, until stop is
+// closed. It reads nothing but the log, setup and done (concurrently with
+// done's writer).
+func scanSource[T, O any](setup *runSetup[T, O], src *reuseSource, done *doneSet, stop <-chan struct{}, out chan<- []reuseItem) error {
+	const batchSize = 256
+	epochs := int64(setup.cfg.Epochs)
+	batch := make([]reuseItem, 0, batchSize)
+	send := func() bool {
+		select {
+		case out <- batch:
+			batch = make([]reuseItem, 0, batchSize)
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	for e, err := range jsonl.ReadEntries(src.f, src.path) {
+		if torn := (*jsonl.TornTailError)(nil); errors.As(err, &torn) {
+			break // a log being written: what is committed before it is all there is
+		}
+		if err != nil {
+			return fmt.Errorf("eval: reusing results: %w", err)
+		}
+		if src.runID == "" {
+			src.runID = e.RunID // before the first batch is sent: the receiver reads it after
+		}
+		i, ok := setup.index[e.SampleID]
+		if !ok || e.Epoch < 0 || int64(e.Epoch) >= epochs {
+			continue
+		}
+		ep := int64(i)*epochs + int64(e.Epoch)
+		if done.has(ep) {
+			continue
+		}
+		if kind := reusable(setup, src, i, &e.Record); kind != reuseNone {
+			batch = append(batch, reuseItem{sample: i, ep: ep, kind: kind, offset: e.Offset, rec: e.Record})
+			if len(batch) == batchSize && !send() {
+				return nil
+			}
+		}
+	}
+	if len(batch) > 0 {
+		send()
+	}
+	return nil
+}
+
+// openReuseSource opens an earlier log and checks its manifest against
+// this run. It returns nil and the reason when nothing of the log can be
+// reused: another eval, or another harness or sandbox version.
+func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource, string, error) {
+	cfg := setup.cfg
+	if cfg.Log != "" && sameFile(path, cfg.Log) {
+		return nil, "", &ConfigError{fmt.Sprintf("Config.ReuseFrom names the run's own log %s: running with the same log resumes it", path)}
+	}
+	m, err := ReadManifest(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(path); serr != nil {
+			return nil, "", fmt.Errorf("eval: reusing results: %w", serr)
+		}
+		return nil, "it has no manifest (written before manifests existed), so the versions that produced it are unknown", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("eval: reusing results from %s: %w", path, err)
+	}
+	v := setup.e.Versions
+	switch {
+	case m.Eval != setup.e.Name:
+		return nil, fmt.Sprintf("it is a run of eval %q, not %q", m.Eval, setup.e.Name), nil
+	case m.Versions.Harness != v.Harness:
+		return nil, fmt.Sprintf("harness version %q there, %q now", m.Versions.Harness, v.Harness), nil
+	case m.Versions.Sandbox != v.Sandbox:
+		return nil, fmt.Sprintf("sandbox version %q there, %q now", m.Versions.Sandbox, v.Sandbox), nil
+	}
+	src := &reuseSource{path: path, runID: m.RunID, judgeOnly: m.Versions.Judge != v.Judge, traces: map[string]*windowReader{}}
+	if src.judgeOnly && cfg.Sandbox != nil {
+		return nil, fmt.Sprintf("judge version %q there, %q now, and episodes have sandboxes: a judge may need the world the harness left, which a log does not keep, so they run again", m.Versions.Judge, v.Judge), nil
+	}
+	if src.f, err = os.Open(path); err != nil {
+		return nil, "", fmt.Errorf("eval: reusing results: %w", err)
+	}
+	return src, "", nil
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 == nil && err2 == nil {
+		return os.SameFile(sa, sb)
+	}
+	pa, err1 := filepath.Abs(a)
+	pb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && pa == pb
+}
+
+// How an earlier record serves an episode of this run.
+const (
+	reuseNone   = iota // the episode runs
+	reuseWhole         // its result is this run's
+	reuseOutput        // its output is judged again
+)
+
+// reusable decides how the earlier record rec serves the episode (sample
+// i, rec.Epoch) of this run. Only final results are reused whole: pass,
+// fail and unscored — not_sampled included, since a sampling judge's
+// choice is part of its verdict and the weights of the episodes it did
+// judge assume it — and never an error, which runs again as on resume.
+// An output is judged again when only the judge changed, or when the
+// judge failed (an error of kind judge, as a retry would).
+func reusable[T, O any](setup *runSetup[T, O], src *reuseSource, i int, rec *sink.Record) int {
+	s := &setup.samples[i]
+	if rec.Eval != setup.e.Name || rec.Seed != episodeSeed(setup.cfg.Seed, s.ID, rec.Epoch) {
+		return reuseNone
+	}
+	final := rec.Status == sink.Pass || rec.Status == sink.Fail || rec.Status == sink.Unscored
+	judgeable := len(rec.Output) > 0 && setup.cfg.Sandbox == nil &&
+		(final || rec.Status == sink.Error && rec.ErrorKind == sink.KindJudge)
+	want := reuseNone
+	switch {
+	case final && !src.judgeOnly:
+		want = reuseWhole
+	case judgeable && (src.judgeOnly || rec.Status == sink.Error):
+		want = reuseOutput
+	}
+	if want == reuseNone || !sameInput(rec.Input, encodeJSON(s.Input)) {
+		return reuseNone
+	}
+	return want
+}
+
+// sameInput compares a recorded input with this run's, both in the log's
+// one form (sink.AppendRawJSON: compacted, with its escaping). That is
+// enough: both are the encoding of the input by one deterministic encoder
+// (encoding/json writes struct fields in order, map keys sorted, numbers
+// in their shortest form), so equal inputs give equal bytes. Two encodings
+// of one value that differ otherwise (a json.RawMessage input whose keys
+// moved) compare unequal, which costs a run, never a wrong reuse. What is
+// not in the input's JSON (unexported fields) is not in the key.
+func sameInput(recorded, now []byte) bool {
+	if bytes.Equal(recorded, now) {
+		return true
+	}
+	return bytes.Equal(sink.AppendRawJSON(nil, recorded), sink.AppendRawJSON(nil, now))
+}
+
+// reuseCopier writes reused records into the run, with their transcripts.
+type reuseCopier struct {
+	r            *run
+	line         []byte
+	missing      int
+	firstMissing string
+}
+
+// copy writes the earlier record rec as a record of this run: its result,
+// attempt, timing and usage as they were (they are what the result took),
+// its run ID this run's, reused_from the run that produced it, its tags
+// this dataset's, its transcript copied into this run's trace store.
+func (c *reuseCopier) copy(src *reuseSource, i int, rec *sink.Record, tags map[string]string) error {
+	r := c.r
+	rec.ReusedFrom = cmp.Or(rec.ReusedFrom, rec.RunID)
+	rec.RunID = r.runID
+	rec.Tags = tags
+	if rec.Trace != "" {
+		rec.Trace = c.copyTrace(src, rec)
+	}
+	if r.rec.log != nil {
+		c.line = rec.AppendJSON(c.line[:0])
+		if _, err := r.rec.log.WriteLine(c.line); err != nil {
+			return fmt.Errorf("eval: recording reused results: %w", err)
+		}
+	}
+	for _, s := range r.rec.sinks {
+		if err := s.Write(context.Background(), *rec); err != nil {
+			return fmt.Errorf("eval: recording reused results: %w", err)
+		}
+	}
+	r.agg.AddAt(i, rec)
+	return nil
+}
+
+// copyTrace copies the transcript rec's link points to into this run's
+// trace store and returns its new link. Without a store (a run without a
+// log) the link points into the earlier store, by absolute path. A
+// transcript that cannot be read is left out, and counted.
+func (c *reuseCopier) copyTrace(src *reuseSource, rec *sink.Record) string {
+	path, off, err := jsonl.ResolveTrace(src.path, rec.Trace)
+	if err == nil && c.r.rec.traces == nil {
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			return abs + "#" + strconv.FormatInt(off, 10)
+		}
+	}
+	var w *windowReader
+	if err == nil {
+		w, err = src.trace(path)
+	}
+	var line []byte
+	if err == nil {
+		line, err = w.lineAt(off)
+	}
+	if err == nil && !(len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}') {
+		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	}
+	if err == nil {
+		off, err = c.r.rec.traces.WriteLine(line)
+	}
+	if err != nil {
+		if c.missing == 0 {
+			c.firstMissing = fmt.Sprintf("%s epoch %d in %s: %v", rec.SampleID, rec.Epoch, src.path, err)
+		}
+		c.missing++
+		return ""
+	}
+	return traceLink(c.r.rec.traces.Path(), off)
+}
+
+// closeTraces closes the trace stores the copies read: a rejudge links
+// to transcripts, it does not read them.
+func (c *reuseCopier) closeTraces(ru *reuse) {
+	for _, s := range ru.sources {
+		s.closeTraces()
+	}
+}
+
+func (s *reuseSource) closeTraces() {
+	for _, w := range s.traces {
+		if w != nil {
+			w.f.Close()
+		}
+	}
+	s.traces = nil
+}
+
+func (s *reuseSource) trace(path string) (*windowReader, error) {
+	w, ok := s.traces[path]
+	if !ok {
+		f, err := os.Open(path)
+		if err != nil {
+			s.traces[path] = nil
+			return nil, err
+		}
+		w = &windowReader{f: f}
+		s.traces[path] = w
+	}
+	if w == nil {
+		return nil, fmt.Errorf("%s cannot be opened", path)
+	}
+	return w, nil
+}
+
+// windowReader reads lines at offsets of a file through a window of it
+// kept in memory: transcripts are stored in about the order of their
+// records, so that copying a run's transcripts reads the store almost
+// sequentially, a window at a time, instead of a read per transcript.
+type windowReader struct {
+	f     *os.File
+	buf   []byte
+	start int64 // the file offset of buf[0]
+}
+
+const windowSize = 1 << 20
+
+func (w *windowReader) lineAt(off int64) ([]byte, error) {
+	if off >= w.start && off < w.start+int64(len(w.buf)) {
+		rest := w.buf[off-w.start:]
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			return rest[:i], nil
+		}
+	}
+	if cap(w.buf) < windowSize {
+		w.buf = make([]byte, windowSize)
+	}
+	w.buf = w.buf[:cap(w.buf)]
+	n, err := w.f.ReadAt(w.buf, off)
+	w.buf, w.start = w.buf[:n], off
+	if i := bytes.IndexByte(w.buf, '\n'); i >= 0 {
+		return w.buf[:i], nil
+	}
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	// A line longer than the window: read it whole.
+	line, err := readLineAt(w.f, off, nil)
+	w.buf, w.start = nil, 0
+	return line, err
+}
+
+// readLineAt reads the line that starts at off in f, without its
+// newline, into buf. ReadAt on one open file: safe for concurrent use.
+func readLineAt(f *os.File, off int64, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	chunk := 4096
+	for {
+		n := len(buf)
+		buf = slices.Grow(buf, chunk)[:n+chunk]
+		m, err := f.ReadAt(buf[n:], off+int64(n))
+		buf = buf[:n+m]
+		if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
+			return buf[:n+i], nil
+		}
+		if err == io.EOF {
+			return buf, &jsonl.TornTailError{Path: f.Name(), Offset: off, Bytes: int64(len(buf))}
+		}
+		if err != nil {
+			return buf, err
+		}
+		chunk = min(2*chunk, 16<<20)
+	}
+}
+
+// close closes the earlier logs; nil-safe.
+func (ru *reuse) close() {
+	if ru == nil {
+		return
+	}
+	for _, s := range ru.sources {
+		if s.f != nil {
+			s.f.Close()
+		}
+		s.closeTraces()
+	}
+}
+
+// committer is out, with the records of episodes judged again linked to
+// the run whose output they judged (parent_run_id); nil-safe.
+func (ru *reuse) committer(out committer, epochs int) committer {
+	if ru == nil {
+		return out
+	}
+	return &rejudgeCommitter{out: out, reuse: ru, epochs: int64(epochs)}
+}
+
+type rejudgeCommitter struct {
+	out    committer
+	reuse  *reuse
+	epochs int64
+}
+
+func (c *rejudgeCommitter) commit(f *finished) {
+	if loc, ok := c.reuse.rejudge[int64(f.sample)*c.epochs+int64(f.rec.Epoch)]; ok && f.rec.Output != nil && f.rec.ParentRunID == "" {
+		f.rec.ParentRunID = c.reuse.sources[loc.src].runID
+	}
+	c.out.commit(f)
+}
+
+// replayHarness returns the recorded output of the episodes planned for a
+// rejudge, and runs the eval's harness for the others.
+type replayHarness[T, O any] struct {
+	inner  harness.Harness[T, O]
+	reuse  *reuse
+	index  map[string]int
+	epochs int64
+}
+
+func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (O, error) {
+	loc, ok := h.reuse.rejudge[int64(h.index[ep.Sample.ID])*h.epochs+int64(ep.Epoch)]
+	if !ok {
+		return h.inner.Run(ctx, ep)
+	}
+	src := h.reuse.sources[loc.src]
+	var out O
+	line, err := readLineAt(src.f, loc.offset, nil)
+	if err != nil {
+		return out, fmt.Errorf("reading the output to judge again: %w", err)
+	}
+	rec, err := replayed(line, src.path, loc.offset, &out)
+	if err != nil {
+		return out, err
+	}
+	if rec.SampleID != ep.Sample.ID || rec.Epoch != ep.Epoch {
+		return out, fmt.Errorf("reading the output to judge again: %s at offset %d holds %s epoch %d, not %s epoch %d", src.path, loc.offset, rec.SampleID, rec.Epoch, ep.Sample.ID, ep.Epoch)
+	}
+	ep.Record(rejudgedNote(src.path, rec))
+	return out, nil
+}
+
+// replayed decodes a recorded line and its output into out.
+func replayed[O any](line []byte, path string, offset int64, out *O) (*sink.Record, error) {
+	var rec sink.Record
+	if err := rec.UnmarshalJSON(line); err != nil {
+		return nil, fmt.Errorf("rejudging: %s at %d: %w", path, offset, err)
+	}
+	if err := json.Unmarshal(rec.Output, out); err != nil {
+		return nil, fmt.Errorf("rejudging: output of %s epoch %d: %w", rec.SampleID, rec.Epoch, err)
+	}
+	return &rec, nil
+}
+
+// rejudgedNote is the first event of a transcript whose output was
+// recorded by an earlier run: a link to that run and its transcript (an
+// absolute link, so that it resolves from anywhere).
+func rejudgedNote(log string, rec *sink.Record) harness.Event {
+	link := map[string]string{"run_id": cmp.Or(rec.ReusedFrom, rec.RunID), "trace": rec.Trace}
+	if rec.Trace != "" {
+		if path, off, err := jsonl.ResolveTrace(log, rec.Trace); err == nil {
+			if abs, err := filepath.Abs(path); err == nil {
+				link["trace"] = abs + "#" + strconv.FormatInt(off, 10)
+			}
+		}
+	}
+	b, _ := json.Marshal(link)
+	return harness.Event{Kind: "note", Name: "rejudged", Input: b}
+}

@@ -1,0 +1,450 @@
+package jsonl
+
+// Merging logs: the shards of one run, each logged on its own machine,
+// become the one log of the run.
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// MergeOptions tune Merge. The zero value (or nil) never replaces an
+// existing output.
+type MergeOptions struct {
+	// Force replaces an existing output log, and its trace store, when it
+	// is a proctor log (an earlier merge, say); any other file is left as
+	// it is and the merge fails.
+	Force bool
+}
+
+// Merged is what Merge did.
+type Merged struct {
+	RunID      string           // the run of every merged record; "" when there were none
+	Records    int              // records written
+	Duplicates int              // records of an episode already kept, dropped
+	Torn       []*TornTailError // torn tails of inputs: cut from what was read, never written
+	// Warnings say what was kept with less than it had: a transcript that
+	// could not be read is left out and the record's trace link cleared.
+	Warnings []string
+}
+
+// RunMismatchError reports logs of different runs given to Merge: shards
+// of one run share its run ID.
+type RunMismatchError struct {
+	Log, OtherLog     string
+	RunID, OtherRunID string
+}
+
+func (e *RunMismatchError) Error() string {
+	if e.Log == e.OtherLog {
+		return fmt.Sprintf("jsonl: merge: %s holds records of two runs, %q and %q: one log holds one run", e.Log, e.RunID, e.OtherRunID)
+	}
+	return fmt.Sprintf("jsonl: merge: %s holds run %q and %s run %q: only logs of one run merge (shards of a run share its run ID)",
+		e.Log, e.RunID, e.OtherLog, e.OtherRunID)
+}
+
+// Merge writes the records of logs, the logs of one run (its shards, or a
+// run and a rerun of part of it), into a new log out, with one record per
+// episode key (sample ID, epoch):
+//
+//   - Of several records of one key, a record that is not an error is
+//     kept over an error record, and otherwise the first one, in the
+//     order of logs and then of lines. The others count as Duplicates.
+//   - Records are written in a deterministic order: by sample ID, digits
+//     compared by value ("q5" before "q10"), then by epoch. The bytes
+//     written depend only on the records kept, so logs without
+//     conflicting duplicates merge to the same bytes in any order.
+//   - Each record's transcript is copied into out's trace store (out's
+//     name with ".traces.jsonl" for its extension) and its trace link
+//     rewritten to it, so that every link of out resolves.
+//   - A torn tail of an input (a shard killed mid-write) is reported in
+//     Merged.Torn and left out; any other line that is not a record (a
+//     corrupt line, a file that is not a log) fails the merge.
+//
+// Records of different runs fail the merge with a *RunMismatchError; so
+// does an input another process is writing, with a *LockedError (merge a
+// shard after it ended). out is written whole or not at all: into
+// temporary files beside it, renamed into place at the end. An existing
+// out is an error unless opts.Force is set, and even then is replaced
+// only if it is a proctor log. Merge holds out's writer lock while it
+// works.
+//
+// Memory holds each input record's key and offset, not the records: the
+// records are read again, one at a time, to be written.
+func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
+	if opts == nil {
+		opts = &MergeOptions{}
+	}
+	if len(logs) == 0 {
+		return nil, errors.New("jsonl: merge: no logs to merge")
+	}
+	store := strings.TrimSuffix(out, filepath.Ext(out)) + ".traces.jsonl"
+	if err := checkMergeOutput(out, store, logs, opts.Force); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, fmt.Errorf("jsonl: merge: %w", err)
+	}
+	lk, err := lock(out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock(out, lk)
+
+	res := &Merged{}
+	var keys []mergeKey
+	runOf := "" // the log res.RunID was first seen in
+	for i, path := range logs {
+		if err := notInUse(path); err != nil {
+			return nil, err
+		}
+		n := len(keys)
+		var err error
+		keys, err = indexLog(path, i, keys)
+		var torn *TornTailError
+		if errors.As(err, &torn) {
+			res.Torn = append(res.Torn, torn)
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys[n:] {
+			switch {
+			case res.RunID == "":
+				res.RunID, runOf = k.runID, path
+			case k.runID != res.RunID:
+				return nil, &RunMismatchError{Log: runOf, RunID: res.RunID, OtherLog: path, OtherRunID: k.runID}
+			}
+		}
+	}
+
+	// Sorted by key and then by preference, the first of each key is the
+	// one kept. The sort is stable: input order breaks ties.
+	slices.SortStableFunc(keys, func(a, b mergeKey) int {
+		return cmp.Or(naturalOrder(a.sampleID, b.sampleID), strings.Compare(a.sampleID, b.sampleID),
+			cmp.Compare(a.epoch, b.epoch), boolOrder(a.isError, b.isError))
+	})
+	kept := keys[:0]
+	for i, k := range keys {
+		if i > 0 && k.sampleID == keys[i-1].sampleID && k.epoch == keys[i-1].epoch {
+			res.Duplicates++
+			continue
+		}
+		kept = append(kept, k)
+	}
+
+	if err := writeMerged(out, store, logs, kept, res); err != nil {
+		return nil, err
+	}
+	res.Records = len(kept)
+	return res, nil
+}
+
+// mergeKey is where an input record is: its key, status and line.
+type mergeKey struct {
+	sampleID string
+	epoch    int
+	isError  bool
+	log      int // index in the inputs
+	offset   int64
+	runID    string // shared with the log's other keys
+}
+
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// indexLog appends the key of every committed record of the log at path,
+// by the rule Open and Records apply. A torn tail is returned as a
+// *TornTailError after the records before it.
+func indexLog(path string, i int, keys []mergeKey) ([]mergeKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return keys, fmt.Errorf("jsonl: merge: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return keys, fmt.Errorf("jsonl: merge: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return keys, &NotLogError{Path: path, Err: fmt.Errorf("not a regular file (%v)", st.Mode().Type())}
+	}
+	committed := 0
+	runID := ""
+	err = scanLines(path, f, func(l line) error {
+		if blank(l.data) && !l.incomplete {
+			return nil
+		}
+		k, err := checkLine(path, l, committed)
+		if err != nil {
+			return err
+		}
+		committed++
+		if string(k.RunID) != runID {
+			if runID != "" {
+				return &RunMismatchError{Log: path, RunID: runID, OtherLog: path, OtherRunID: string(k.RunID)}
+			}
+			runID = string(k.RunID)
+		}
+		keys = append(keys, mergeKey{sampleID: string(k.SampleID), epoch: k.Epoch, isError: k.Status == sink.Error,
+			log: i, offset: l.offset, runID: runID})
+		return nil
+	})
+	return keys, err
+}
+
+// checkMergeOutput refuses an output that is one of the inputs, or that
+// exists without force, or that is not a log.
+func checkMergeOutput(out, store string, logs []string, force bool) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(store); err == nil {
+			return fmt.Errorf("jsonl: merge: %s exists without the log %s it belongs to: not replacing it", store, out)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jsonl: merge: %w", err)
+	}
+	for _, l := range logs {
+		if lst, err := os.Stat(l); err == nil && os.SameFile(st, lst) {
+			return fmt.Errorf("jsonl: merge: the output %s is one of the logs merged", out)
+		}
+	}
+	if !force {
+		return fmt.Errorf("jsonl: merge: %s already exists (force replaces an earlier merge)", out)
+	}
+	if !st.Mode().IsRegular() {
+		return &NotLogError{Path: out, Err: fmt.Errorf("not a regular file (%v): not replacing it", st.Mode().Type())}
+	}
+	for _, err := range Records(out) {
+		var notLog *NotLogError
+		if errors.As(err, &notLog) {
+			return fmt.Errorf("jsonl: merge: not replacing %s: %w", out, err)
+		}
+		break // its first line is a record: a log
+	}
+	return nil
+}
+
+// notInUse fails when a writer holds the log at path: a shard still
+// running. It takes no lock that it could hold and creates no file.
+func notInUse(path string) error {
+	f, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
+	if err != nil {
+		return nil // no lock file, or none we may open: no writer we can see
+	}
+	defer f.Close() // drops the lock if we got it
+	if ok, err := tryLock(f); err == nil && !ok {
+		b, _ := io.ReadAll(io.LimitReader(f, 512))
+		e := &LockedError{Path: path}
+		fmt.Sscanf(string(b), "%d %s", &e.PID, &e.Host)
+		return e
+	}
+	return nil
+}
+
+// writeMerged writes the kept records, in order, to a temporary log and
+// their transcripts to a temporary trace store, then renames both into
+// place: the store first, so that no link of the log ever dangles.
+func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged) (err error) {
+	dir := filepath.Dir(out)
+	tmpLog, err := os.CreateTemp(dir, "."+filepath.Base(out)+".merge-*")
+	if err != nil {
+		return fmt.Errorf("jsonl: merge: %w", err)
+	}
+	tmpStore, err := os.CreateTemp(dir, "."+filepath.Base(store)+".merge-*")
+	if err != nil {
+		tmpLog.Close()
+		os.Remove(tmpLog.Name())
+		return fmt.Errorf("jsonl: merge: %w", err)
+	}
+	defer func() {
+		tmpLog.Close()
+		tmpStore.Close()
+		if err != nil {
+			os.Remove(tmpLog.Name())
+			os.Remove(tmpStore.Name())
+		}
+	}()
+
+	inputs := make([]*os.File, len(logs))
+	traceFiles := map[string]*os.File{}
+	defer func() {
+		for _, f := range inputs {
+			if f != nil {
+				f.Close()
+			}
+		}
+		for _, f := range traceFiles {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i, path := range logs {
+		if inputs[i], err = os.Open(path); err != nil {
+			return fmt.Errorf("jsonl: merge: %w", err)
+		}
+	}
+
+	lw, sw := bufio.NewWriterSize(tmpLog, 1<<20), bufio.NewWriterSize(tmpStore, 1<<20)
+	var storeSize int64
+	storeName := filepath.Base(store)
+	var buf, tbuf, enc []byte
+	missing := 0
+	var r sink.Record
+	for _, k := range kept {
+		buf, err = readLineAt(inputs[k.log], k.offset, buf)
+		if err != nil {
+			return fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
+		}
+		r = sink.Record{}
+		if err := r.UnmarshalJSON(buf); err != nil { // indexLog accepted it: changed since
+			return fmt.Errorf("jsonl: merge: %s at offset %d: the log changed while being merged: %w", logs[k.log], k.offset, err)
+		}
+		if r.Trace != "" {
+			tbuf, err = readTranscript(logs[k.log], r.Trace, traceFiles, tbuf)
+			if err != nil {
+				if missing == 0 {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("transcript of %s epoch %d in %s: %v", r.SampleID, r.Epoch, logs[k.log], err))
+				}
+				missing++
+				r.Trace = ""
+			} else {
+				r.Trace = storeName + "#" + strconv.FormatInt(storeSize, 10)
+				sw.Write(tbuf)
+				sw.WriteByte('\n')
+				storeSize += int64(len(tbuf) + 1)
+			}
+		}
+		enc = r.AppendJSON(enc[:0])
+		lw.Write(enc)
+		if err := lw.WriteByte('\n'); err != nil {
+			return fmt.Errorf("jsonl: merge: %w", err)
+		}
+	}
+	if missing > 1 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d transcripts could not be read in all: their records are kept without a trace link", missing))
+	}
+	for _, step := range []func() error{
+		sw.Flush, lw.Flush,
+		func() error { return tmpStore.Chmod(0o644) }, func() error { return tmpLog.Chmod(0o644) },
+		tmpStore.Sync, tmpLog.Sync,
+		func() error { return os.Rename(tmpStore.Name(), store) },
+		func() error { return os.Rename(tmpLog.Name(), out) },
+	} {
+		if err = step(); err != nil {
+			return fmt.Errorf("jsonl: merge: writing %s: %w", out, err)
+		}
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// readTranscript reads the transcript a record's trace link points to.
+// files caches the trace stores opened (nil for one that failed to).
+func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]byte, error) {
+	path, off, err := ResolveTrace(log, link)
+	if err != nil {
+		return buf, err
+	}
+	f, ok := files[path]
+	if !ok {
+		f, err = os.Open(path)
+		if err != nil {
+			files[path] = nil
+			return buf, err
+		}
+		files[path] = f
+	}
+	if f == nil {
+		return buf, fmt.Errorf("%s cannot be opened", path)
+	}
+	buf, err = readLineAt(f, off, buf)
+	if err == nil && !json0(buf) {
+		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	}
+	return buf, err
+}
+
+// json0 reports whether b looks like a JSON object: a trace link that
+// points into the middle of a line reads garbage.
+func json0(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
+}
+
+// readLineAt reads the line starting at off in f (without its newline)
+// into buf.
+func readLineAt(f *os.File, off int64, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	chunk := 4096
+	for {
+		n := len(buf)
+		buf = slices.Grow(buf, chunk)[:n+chunk]
+		m, err := f.ReadAt(buf[n:], off+int64(n))
+		buf = buf[:n+m]
+		if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
+			return buf[:n+i], nil
+		}
+		if err == io.EOF {
+			return buf, &TornTailError{Path: f.Name(), Offset: off, Bytes: int64(len(buf))}
+		}
+		if err != nil {
+			return buf, err
+		}
+		chunk = min(2*chunk, 16<<20)
+	}
+}
+
+// naturalOrder orders strings with their runs of digits compared by
+// value: "q5" before "q10". It is eval/report's order of samples, which
+// this package cannot import.
+func naturalOrder(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}

@@ -1,0 +1,152 @@
+package view_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+	"github.com/proctor-evals/proctor/view"
+)
+
+// writeLog1M writes the 1M-record log of the scale target: 100k samples
+// × 10 epochs over two tags (report's P7 shape), realistic lines (input,
+// output, trace link, usage, about 420 bytes each).
+func writeLog1M(b *testing.B, path string) {
+	w, err := jsonl.Create(path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tags := make([]map[string]string, 85)
+	for i := range tags {
+		tags[i] = map[string]string{"difficulty": strconv.Itoa(i % 5), "repo": "r" + strconv.Itoa(i%17)}
+	}
+	n := 0
+	for ep := range 10 {
+		for s := range 100_000 {
+			st, score, kind := sink.Fail, 0.0, sink.ErrorKind("")
+			switch {
+			case (s*7+ep*3)%10 < 6:
+				st, score = sink.Pass, 1
+			case (s+ep)%97 == 0:
+				st, kind = sink.Error, sink.KindTimeout
+			}
+			r := sink.Record{Schema: 1, RunID: "20261122T120000Z-abcdef01", Eval: "bench", SampleID: "t" + strconv.Itoa(s), Epoch: ep,
+				Status: st, Score: score, ErrorKind: kind, Tags: tags[s%85],
+				Input:     []byte(`{"prompt":"what is ` + strconv.Itoa(s) + `+1?","expected":"` + strconv.Itoa(s+1) + `"}`),
+				Output:    []byte(`"` + strconv.Itoa(s+1) + `"`),
+				StartedAt: start.Add(time.Duration(n) * time.Millisecond), DurationMS: float64(s%997) + 0.5,
+				InputTokens: 120, OutputTokens: 8, CostUSD: 0.0001 * float64(1+s%7), Seed: uint64(n) * 0x9e3779b97f4a7c15,
+				Trace: "bench.jsonl.traces.jsonl#" + strconv.Itoa(n*300)}
+			if err := w.Write(context.Background(), r); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+	}
+	if err := w.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// cpuSeconds is the user and system CPU time the process has used: on a
+// shared machine, wall time says more about the neighbours.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// peakRSS is the process's peak resident set (VmHWM), in MB.
+func peakRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkOpen1M is the viewer's scale target: a 1M-record log opened
+// (read, folded, the run page rendered) within 2 s, the server well under
+// 500 MB. Side by side: the text report of the same log, as `proctor
+// report` computes it, and a sample page on the open log. Run with
+//
+//	go test ./view -run X -bench Open1M -benchtime 3x
+//
+// The log is generated first (about 10 s).
+func BenchmarkOpen1M(b *testing.B) {
+	dir := b.TempDir()
+	log := filepath.Join(dir, "bench.jsonl")
+	writeLog1M(b, log)
+	st, _ := os.Stat(log)
+	b.Logf("log: %d MB", st.Size()>>20)
+	b.Run("viewer", func(b *testing.B) {
+		var retained uint64
+		cpu := cpuSeconds()
+		for range b.N {
+			v, err := view.New([]string{log}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			v.ServeHTTP(rec, httptest.NewRequest("GET", "/run/bench.jsonl", nil))
+			if rec.Code != 200 || !strings.Contains(rec.Body.String(), `<span id="done">1000000</span>`) {
+				b.Fatalf("%d: the page does not show 1M episodes", rec.Code)
+			}
+			b.StopTimer()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			retained = ms.HeapAlloc
+			runtime.KeepAlive(v)
+			b.StartTimer()
+		}
+		b.ReportMetric((cpuSeconds()-cpu)/float64(b.N), "cpu-s/op")
+		b.ReportMetric(float64(retained)/(1<<20), "MB-heap-after")
+		b.ReportMetric(peakRSS(), "MB-peak-RSS")
+	})
+	b.Run("sample-page", func(b *testing.B) {
+		v, err := view.New([]string{log}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		v.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/run/bench.jsonl", nil))
+		b.ResetTimer()
+		for i := range b.N {
+			rec := httptest.NewRecorder()
+			v.ServeHTTP(rec, httptest.NewRequest("GET", fmt.Sprintf("/sample/bench.jsonl?s=t%d", i*7919%100_000), nil))
+			if rec.Code != 200 || strings.Count(rec.Body.String(), `class="episode"`) != 10 {
+				b.Fatalf("%d: not 10 epochs", rec.Code)
+			}
+		}
+	})
+	b.Run("text-report", func(b *testing.B) {
+		cpu := cpuSeconds()
+		for range b.N {
+			rep, err := report.FromRecords(jsonl.Records(log), nil)
+			if err != nil || rep.Episodes != 1_000_000 {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric((cpuSeconds()-cpu)/float64(b.N), "cpu-s/op")
+	})
+}
