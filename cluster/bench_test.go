@@ -22,8 +22,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/proctor-evals/proctor/eval"
 )
 
 func BenchmarkNoOp(b *testing.B) {
@@ -41,6 +39,7 @@ func BenchmarkLatency(b *testing.B) {
 	s := shape{Samples: 6667, Sleep: 200 * time.Millisecond} // 20,001 episodes
 	b.Run("run", func(b *testing.B) { benchRun(b, s, 1000) })
 	b.Run("workers=4", func(b *testing.B) { benchCluster(b, s, 4, 250, false) })
+	b.Run("workers=4/nosync", func(b *testing.B) { benchCluster(b, s, 4, 250, true) })
 }
 
 // BenchmarkLarge: 100,000 episodes of 1 s on 16 workers × 1,000 slots
@@ -128,5 +127,3 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-var _ = eval.DefaultConcurrency

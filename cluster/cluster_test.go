@@ -450,7 +450,7 @@ func TestKilledCoordinatorResumes(t *testing.T) {
 	log := dir + "/run.jsonl"
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
-		"-seed", strconv.Itoa(testSeed), "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-progress", "0"}
+		"-seed", strconv.Itoa(testSeed), "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
 	first := start(t, s, coord...)
 	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6"}
 	w1 := start(t, s, join...)
@@ -519,7 +519,7 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	dir := t.TempDir()
 	log := dir + "/run.jsonl"
 	coord := []string{"coordinate", "-log", log, "-nats", srv.url, "-epochs", strconv.Itoa(testEpochs), "-seed", strconv.Itoa(testSeed),
-		"-ack-wait", "1s", "-reconcile", "500ms", "-json", "-progress", "0"}
+		"-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
 	first := start(t, s, coord...)
 	until(t, 10*time.Second, "the run's manifest", func() bool { _, err := os.Stat(dir + "/run.manifest.json"); return err == nil })
 	join := []string{"work", "-join", srv.url, "-concurrency", "4"}

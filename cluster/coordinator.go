@@ -140,6 +140,12 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 		rec.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	// The progress line and Progress count what the live workers hold.
+	rec.SetRunning(func() (int, []eval.RunningEpisode) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return c.runningEpisodes(ctx), nil
+	})
 	return c, nil
 }
 
@@ -179,7 +185,7 @@ func (c *Coordinator) connect(ctx context.Context) error {
 		return err
 	}
 	if err := c.reconcile(ctx); err != nil {
-		return err
+		c.opts.Logger.Warn("proctor: queueing work (retried every ReconcileEvery)", "err", err)
 	}
 	go c.reconcileLoop(ctx)
 	return nil
@@ -350,7 +356,10 @@ func (c *Coordinator) reconcileLoop(ctx context.Context) {
 // consumer has handled everything up to that sequence, a sample whose
 // message has left the queue has its results committed, or lost.
 func (c *Coordinator) reconcile(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, max(c.opts.ReconcileEvery, 10*time.Second))
+	// Queueing a large run's work takes a while when every write is
+	// fsynced: a round is bounded generously, and one cut short is resumed
+	// by the next.
+	ctx, cancel := context.WithTimeout(ctx, max(c.opts.ReconcileEvery, 2*time.Minute))
 	defer cancel()
 	winfo, err := c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workSubj+".>"))
 	if err != nil {

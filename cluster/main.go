@@ -62,9 +62,9 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	creds := fs.String("creds", "", "NATS credentials `file` for -nats")
 	ca := fs.String("tls-ca", "", "CA `file` to verify -nats's TLS certificate")
 	fs.StringVar(&o.StoreDir, "store", "", "`dir` of the embedded server's streams (default beside the log: x.jsonl → x.nats)")
+	fs.BoolVar(&o.NoSync, "no-sync", false, "let the embedded server fsync on its own schedule instead of every write (faster; a power cut may lose results, which reconciliation runs again)")
 	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
-	every := fs.Duration("progress", 5*time.Second, "print progress on stderr this often (0: never)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -80,23 +80,6 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 		return 1
 	}
 	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s %s\n", prog(), c.RunID(), prog(), strings.Join(c.JoinArgs(), " "))
-	if *every > 0 {
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			t := time.NewTicker(*every)
-			defer t.Stop()
-			for {
-				select {
-				case <-pctx.Done():
-					return
-				case <-t.C:
-				}
-				p, _ := c.Progress(pctx)
-				fmt.Fprintf(stderr, "%s: %d/%d episodes, %d running on %d workers, %d errors, $%.4f\n", prog(), p.Done, p.Total, p.Running(), len(p.Workers), p.Errors, p.CostUSD)
-			}
-		}()
-	}
 	rep, err := c.Wait(ctx)
 	if rep != nil {
 		var werr error
@@ -149,9 +132,6 @@ func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Con
 	err := Work(ctx, e, cfg, &o)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
-		if errors.Is(err, context.Canceled) {
-			return 1
-		}
 		return 1
 	}
 	return 0

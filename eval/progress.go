@@ -10,8 +10,9 @@ package eval
 //     few ns per record, nothing allocated) and copied out on request, so
 //     the serial path pays no atomic or lock per record;
 //   - the workers: what each runs and since when, published by two atomic
-//     stores per attempt only while progress is on, scanned under
-//     workersMu when a snapshot is taken.
+//     stores per attempt only while progress is on (stamped with a coarse
+//     clock, not a time.Now each), scanned under workersMu when a
+//     snapshot is taken.
 //
 // The ETA is honest about long, uneven episodes: it comes from the
 // durations of completed episodes (median and p90, so a range), divided
@@ -19,6 +20,7 @@ package eval
 // episodes have finished to mean something (etaAfter).
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -86,7 +88,8 @@ func (e ETA) Known() bool { return e.High > 0 }
 type RunningEpisode struct {
 	SampleID       string
 	Epoch, Attempt int
-	// Elapsed is the time since its current attempt started.
+	// Elapsed is the time since its current attempt started (on this
+	// machine, to within one Config.ProgressEvery, rounded up).
 	Elapsed time.Duration
 }
 
@@ -248,10 +251,15 @@ func (r *recorder) tallyNow() tally {
 
 // ---- running episodes: the workers ----
 
-// show publishes the episode w is about to attempt. shown packs the
-// attempt (top 16 bits) and the episode index + 1; 0 is idle.
+// show publishes the episode w is about to attempt: two atomic stores,
+// stamped with the coarse clock the snapshots set (an atomic load, not a
+// time.Now per attempt), so an elapsed time is within one ProgressEvery.
+// shown packs the attempt (top 16 bits) and the episode index + 1; 0 is
+// a worker yet to start. A worker shows its latest episode until it
+// attempts the next one or exits: claiming the next is immediate (a
+// counter), and an exiting worker unregisters.
 func (s *scheduler[T, O]) show(w *workerState[T], j *job) {
-	w.since.Store(time.Now().UnixNano())
+	w.since.Store(s.progressClock.Load())
 	idx := uint64(j.sample)*uint64(s.cfg.Epochs) + uint64(j.epoch) + 1
 	w.shown.Store(uint64(min(j.attempt, 0xffff))<<48 | idx&(1<<48-1))
 }
@@ -274,7 +282,7 @@ func (s *scheduler[T, O]) running() (int, []RunningEpisode) {
 		}
 		n++
 		// Keep the progressLongest oldest, oldest first.
-		i, _ := slices.BinarySearchFunc(top, e.since, func(x entry, since int64) int { return compareInt64(x.since, since) })
+		i, _ := slices.BinarySearchFunc(top, e.since, func(x entry, since int64) int { return cmp.Compare(x.since, since) })
 		if i < progressLongest {
 			top = slices.Insert(top, i, e)
 			if len(top) > progressLongest {
@@ -294,16 +302,6 @@ func (s *scheduler[T, O]) running() (int, []RunningEpisode) {
 	return n, out
 }
 
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // ---- snapshots ----
 
 // progressTracker takes snapshots of an open run.
@@ -316,6 +314,10 @@ type progressTracker struct {
 	done        *doneSet
 	rec         *recorder
 	concurrency int
+
+	// clock is the time of the latest snapshot (Unix ns): the coarse
+	// clock that workers stamp attempts with.
+	clock atomic.Int64
 
 	mu      sync.Mutex
 	running func() (int, []RunningEpisode) // nil: unknown
@@ -335,8 +337,10 @@ const progressWindow = time.Minute
 
 func newProgressTracker(r *run, concurrency int) *progressTracker {
 	notOwned := r.total - r.owned
-	return &progressTracker{eval: r.evalName, start: r.start, total: r.owned, notOwned: notOwned,
+	t := &progressTracker{eval: r.evalName, start: r.start, total: r.owned, notOwned: notOwned,
 		resumed: r.done.count() - notOwned, done: r.done, rec: r.rec, concurrency: concurrency}
+	t.clock.Store(time.Now().UnixNano())
+	return t
 }
 
 func (t *progressTracker) setRunning(f func() (int, []RunningEpisode)) {
@@ -351,11 +355,12 @@ func (t *progressTracker) snapshot(now time.Time, final bool) Progress {
 	defer t.mu.Unlock()
 	tl := t.rec.tallyNow()
 	p := Progress{Eval: t.eval, Total: t.total, Resumed: t.resumed, Final: final,
-		Done:  min(t.done.count()-t.notOwned, t.total),
-		Pass:  tl.pass, Fail: tl.fail, Error: tl.errored, Unscored: tl.unscored,
+		Done: min(t.done.count()-t.notOwned, t.total),
+		Pass: tl.pass, Fail: tl.fail, Error: tl.errored, Unscored: tl.unscored,
 		InputTokens: tl.inputTokens, OutputTokens: tl.outputTokens, CostUSD: tl.costUSD,
 		Elapsed: now.Sub(t.start),
 	}
+	t.clock.Store(now.UnixNano())
 	if t.running != nil {
 		p.Running, p.Longest = t.running()
 		t.peak = max(t.peak, p.Running)
@@ -464,7 +469,7 @@ func startRunProgress[T, O any](r *run, cfg *Config, s *scheduler[T, O]) *progre
 	tr.setRunning(s.running)
 	rep := startProgress(tr, cfg)
 	if rep != nil {
-		s.showRunning = true
+		s.progressClock = &tr.clock
 	}
 	return rep
 }

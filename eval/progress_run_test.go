@@ -127,10 +127,26 @@ func TestProgressCountsTheRunsOwnEpisodes(t *testing.T) {
 	require.Equal(t, p.Total, p.Done)
 	require.Equal(t, p.Total, p.Pass+p.Fail)
 
+	// Stop a run partway (canceled once 20 episodes are done), then resume it.
 	log := filepath.Join(t.TempDir(), "run.jsonl")
-	first := final(eval.Config{Epochs: 2, Log: log, Shard: eval.Shard{Index: 0, Count: 2}, RunID: "r"})
-	// Resume the whole run from the half the first shard wrote.
-	p = final(eval.Config{Epochs: 2, Log: log, RunID: "r"})
+	ctx, cancel := context.WithCancel(context.Background())
+	var first eval.Progress
+	slow := *e
+	slow.Harness = harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
+		time.Sleep(3 * time.Millisecond)
+		return e.Harness.Run(ctx, ep)
+	})
+	_, err := slow.Run(ctx, eval.Config{Epochs: 2, Log: log, Concurrency: 2, Quiet: true, ProgressEvery: time.Millisecond,
+		OnProgress: func(p eval.Progress) {
+			if p.Done >= 20 {
+				cancel()
+			}
+			first = p
+		}})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, first.Final)
+	require.Less(t, first.Done, int64(60))
+	p = final(eval.Config{Epochs: 2, Log: log})
 	require.Equal(t, int64(60), p.Total)
 	require.Equal(t, int64(60), p.Done)
 	require.Equal(t, first.Done, p.Resumed)
@@ -166,4 +182,32 @@ func TestRecordingProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, last.Final, "Close gives OnProgress the final snapshot")
 	require.Equal(t, int64(4), last.Done)
+}
+
+// An attempt abandoned at its timeout is no longer in flight, though its
+// harness goroutine still is: the episode was settled.
+func TestAnAbandonedAttemptIsNotRunning(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
+		if ep.Sample.ID == "deaf" {
+			<-release // ignores its context
+		}
+		return ep.Sample.Input, nil
+	})
+	e := &eval.Eval[string, string]{Name: "abandon", Dataset: samples("ok", "ok", "ok"), Harness: h, Judge: wantOK}
+	e.Dataset = append(e.Dataset.(dataset.Slice[string]), dataset.Sample[string]{ID: "deaf", Input: "ok"})
+	var log progressLog
+	rep, err := e.Run(context.Background(), eval.Config{Timeout: 50 * time.Millisecond, Retries: -1, Quiet: true,
+		ProgressEvery: 5 * time.Millisecond, OnProgress: log.add, Report: report.Options{Resamples: -1}})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Errored)
+	seen := log.all()
+	last := seen[len(seen)-1]
+	require.True(t, last.Final)
+	require.Equal(t, int64(4), last.Done)
+	require.Equal(t, int64(1), last.Error)
+	require.Zero(t, last.Running, "the abandoned harness still blocks, but its episode is settled")
+	require.Empty(t, last.Longest)
 }

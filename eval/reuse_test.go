@@ -173,7 +173,9 @@ func TestReuseRunsOrRejudgesExactlyWhatEachKeyPartChanges(t *testing.T) {
 	}
 }
 
-func slicesClone[T any](d dataset.Slice[T]) dataset.Slice[T] { return append(dataset.Slice[T](nil), d...) }
+func slicesClone[T any](d dataset.Slice[T]) dataset.Slice[T] {
+	return append(dataset.Slice[T](nil), d...)
+}
 
 // TestFullyReusedRunKeepsEpochsAndPassAtK: a reused run is the earlier
 // run, episode for episode: each (sample, epoch) keeps its own outcome,
@@ -228,6 +230,16 @@ func TestFullyReusedRunKeepsEpochsAndPassAtK(t *testing.T) {
 	fromLog := reportOf(t, log)
 	require.Equal(t, rep.Reused, fromLog.Reused)
 	require.Equal(t, rep.ReusedUsage, fromLog.ReusedUsage)
+
+	// Running again with the same log resumes it: the reused records are
+	// the run's, nothing is reused twice.
+	rep, err = e.Run(context.Background(), eval.Config{Epochs: 4, Seed: 3, Log: log, ReuseFrom: []string{base}})
+	require.NoError(t, err)
+	h, j = c.reset()
+	require.Empty(t, h)
+	require.Empty(t, j)
+	require.Equal(t, []int{32, 32}, []int{rep.Resumed, rep.Reused})
+	requireExactlyOnce(t, logRecords(t, log), 8, 4)
 
 	// Reusing a reused run names the run that produced the results.
 	again := filepath.Join(dir, "again.jsonl")

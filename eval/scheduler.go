@@ -62,8 +62,9 @@ type scheduler[T, O any] struct {
 
 	workersMu sync.Mutex
 	workers   []*workerState[T]
-	// showRunning: progress is on, workers publish what they run (progress.go).
-	showRunning bool
+	// progressClock is set while progress is on: workers then publish what
+	// they run, stamped with this coarse clock (progress.go).
+	progressClock *atomic.Int64
 
 	// Stops. stopped ends scheduling; the counters feed the budget and the
 	// error-rate check, and count what the report cannot see in records.
@@ -155,15 +156,13 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 				return
 			}
 		}
-		if s.showRunning {
+		if s.progressClock != nil {
 			s.show(w, j)
 		}
 		if !s.attempt(ctx, base, w, j) {
 			return // abandoned: a replacement owns j and this worker's place
 		}
-		if j = s.settle(ctx, j); j == nil && s.showRunning {
-			w.shown.Store(0)
-		}
+		j = s.settle(ctx, j)
 	}
 }
 
@@ -182,8 +181,8 @@ type workerState[T any] struct {
 	start  time.Time
 	cancel context.CancelCauseFunc
 
-	// For progress, while it is on (progress.go): the episode in flight
-	// and when its attempt started (Unix ns).
+	// For progress, while it is on (progress.go): the episode of the
+	// latest attempt and when it started (Unix ns, coarse).
 	shown atomic.Uint64
 	since atomic.Int64
 }

@@ -296,9 +296,9 @@ func (a *Aggregator) Report() *Report {
 		Samples: recorded, Epochs: a.maxEpoch + 1,
 		Passed: a.counts[0], Failed: a.counts[1], Errored: a.counts[2], Unscored: a.counts[3],
 		Weighted: a.weighted, NotSampled: a.notSampled, Excluded: a.excluded,
+		Reused: a.reused, Rejudged: a.rejudged, ReusedUsage: a.reusedCost,
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
-		Reused:   a.reused, Rejudged: a.rejudged, ReusedUsage: a.reusedCost,
 		Failures: slices.Clone(a.failures), FailuresOmitted: a.omitted,
 		Warnings: slices.Clone(a.warnings),
 	}
