@@ -26,7 +26,7 @@ type runSetup[T, O any] struct {
 	e           *Eval[T, O]
 	cfg         Config
 	samples     []dataset.Sample[T]
-	index       map[string]int // sample ID → position in samples
+	index       *sampleIndex // sample ID → position in samples
 	parentRunID string
 	skip        func(sample, epoch int) bool // episodes that count as done without running
 	warnings    []string
@@ -145,7 +145,7 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 		ingest = func() {
 			var err error
 			r.resumed, r.excluded, err = r.rec.ingestLog(cfg.Log, logSize, func(id string) (int, bool) {
-				i, ok := setup.index[id]
+				i, ok := setup.index.get(id)
 				return i, ok
 			})
 			if err != nil {
@@ -242,7 +242,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	epochs := int64(cfg.Epochs)
 	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
-		if i, ok := setup.index[string(id)]; ok && int64(epoch) < epochs {
+		if i, ok := setup.index.getBytes(id); ok && int64(epoch) < epochs {
 			done.add(int64(i)*epochs + int64(epoch))
 		}
 	}})

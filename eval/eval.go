@@ -277,7 +277,7 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 }
 
 // loadSamples reads the dataset and checks it before anything runs.
-func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], map[string]int, error) {
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], *sampleIndex, error) {
 	if s, ok := d.(dataset.Slice[T]); ok {
 		return checkSamples(s)
 	}
@@ -293,20 +293,19 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sa
 
 // checkSamples rejects an empty dataset, empty IDs and duplicate IDs, and
 // returns the samples with their index by ID.
-func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], map[string]int, error) {
+func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], *sampleIndex, error) {
 	if len(samples) == 0 {
 		return nil, nil, errors.New("eval: the dataset is empty")
 	}
-	seen := make(map[string]int, len(samples))
+	seen := newSampleIndex(len(samples), func(i int) string { return samples[i].ID })
 	for i := range samples {
 		id := samples[i].ID
 		if err := dataset.CheckID(id); err != nil {
 			return nil, nil, fmt.Errorf("eval: dataset sample %d: %w", i+1, err)
 		}
-		if prev, dup := seen[id]; dup {
+		if prev, dup := seen.add(i); dup {
 			return nil, nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
 		}
-		seen[id] = i
 	}
 	return samples, seen, nil
 }

@@ -17,7 +17,7 @@ import (
 // runs nothing itself.
 type Recording struct {
 	run      *run
-	index    map[string]int
+	index    *sampleIndex
 	ids      []string
 	epochs   int
 	manifest *Manifest
@@ -122,7 +122,7 @@ func (r *Recording) Pending() []Assignment {
 // Has reports whether the episode has a final record (or belongs to no
 // sample of the run, so that nothing should run it).
 func (r *Recording) Has(sampleID string, epoch int) bool {
-	i, ok := r.index[sampleID]
+	i, ok := r.index.get(sampleID)
 	if !ok || epoch < 0 || epoch >= r.epochs {
 		return true
 	}
@@ -144,7 +144,7 @@ func (r *Recording) Commit(f Finished) error {
 	case closed:
 		return errors.New("eval: commit on a closed Recording")
 	}
-	i, ok := r.index[f.Record.SampleID]
+	i, ok := r.index.get(f.Record.SampleID)
 	if !ok || f.Record.Epoch < 0 || f.Record.Epoch >= r.epochs {
 		return fmt.Errorf("eval: a result for sample %q epoch %d, which this run does not have", f.Record.SampleID, f.Record.Epoch)
 	}

@@ -190,7 +190,7 @@ func scanSource[T, O any](setup *runSetup[T, O], src *reuseSource, done *doneSet
 		if src.runID == "" {
 			src.runID = e.RunID // before the first batch is sent: the receiver reads it after
 		}
-		i, ok := setup.index[e.SampleID]
+		i, ok := setup.index.get(e.SampleID)
 		if !ok || e.Epoch < 0 || int64(e.Epoch) >= epochs {
 			continue
 		}
@@ -513,12 +513,13 @@ func (c *rejudgeCommitter) commit(f *finished) {
 type replayHarness[T, O any] struct {
 	inner  harness.Harness[T, O]
 	reuse  *reuse
-	index  map[string]int
+	index  *sampleIndex
 	epochs int64
 }
 
 func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (O, error) {
-	loc, ok := h.reuse.rejudge[int64(h.index[ep.Sample.ID])*h.epochs+int64(ep.Epoch)]
+	i, _ := h.index.get(ep.Sample.ID)
+	loc, ok := h.reuse.rejudge[int64(i)*h.epochs+int64(ep.Epoch)]
 	if !ok {
 		return h.inner.Run(ctx, ep)
 	}

@@ -88,7 +88,7 @@ func (c Config) validateReuse() error {
 }
 
 // narrow applies cfg.Subset, then cfg.Select, to the dataset's samples.
-func narrow[T any](ctx context.Context, cfg Config, samples []dataset.Sample[T], index map[string]int) ([]dataset.Sample[T], map[string]int, error) {
+func narrow[T any](ctx context.Context, cfg Config, samples []dataset.Sample[T], index *sampleIndex) ([]dataset.Sample[T], *sampleIndex, error) {
 	if cfg.Subset.PerValue == 0 && cfg.Select == nil {
 		return samples, index, nil
 	}

@@ -77,7 +77,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 			if !ok {
 				return
 			}
-			i, known := index[a.SampleID]
+			i, known := index.get(a.SampleID)
 			if !known {
 				feedErr = fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
 				cancel(feedErr)

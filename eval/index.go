@@ -1,0 +1,66 @@
+package eval
+
+// The sample index: sample ID → position in the run's samples. A run of a
+// million samples looks IDs up on resume and for every result a
+// coordinator commits; a map[string]int of them holds 56 MB, this table 8.
+
+import (
+	"hash/maphash"
+	"math/bits"
+)
+
+// sampleIndex is an open-addressing hash table of positions (plus one; 0
+// is empty) whose keys are the samples' own IDs: it stores no string.
+type sampleIndex struct {
+	seed  maphash.Seed
+	slots []uint32
+	mask  uint64
+	id    func(i int) string
+}
+
+func newSampleIndex(n int, id func(i int) string) *sampleIndex {
+	size := uint64(1) << bits.Len64(uint64(max(n, 1))*2-1) // load factor ≤ 1/2
+	return &sampleIndex{seed: maphash.MakeSeed(), slots: make([]uint32, size), mask: size - 1, id: id}
+}
+
+// add inserts position i under its ID and returns the position already
+// there when the ID is a duplicate.
+func (x *sampleIndex) add(i int) (prev int, dup bool) {
+	id := x.id(i)
+	for s := maphash.String(x.seed, id) & x.mask; ; s = (s + 1) & x.mask {
+		v := x.slots[s]
+		if v == 0 {
+			x.slots[s] = uint32(i) + 1
+			return 0, false
+		}
+		if x.id(int(v-1)) == id {
+			return int(v - 1), true
+		}
+	}
+}
+
+// get returns the position of the sample with this ID.
+func (x *sampleIndex) get(id string) (int, bool) {
+	for s := maphash.String(x.seed, id) & x.mask; ; s = (s + 1) & x.mask {
+		v := x.slots[s]
+		if v == 0 {
+			return 0, false
+		}
+		if x.id(int(v-1)) == id {
+			return int(v - 1), true
+		}
+	}
+}
+
+// getBytes is get for an ID held in a byte slice, without copying it.
+func (x *sampleIndex) getBytes(id []byte) (int, bool) {
+	for s := maphash.Bytes(x.seed, id) & x.mask; ; s = (s + 1) & x.mask {
+		v := x.slots[s]
+		if v == 0 {
+			return 0, false
+		}
+		if x.id(int(v-1)) == string(id) {
+			return int(v - 1), true
+		}
+	}
+}
