@@ -314,9 +314,10 @@ func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 }
 
 func identityOf[T any](samples []dataset.Sample[T]) DatasetIdentity {
+	var enc inputEncoder
 	return datasetIdentity(len(samples),
 		func(i int) string { return samples[i].ID },
-		func(i int) []byte { return encodeJSON(samples[i].Input) })
+		func(i int) []byte { return enc.encode(samples[i].Input) })
 }
 
 // tracePath is where the transcripts of the run logged at log go: one

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"encoding/json"
+	"hash/fnv"
 	"strconv"
 	"testing"
 
@@ -63,4 +65,24 @@ func BenchmarkSampleIndexBuild1M(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestFNV1aMatchesHashFNV(t *testing.T) {
+	for _, s := range []string{"", "a", "task-001", "éñ\x00z", string(make([]byte, 300))} {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		require.Equal(t, h.Sum64(), fnv1a(s), "%q", s)
+	}
+}
+
+func TestInputEncoderMatchesEncodeJSON(t *testing.T) {
+	type task struct {
+		Prompt string
+		N      float64
+		M      map[string]int
+	}
+	var enc inputEncoder
+	for _, v := range []any{nil, "a<b>&c\u2028", task{"p", 1.5, map[string]int{"b": 1, "a": 2}}, 3, []int{1}, json.RawMessage(`{"x":1}`), json.RawMessage(`{bad`), make(chan int), task{}} {
+		require.Equal(t, string(encodeJSON(v)), string(enc.encode(v)), "%#v", v)
+	}
 }

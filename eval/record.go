@@ -3,9 +3,8 @@ package eval
 // Records: what an attempt leaves, and the episode seed.
 
 import (
+	"bytes"
 	"encoding/json"
-	"hash/fnv"
-	"io"
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
@@ -57,16 +56,51 @@ func encodeJSON(v any) json.RawMessage {
 	return b
 }
 
+// inputEncoder encodes inputs as encodeJSON does, into one buffer reused
+// from call to call: hashing a million inputs allocates nothing per input.
+type inputEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+	str []byte
+}
+
+// encode returns the encoding of v, valid until the next call.
+func (e *inputEncoder) encode(v any) []byte {
+	switch x := v.(type) {
+	case nil, json.RawMessage:
+		return encodeJSON(v)
+	case string:
+		e.str = sink.AppendString(e.str[:0], x)
+		return e.str
+	}
+	if e.enc == nil {
+		e.enc = json.NewEncoder(&e.buf)
+	}
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return encodeJSON(v) // its error message, as a record would hold it
+	}
+	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n"))
+}
+
 // episodeSeed derives an episode's seed from the run seed, the sample ID
 // and the epoch (FNV-1a, then a SplitMix64 finaliser), so that it depends on
 // nothing else: not on order, concurrency or resume.
 func episodeSeed(run uint64, sampleID string, epoch int) uint64 {
-	h := fnv.New64a()
-	io.WriteString(h, sampleID)
-	x := h.Sum64() ^ run*0x9e3779b97f4a7c15 ^ uint64(epoch)*0xbf58476d1ce4e5b9
+	x := fnv1a(sampleID) ^ run*0x9e3779b97f4a7c15 ^ uint64(epoch)*0xbf58476d1ce4e5b9
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// fnv1a is FNV-1a 64 of s, as hash/fnv computes it, without allocating.
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }

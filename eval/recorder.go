@@ -68,6 +68,20 @@ func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(er
 	return r
 }
 
+// finishedPool recycles finished episodes and their line buffers once the
+// recorder has written them: two allocations less per episode.
+var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byte, 0, 512)} }}
+
+func getFinished() *finished { return finishedPool.Get().(*finished) }
+
+func putFinished(f *finished) {
+	if cap(f.line) > 64<<10 {
+		f.line = nil // a huge record's buffer is not worth keeping
+	}
+	*f = finished{line: f.line[:0]}
+	finishedPool.Put(f)
+}
+
 // maxQueued bounds the records waiting for the recorder: workers that
 // outrun it wait, so memory does not grow with the episodes of a run.
 const maxQueued = 4096
@@ -102,7 +116,7 @@ func (r *recorder) commit(f *finished) {
 	}
 	f.events = nil
 	if r.log != nil {
-		f.line = f.rec.AppendJSON(make([]byte, 0, 512))
+		f.line = f.rec.AppendJSON(f.line[:0])
 	}
 	r.mu.Lock()
 	for len(r.queue) >= maxQueued {
@@ -129,6 +143,7 @@ func (r *recorder) loop() {
 		r.mu.Unlock()
 		for _, f := range batch {
 			r.write(ctx, f)
+			putFinished(f)
 		}
 		if r.shared.want.Load() {
 			r.shared.publish(&r.tally)

@@ -150,7 +150,9 @@ func (r *Recording) Commit(f Finished) error {
 	}
 	rec := f.Record
 	rec.RunID = r.run.runID
-	r.run.rec.commit(&finished{sample: i, rec: rec, events: f.Trace})
+	fin := getFinished()
+	fin.sample, fin.rec, fin.events = i, rec, f.Trace
+	r.run.rec.commit(fin)
 	return nil
 }
 

@@ -186,18 +186,32 @@ func TestKill9AtRandomMomentsThenResume(t *testing.T) {
 		cmd.Stderr = os.Stderr
 		return cmd
 	}
-	// A kill counts when it lands mid-run: the log grew, but is not done.
-	midRun, prev := 0, 0
+	// A kill counts when it lands mid-run: the run added final records, but
+	// is not done. Only records that are not errors count (a resumed run
+	// drops errored ones, so the line count may shrink), and each kill waits
+	// for the child to have written something first: on a loaded machine a
+	// fixed sleep can end before the child has started.
+	finals := func() (ok, all int) {
+		b, _ := os.ReadFile(log)
+		b = b[:bytes.LastIndexByte(b, '\n')+1] // complete lines only
+		all = bytes.Count(b, []byte("\n"))
+		return all - bytes.Count(b, []byte(`"status":"error"`)), all
+	}
+	midRun, prevOK := 0, 0
 	for range 8 {
 		cmd := child()
 		require.NoError(t, cmd.Start())
-		time.Sleep(time.Duration(150+rng.IntN(900)) * time.Millisecond)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if ok, all := finals(); ok > prevOK || all == crashSamples*crashEpochs {
+				break
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		b, _ := os.ReadFile(log)
-		if n := bytes.Count(b, []byte("\n")); n > prev && n < crashSamples*crashEpochs {
+		if ok, all := finals(); ok > prevOK && all < crashSamples*crashEpochs {
 			midRun++
-			prev = n
+			prevOK = ok
 		}
 	}
 	t.Logf("%d kills landed mid-run", midRun)

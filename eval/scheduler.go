@@ -362,7 +362,8 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		s.cancelled.Add(1)
 	} else {
 		s.countSettled(rec)
-		f := &finished{sample: j.sample, rec: *rec, events: j.events}
+		f := getFinished()
+		f.sample, f.rec, f.events = j.sample, *rec, j.events
 		f.rec.Worker = s.cfg.Worker
 		s.out.commit(f)
 	}

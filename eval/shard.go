@@ -6,8 +6,6 @@ package eval
 
 import (
 	"fmt"
-	"hash/fnv"
-	"io"
 	"strconv"
 	"strings"
 
@@ -37,9 +35,7 @@ func InShard(sampleID string, s Shard) bool {
 	if s.Count <= 1 {
 		return true
 	}
-	h := fnv.New64a()
-	io.WriteString(h, sampleID)
-	return h.Sum64()%uint64(s.Count) == uint64(s.Index)
+	return fnv1a(sampleID)%uint64(s.Count) == uint64(s.Index)
 }
 
 // shardRunID derives the run ID shards share without talking to each

@@ -205,13 +205,15 @@ func SameRun(a, b *Manifest) []Difference {
 func Identity(n int, id func(int) string, input func(int) []byte) DatasetIdentity {
 	h := sha256.New()
 	var lenbuf [8]byte
+	var idbuf []byte
 	put := func(b []byte) {
 		binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(b)))
 		h.Write(lenbuf[:])
 		h.Write(b)
 	}
 	for i := range n {
-		put([]byte(id(i)))
+		idbuf = append(idbuf[:0], id(i)...)
+		put(idbuf)
 		put(input(i))
 	}
 	return DatasetIdentity{Samples: n, Hash: hex.EncodeToString(h.Sum(nil))}
