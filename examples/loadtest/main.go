@@ -41,6 +41,7 @@ func main() {
 	c := flag.Int("c", 5000, "concurrency")
 	latency := flag.Duration("latency", 50*time.Millisecond, "simulated agent latency")
 	logPath := flag.String("log", "", "JSONL log (resumes when it exists); default: none")
+	quiet := flag.Bool("quiet", false, "no progress line on stderr")
 	flag.Parse()
 
 	samples := make(dataset.Slice[Task], *n)
@@ -77,7 +78,7 @@ func main() {
 	ctx, stop := eval.InterruptContext(context.Background())
 	defer stop()
 	rep, err := e.Run(ctx, eval.Config{
-		Concurrency: *c, Log: *logPath,
+		Concurrency: *c, Log: *logPath, Quiet: *quiet,
 		Report: report.Options{Resamples: -1},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
