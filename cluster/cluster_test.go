@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type shape struct {
 	Sleep   time.Duration // per episode
 	CostUSD float64       // per episode
 	Variant string        // another dataset: a worker of another eval
+	Big     int           // bytes of output and transcript of every eighth sample
 }
 
 func (s shape) env() []string {
@@ -59,6 +61,7 @@ func (s shape) env() []string {
 		"PROCTOR_TEST_SLEEP=" + s.Sleep.String(),
 		"PROCTOR_TEST_COST=" + strconv.FormatFloat(s.CostUSD, 'g', -1, 64),
 		"PROCTOR_TEST_VARIANT=" + s.Variant,
+		"PROCTOR_TEST_BIG=" + strconv.Itoa(s.Big),
 	}
 }
 
@@ -68,6 +71,7 @@ func shapeFromEnv() shape {
 	s.Sleep, _ = time.ParseDuration(os.Getenv("PROCTOR_TEST_SLEEP"))
 	s.CostUSD, _ = strconv.ParseFloat(os.Getenv("PROCTOR_TEST_COST"), 64)
 	s.Variant = os.Getenv("PROCTOR_TEST_VARIANT")
+	s.Big, _ = strconv.Atoi(os.Getenv("PROCTOR_TEST_BIG"))
 	return s
 }
 
@@ -101,6 +105,11 @@ func testEval(s shape) *eval.Eval[input, string] {
 			ep.AddUsage(harness.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: s.CostUSD})
 			if ep.Sample.Input.N%4 == 0 {
 				ep.Record(harness.Event{Kind: "note", Name: "thought", Output: json.RawMessage(`"` + ep.Sample.ID + `"`)})
+			}
+			if s.Big > 0 && ep.Sample.Input.N%8 == 1 {
+				big := strings.Repeat("x", s.Big)
+				ep.Record(harness.Event{Kind: "note", Name: "big", Output: json.RawMessage(`"` + big + `"`)})
+				return big, nil
 			}
 			return strconv.FormatUint(ep.Seed%5, 10), nil
 		}),
@@ -649,4 +658,47 @@ func TestBudgetStopsEveryWorker(t *testing.T) {
 	}
 	checkLog(t, log, s)
 	sameReport(t, baseline(t, s), o2.rep)
+}
+
+// Results over JetStream's message limit travel beside their message
+// (the Object Store), whole: outputs and transcripts are never truncated.
+func TestLargeResultsArriveWhole(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 16, Big: 1_500_000} // 1.5 MB: over the server's 1 MiB message limit
+	log := t.TempDir() + "/run.jsonl"
+	c, out := coordinate(t, s, runConfig(log), coordinatorOptions())
+	w := start(t, s, workerArgs(c, 4)...)
+	o := await(t, out, 60*time.Second)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	big := 0
+	for _, r := range checkLog(t, log, s) {
+		var in input
+		if err := json.Unmarshal(r.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		if in.N%8 != 1 {
+			continue
+		}
+		big++
+		var got string
+		if err := json.Unmarshal(r.Output, &got); err != nil || len(got) != s.Big {
+			t.Fatalf("%s epoch %d: output of %d bytes arrived as %d (%v)", r.SampleID, r.Epoch, s.Big, len(got), err)
+		}
+		tr, err := eval.ReadTrace(r.Trace, filepath.Dir(log))
+		if err != nil {
+			t.Fatalf("%s: its transcript: %v", r.SampleID, err)
+		}
+		if len(tr.Events) != 1 || len(tr.Events[0].Output) != s.Big+2 {
+			t.Fatalf("%s: the transcript did not arrive whole", r.SampleID)
+		}
+	}
+	if big != 2*testEpochs {
+		t.Fatalf("%d large results, want %d", big, 2*testEpochs)
+	}
+	sameReport(t, baseline(t, s), o.rep)
 }
