@@ -5,7 +5,7 @@ package cluster
 //	go test ./cluster -run X -bench . -benchtime 1x
 //
 // Each iteration is a whole run: a coordinator in this process (embedded
-// server, sync_always unless the name says nosync) and workers as child
+// server, sync_always unless the name says sync50ms) and workers as child
 // processes, started before the coordinator (they wait for it). eps is
 // episodes per second from the first committed record to the last (the
 // steady rate); wall_s includes the workers joining; coord_cpu_s is this
@@ -28,9 +28,9 @@ func BenchmarkNoOp(b *testing.B) {
 	s := shape{Samples: 8000} // × 3 epochs: 24,000 episodes
 	b.Run("run", func(b *testing.B) { benchRun(b, s, 64) })
 	for _, n := range []int{1, 2, 4} {
-		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) { benchCluster(b, s, n, 64, false) })
+		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) { benchCluster(b, s, n, 64, 0) })
 	}
-	b.Run("workers=4/nosync", func(b *testing.B) { benchCluster(b, s, 4, 64, true) })
+	b.Run("workers=4/sync50ms", func(b *testing.B) { benchCluster(b, s, 4, 64, 50*time.Millisecond) })
 }
 
 // BenchmarkLatency: 20,000 episodes of 200 ms on 4 workers × 250 slots;
@@ -38,8 +38,8 @@ func BenchmarkNoOp(b *testing.B) {
 func BenchmarkLatency(b *testing.B) {
 	s := shape{Samples: 6667, Sleep: 200 * time.Millisecond} // 20,001 episodes
 	b.Run("run", func(b *testing.B) { benchRun(b, s, 1000) })
-	b.Run("workers=4", func(b *testing.B) { benchCluster(b, s, 4, 250, false) })
-	b.Run("workers=4/nosync", func(b *testing.B) { benchCluster(b, s, 4, 250, true) })
+	b.Run("workers=4", func(b *testing.B) { benchCluster(b, s, 4, 250, 0) })
+	b.Run("workers=4/sync50ms", func(b *testing.B) { benchCluster(b, s, 4, 250, 50*time.Millisecond) })
 }
 
 // BenchmarkLarge: 100,000 episodes of 1 s on 16 workers × 1,000 slots
@@ -49,7 +49,8 @@ func BenchmarkLarge(b *testing.B) {
 		b.Skip("set PROCTOR_BENCH_LARGE=1: 16 worker processes, 100k episodes")
 	}
 	s := shape{Samples: 33334, Sleep: time.Second}
-	b.Run("workers=16", func(b *testing.B) { benchCluster(b, s, 16, 1000, false) })
+	b.Run("workers=16", func(b *testing.B) { benchCluster(b, s, 16, 1000, 0) })
+	b.Run("workers=16/sync50ms", func(b *testing.B) { benchCluster(b, s, 16, 1000, 50*time.Millisecond) })
 }
 
 func benchRun(b *testing.B, s shape, concurrency int) {
@@ -69,7 +70,7 @@ func benchRun(b *testing.B, s shape, concurrency int) {
 	}
 }
 
-func benchCluster(b *testing.B, s shape, workers, concurrency int, noSync bool) {
+func benchCluster(b *testing.B, s shape, workers, concurrency int, syncEvery time.Duration) {
 	e := testEval(s)
 	for b.Loop() {
 		b.StopTimer()
@@ -83,7 +84,7 @@ func benchCluster(b *testing.B, s shape, workers, concurrency int, noSync bool) 
 		cpu := cpuTime()
 		begin := time.Now()
 		c, err := StartCoordinator(context.Background(), e, runConfig(dir+"/run.jsonl"),
-			&CoordinatorOptions{Listen: listen, Token: "t", NoSync: noSync, Linger: 10 * time.Second})
+			&CoordinatorOptions{Listen: listen, Token: "t", SyncEvery: syncEvery, Linger: 10 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

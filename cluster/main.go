@@ -62,7 +62,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	creds := fs.String("creds", "", "NATS credentials `file` for -nats")
 	ca := fs.String("tls-ca", "", "CA `file` to verify -nats's TLS certificate")
 	fs.StringVar(&o.StoreDir, "store", "", "`dir` of the embedded server's streams (default beside the log: x.jsonl → x.nats)")
-	fs.BoolVar(&o.NoSync, "no-sync", false, "let the embedded server fsync on its own schedule instead of every write (faster; a power cut may lose results, which reconciliation runs again)")
+	fs.DurationVar(&o.SyncEvery, "sync-every", 0, "fsync the embedded server's streams at this `interval` instead of every write (e.g. 50ms: much faster; a power cut may lose the interval's results, which reconciliation runs again)")
 	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -20,9 +20,9 @@ type embedded struct {
 }
 
 // startServer starts a JetStream server listening on listen (host:port;
-// port 0 picks a free one) that stores in dir and fsyncs every write
-// unless noSync.
-func startServer(listen, dir, token string, noSync bool) (*embedded, error) {
+// port 0 picks a free one) that stores in dir and fsyncs every write, or
+// every syncEvery when it is positive (a group commit, as the log's).
+func startServer(listen, dir, token string, syncEvery time.Duration) (*embedded, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: -listen %q: want host:port: %w", listen, err)
@@ -42,7 +42,10 @@ func startServer(listen, dir, token string, noSync bool) (*embedded, error) {
 		JetStream: true, StoreDir: dir,
 		// Every write is on disk before JetStream acknowledges it: a
 		// result the coordinator was told is stored survives a power cut.
-		SyncAlways:    !noSync,
+		// Or, with syncEvery, writes of the last interval may be lost;
+		// reconciliation runs them again.
+		SyncAlways:    syncEvery <= 0,
+		SyncInterval:  max(syncEvery, 0),
 		Authorization: token,
 		NoSigs:        true, NoLog: true,
 	}
