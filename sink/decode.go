@@ -32,12 +32,55 @@ type reflectRecord Record
 // to. The canonical form (what AppendJSON writes) is decoded without
 // reflection; any other JSON goes through encoding/json.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	return DecodeLine(b, r, nil)
+}
+
+// DecodeOptions leave out of a decoded record the fields a caller does not
+// need, which are then neither copied nor built. The zero value decodes
+// every field.
+type DecodeOptions struct {
+	// NoRaw leaves r.Input and r.Output as they were: a fold over a log
+	// that never shows them saves a copy of them per record.
+	NoRaw bool
+	// NoMaps leaves r.Scores and r.Tags as they were (neither replaced
+	// nor added to): a caller that needs a sample's tags once, not once
+	// per record, decodes them apart.
+	NoMaps bool
+}
+
+// DecodeLine decodes a record line into r as r.UnmarshalJSON(line) does,
+// but for the fields opts leaves out. It validates the line all the same,
+// every field included: it accepts and rejects exactly what UnmarshalJSON
+// does, with the same error, so a line is committed or not whoever reads
+// it. A nil opts decodes every field.
+func DecodeLine(line []byte, r *Record, opts *DecodeOptions) error {
+	var o DecodeOptions
+	if opts != nil {
+		o = *opts
+	}
 	var l canonLine
-	if l.scan(b) {
-		l.decode(b, r)
+	if l.scan(line) {
+		l.decode(line, r, o)
 		return nil
 	}
-	return json.Unmarshal(b, (*reflectRecord)(r))
+	// encoding/json would overwrite the fields left out (and reuse the
+	// RawMessages' memory, add to the maps): it decodes them into nothing,
+	// and r gets back its own.
+	in, out, scores, tags := r.Input, r.Output, r.Scores, r.Tags
+	if o.NoRaw {
+		r.Input, r.Output = nil, nil
+	}
+	if o.NoMaps {
+		r.Scores, r.Tags = nil, nil
+	}
+	err := json.Unmarshal(line, (*reflectRecord)(r))
+	if o.NoRaw {
+		r.Input, r.Output = in, out
+	}
+	if o.NoMaps {
+		r.Scores, r.Tags = scores, tags
+	}
+	return err
 }
 
 // LineKey holds the fields of a record line that resuming a run needs:
@@ -247,16 +290,20 @@ func hasLit(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
 }
 
-// decode sets r's fields from the validated line b, as encoding/json would.
-func (l *canonLine) decode(b []byte, r *Record) {
+// decode sets r's fields from the validated line b, as encoding/json would,
+// but those o leaves out.
+func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	// One allocation for the short strings (IDs, kinds, links, worker,
 	// trace and span IDs, map keys and tag values); the sample ID, which
 	// indexes keep, has its own, and so have reason and error, which may
 	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID, fScores, fTags} {
+	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 		n += l.spans[f][1] - l.spans[f][0]
+	}
+	if !o.NoMaps {
+		n += l.spans[fScores][1] - l.spans[fScores][0] + l.spans[fTags][1] - l.spans[fTags][0]
 	}
 	short.Grow(n)
 
@@ -268,7 +315,7 @@ func (l *canonLine) decode(b []byte, r *Record) {
 	r.Attempt = l.ints[fAttempt]
 	r.Status = Status(l.constOr(b, fStatus, statuses[:], &short))
 	l.float(fScore, &r.Score)
-	if l.has&(1<<fScores) != 0 {
+	if l.has&(1<<fScores) != 0 && !o.NoMaps {
 		if r.Scores == nil {
 			r.Scores = make(map[string]float64, l.ints[fScores])
 		}
@@ -290,7 +337,7 @@ func (l *canonLine) decode(b []byte, r *Record) {
 	if l.has&(1<<fErrorKind) != 0 {
 		r.ErrorKind = ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
 	}
-	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; in || out {
+	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; (in || out) && !o.NoRaw {
 		ni, no := l.spans[fInput][1]-l.spans[fInput][0], l.spans[fOutput][1]-l.spans[fOutput][0]
 		buf := make([]byte, 0, ni+no)
 		if in {
@@ -302,7 +349,7 @@ func (l *canonLine) decode(b []byte, r *Record) {
 			r.Output = buf[len(buf)-no:]
 		}
 	}
-	if l.has&(1<<fTags) != 0 {
+	if l.has&(1<<fTags) != 0 && !o.NoMaps {
 		if r.Tags == nil {
 			r.Tags = make(map[string]string, l.ints[fTags])
 		}

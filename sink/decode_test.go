@@ -2,7 +2,9 @@ package sink
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +141,7 @@ func strictDecode(b []byte, r *Record) bool {
 	if !l.scan(b) {
 		return false
 	}
-	l.decode(b, r)
+	l.decode(b, r, DecodeOptions{})
 	return true
 }
 
@@ -381,6 +383,40 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 	}
 
+	// DecodeLine with fields left out: the same acceptance, error and
+	// fields as the reference, but those left out, which keep the record's
+	// own (the maps not added to, the raw messages' memory not written).
+	for _, opts := range []DecodeOptions{{NoRaw: true}, {NoMaps: true}, {NoRaw: true, NoMaps: true}} {
+		for _, start := range []func() Record{func() Record { return Record{} }, prefilled} {
+			var want reflectRecord = reflectRecord(start())
+			wantErr := json.Unmarshal(b, &want)
+			kept := start()
+			if opts.NoRaw {
+				want.Input, want.Output = kept.Input, kept.Output
+			}
+			if opts.NoMaps {
+				want.Scores, want.Tags = kept.Scores, kept.Tags
+			}
+			got := start()
+			in := slices.Clone(got.Input)
+			err := DecodeLine(b, &got, &opts)
+			if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+				t.Fatalf("DecodeLine(%q, %+v): err %v, encoding/json err %v", b, opts, err, wantErr)
+			}
+			if err == nil {
+				if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
+					t.Fatalf("DecodeLine(%q, %+v) (-encoding/json +got):\n%s", b, opts, diff)
+				}
+			}
+			if opts.NoRaw && !slices.Equal(in, got.Input) {
+				t.Fatalf("DecodeLine(%q, %+v) wrote into the record's input: %q, was %q", b, opts, got.Input, in)
+			}
+			if opts.NoMaps && !maps.Equal(got.Tags, start().Tags) {
+				t.Fatalf("DecodeLine(%q, %+v) changed the record's tags: %v", b, opts, got.Tags)
+			}
+		}
+	}
+
 	var want reflectRecord
 	wantErr := json.Unmarshal(b, &want)
 	k, err := ScanLine(b)
@@ -467,6 +503,17 @@ func TestUnmarshalRecordAllocs(t *testing.T) {
 		if n > 9 {
 			t.Errorf("%v allocations per decode of %s, want at most 9", n, line)
 		}
+		// Without input, output and maps: the sample ID, the short strings
+		// and the record itself, which this closure makes escape.
+		n = testing.AllocsPerRun(100, func() {
+			var r Record
+			if err := DecodeLine(line, &r, &DecodeOptions{NoRaw: true, NoMaps: true}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n > 3 {
+			t.Errorf("%v allocations per decode of %s without raw fields and maps, want at most 3", n, line)
+		}
 	}
 }
 
@@ -495,6 +542,34 @@ func BenchmarkUnmarshalRecord(b *testing.B) {
 		if err := r.UnmarshalJSON(line); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDecodeLine is BenchmarkUnmarshalRecord with the fields a fold
+// over a log leaves out (the viewer's): input and output, then the maps too.
+// The line is validated all the same.
+func BenchmarkDecodeLine(b *testing.B) {
+	rec := benchRecord()
+	line := rec.AppendJSON(nil)
+	for _, bc := range []struct {
+		name string
+		opts *DecodeOptions
+	}{
+		{"all", nil},
+		{"no-raw", &DecodeOptions{NoRaw: true}},
+		{"no-raw-no-maps", &DecodeOptions{NoRaw: true, NoMaps: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			var r Record
+			for b.Loop() {
+				r = Record{}
+				if err := DecodeLine(line, &r, bc.opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -313,10 +314,21 @@ type chunk struct {
 
 // worker is one goroutine's share of a fold.
 type worker struct {
-	agg  *report.Aggregator
-	ext  *extras
-	tags map[string]string // reused by the decoder: a sample's tags are copied once, when it is new
+	agg *report.Aggregator
+	ext *extras
+	rec sink.Record // decoded into, line after line: records are not kept
+
+	tags   map[string]string            // a new sample's tags, decoded into
+	keys   []string                     // their keys, sorted
+	key    []byte                       // the tags as one key of shared
+	shared map[string]map[string]string // tag sets seen, by key
 }
+
+// foldDecode leaves out of each record what the run page never shows:
+// input and output, and the maps (scores are in no chart, and a sample's
+// tags are read once, when the worker's aggregator first sees it). Every
+// line is validated all the same, as the log's reader does.
+var foldDecode = sink.DecodeOptions{NoRaw: true, NoMaps: true}
 
 func (w *worker) fold(c *chunk, seed maphash.Seed) {
 	c.bad = -1
@@ -326,9 +338,9 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 		j := bytes.IndexByte(data[i:], '\n')
 		line := data[i : i+j]
 		if len(bytes.TrimSpace(line)) > 0 {
-			clear(w.tags)
-			r := sink.Record{Tags: w.tags}
-			err := r.UnmarshalJSON(line)
+			r := &w.rec
+			*r = sink.Record{}
+			err := sink.DecodeLine(line, r, &foldDecode)
 			if err == nil && r.Schema != sink.SchemaVersion {
 				err = fmt.Errorf("record schema %d, this version of proctor reads schema %d", r.Schema, sink.SchemaVersion)
 			}
@@ -336,14 +348,14 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 				c.bad, c.badLine, c.badErr = i, slices.Clone(line), err
 				return
 			}
-			if len(r.Tags) == 0 {
-				r.Tags = nil
-			} else if _, known := w.agg.Index(r.SampleID); !known {
-				r.Tags = maps.Clone(r.Tags) // the aggregator keeps a new sample's tags
+			if s, known := w.agg.Index(r.SampleID); known {
+				w.agg.AddAt(s, r)
+			} else {
+				r.Tags = w.sampleTags(line) // the aggregator keeps a new sample's tags
+				w.agg.Add(r)
 			}
-			w.agg.Add(&r)
-			w.ext.add(&r)
-			c.fails.add(&r)
+			w.ext.add(r)
+			c.fails.add(r)
 			c.index = append(c.index, indexEntry{maphash.String(seed, r.SampleID), c.off + int64(i)})
 			c.records++
 		}
@@ -351,6 +363,39 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 		i += j + 1
 	}
 }
+
+// sampleTags returns the tags of a record line already decoded, nil for
+// none. Samples with the same tags share one map, which the aggregators
+// only read: a run has a few tag sets and many samples.
+func (w *worker) sampleTags(line []byte) map[string]string {
+	clear(w.tags)
+	r := sink.Record{Tags: w.tags}
+	if sink.DecodeLine(line, &r, &sink.DecodeOptions{NoRaw: true}) != nil || len(w.tags) == 0 {
+		return nil
+	}
+	w.keys = w.keys[:0]
+	for k := range w.tags {
+		w.keys = append(w.keys, k)
+	}
+	slices.Sort(w.keys)
+	w.key = w.key[:0]
+	for _, k := range w.keys {
+		w.key = strconv.AppendQuote(w.key, k)
+		w.key = strconv.AppendQuote(w.key, w.tags[k])
+	}
+	if m, ok := w.shared[string(w.key)]; ok {
+		return m
+	}
+	m := maps.Clone(w.tags)
+	if len(w.shared) < maxSharedTags {
+		w.shared[string(w.key)] = m
+	}
+	return m
+}
+
+// maxSharedTags bounds a worker's table of tag sets: tags unique to each
+// sample (an ID as a tag, say) get a map each, as they would anyway.
+const maxSharedTags = 4096
 
 // folded is what folding a range of a log gives.
 type folded struct {
@@ -371,24 +416,41 @@ type folded struct {
 func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 	n := runtime.GOMAXPROCS(0)
 	jobs := make(chan *chunk, n)
+	// Buffers come back once folded: a fold reads the log into as many as
+	// are in flight (about 2n+1), not one per chunk.
+	free := make(chan []byte, 2*n+2)
 	var chunks []*chunk
 	workers := make([]*worker, n)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}}
+		w := &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}, shared: map[string]map[string]string{}}
 		workers[i] = w
 		wg.Go(func() {
 			for c := range jobs {
+				buf := c.data[:cap(c.data)]
 				w.fold(c, l.seed)
+				select {
+				case free <- buf:
+				default:
+				}
 			}
 		})
 	}
 	var readErr error
-	var carry []byte
-	pos, start := from, from // start: the offset of carry
+	var carry, carried []byte // carried: carry's own copy, once its buffer is sent
+	pos, start := from, from  // start: the offset of carry
 	maxFail := maxFailures(l.opts)
 	for pos < size {
-		buf := make([]byte, max(min(chunkSize, len(carry)+int(min(size-pos, 1<<40))), 2*len(carry)))
+		want := max(min(chunkSize, len(carry)+int(min(size-pos, 1<<40))), 2*len(carry))
+		var buf []byte
+		select {
+		case buf = <-free:
+		default:
+		}
+		if cap(buf) < want {
+			buf = make([]byte, want)
+		}
+		buf = buf[:want]
 		k := copy(buf, carry)
 		m, err := f.ReadAt(buf[k:min(len(buf), k+int(min(size-pos, 1<<40)))], pos)
 		pos += int64(m)
@@ -402,7 +464,8 @@ func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 			carry = data // a line longer than the buffer, or the unfinished last line
 			continue
 		}
-		carry = data[end:]
+		carried = append(carried[:0], data[end:]...) // a worker may reuse data's buffer
+		carry = carried
 		c := &chunk{seq: len(chunks), data: data[:end], size: end, off: start, fails: failures{max: maxFail}}
 		start += int64(end)
 		chunks = append(chunks, c)
@@ -418,6 +481,11 @@ func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 		out.agg.Merge(w.agg)
 		out.ext.merge(w.ext)
 	}
+	records := 0
+	for _, c := range chunks {
+		records += c.records
+	}
+	out.index = make([]indexEntry, 0, records)
 	for _, c := range chunks {
 		if c.bad >= 0 {
 			out.bad = c
@@ -454,7 +522,11 @@ func (l *logState) fold(f *os.File, size int64) error {
 		l.ext.merge(res.ext)
 	}
 	l.fails.merge(&res.fails)
-	l.index = append(l.index, res.index...)
+	if l.index == nil {
+		l.index = res.index // a log opened: no copy of its index
+	} else {
+		l.index = append(l.index, res.index...)
+	}
 	l.records += res.records
 	l.lines += res.lines
 	l.off = res.end
