@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -701,4 +703,36 @@ func TestLargeResultsArriveWhole(t *testing.T) {
 		t.Fatalf("%d large results, want %d", big, 2*testEpochs)
 	}
 	sameReport(t, baseline(t, s), o.rep)
+}
+
+// The coordinator serves one live view of the whole run (-view).
+func TestCoordinatorServesTheRunsViewer(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 12, Sleep: 50 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coord := start(t, s, "coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-json", "-quiet", "-view", "127.0.0.1:0")
+	var url string
+	until(t, 20*time.Second, "the viewer's URL", func() bool {
+		_, rest, ok := strings.Cut(coord.stderr.String(), "the run's viewer: ")
+		url, _, _ = strings.Cut(rest, "\n")
+		return ok && strings.HasSuffix(url, "/")
+	})
+	w := start(t, s, "work", "-join", "nats://"+listen, "-token", "sesame", "-concurrency", "4")
+	until(t, 20*time.Second, "some results", func() bool { return logLines(log) >= 6 })
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "cluster-test") {
+		t.Fatalf("GET %s: %d\n%s", url, resp.StatusCode, body)
+	}
+	if code := coord.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the coordinator exited %d:\n%s", code, coord.stderr)
+	}
+	w.wait(t, 10*time.Second)
+	checkLog(t, log, s)
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/view"
 )
 
 // Main runs e as a command with three subcommands, and exits:
@@ -66,6 +69,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	viewAddr := fs.String("view", "", "serve the run's live viewer on `host:port` (e.g. 127.0.0.1:8080)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -80,6 +84,15 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 		return 1
 	}
 	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s %s\n", prog(), c.RunID(), prog(), strings.Join(c.JoinArgs(), " "))
+	if *viewAddr != "" {
+		stop, url, err := serveView(*viewAddr, cfg.Log)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: the viewer: %v\n", prog(), err)
+		} else {
+			defer stop()
+			fmt.Fprintf(stderr, "%s: the run's viewer: %s\n", prog(), url)
+		}
+	}
 	rep, err := c.Wait(ctx)
 	if rep != nil {
 		var werr error
@@ -167,4 +180,24 @@ func prog() string {
 		return filepath.Base(os.Args[0])
 	}
 	return "eval"
+}
+
+// serveView serves the viewer of the coordinator's log: one view of the
+// whole run, following it live as results arrive from the workers.
+func serveView(addr, log string) (stop func(), url string, err error) {
+	v, err := view.New([]string{log}, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		v.Close()
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: v, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	return func() {
+		v.Close()
+		srv.Close()
+	}, "http://" + l.Addr().String() + "/", nil
 }
