@@ -24,8 +24,7 @@ import (
 // has taken over j.
 func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], j *job) bool {
 	smp := &s.samples[j.sample]
-	ep := &w.episode
-	*ep = harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
+	ep := &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
 	// Read before the attempt is published: once it runs, the watchdog may
 	// abandon it and drop j.kept while the abandoned call still reads it.
@@ -57,12 +56,7 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 	}
 	phase := (w.phase.Load()>>2+1)<<2 | running
 	w.phase.Store(phase)
-	res, _ := w.res.(*outcome[O])
-	if res == nil {
-		res = new(outcome[O])
-		w.res = res
-	}
-	*res = outcome[O]{}
+	res := &outcome[O]{}
 	returned := false
 	defer func() {
 		if !returned { // runtime.Goexit in the harness or the judge
@@ -189,9 +183,9 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 	var status sink.Status
 	var kind sink.ErrorKind
 	var msg string
-	var out *O // an output is recorded only when the harness produced one
+	var out any // an output is recorded only when the harness produced one
 	if res.haveOut {
-		out = &res.out
+		out = res.out
 	}
 	j.permanent = false
 	switch {
@@ -217,7 +211,7 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			msg += " (permanent: not retried)"
 		}
 	}
-	s.buildRecord(&j.rec, &j.buf, ep, start, status, kind, msg, v, out, j.usage)
+	s.buildRecord(&j.rec, ep, start, status, kind, msg, v, out, j.usage)
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}

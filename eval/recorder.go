@@ -78,10 +78,7 @@ func putFinished(f *finished) {
 	if cap(f.line) > 64<<10 {
 		f.line = nil // a huge record's buffer is not worth keeping
 	}
-	if cap(f.data) > 64<<10 {
-		f.data = nil
-	}
-	*f = finished{line: f.line[:0], data: f.data[:0]}
+	*f = finished{line: f.line[:0]}
 	finishedPool.Put(f)
 }
 

@@ -33,7 +33,6 @@ type finished struct {
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its trace link, by the worker
-	data   []byte // holds rec's input and output: the job's buffer, taken over
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,
@@ -77,10 +76,6 @@ type scheduler[T, O any] struct {
 	cancelled    atomic.Int64 // started but not finished: they run on resume
 
 	tel telemetry // OpenTelemetry (otel.go): nil fields when off
-
-	// Whether records encode inputs and outputs through a pointer, without
-	// boxing a copy (record.go).
-	inputByPointer, outputByPointer bool
 }
 
 // job is one episode on its way through its attempts.
@@ -93,9 +88,6 @@ type job struct {
 	// retry judges it again instead of running the agent again.
 	kept      *kept
 	permanent bool // the latest attempt's error must not be retried
-	// buf holds rec's input and output; reused from episode to episode,
-	// it is handed to the finished episode that takes rec.
-	buf recordBuf
 
 	spans episodeSpans // OpenTelemetry (otel.go)
 
@@ -110,8 +102,7 @@ type kept struct {
 
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done,
-		total: int64(len(samples)) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
-		inputByPointer: marshalsByPointer[T](), outputByPointer: marshalsByPointer[O]()}
+		total: int64(len(samples)) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -185,15 +176,10 @@ type workerState[T any] struct {
 	deadline atomic.Int64  // Unix ns when the running attempt times out; 0 for none
 	index    int           // in scheduler.workers
 
-	cur *job
-	ep  *harness.Episode[T] // &episode while an attempt runs
-	// episode is reused from attempt to attempt: an abandoned attempt's
-	// harness may go on using it, but its worker then runs no other
-	// attempt (its replacement is a new worker, with its own).
-	episode harness.Episode[T]
-	res     any // *outcome[O], reused likewise
-	start   time.Time
-	cancel  context.CancelCauseFunc
+	cur    *job
+	ep     *harness.Episode[T]
+	start  time.Time
+	cancel context.CancelCauseFunc
 
 	// For progress, while it is on (progress.go): the episode of the
 	// latest attempt and when it started (Unix ns, coarse).
@@ -329,7 +315,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.done.has(i) {
 			continue
 		}
-		*j = job{sample: int(i / epochs), epoch: int(i % epochs), buf: j.buf}
+		*j = job{sample: int(i / epochs), epoch: int(i % epochs)}
 		return j
 	}
 	return nil
@@ -344,7 +330,7 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 		if !ok || s.stopped.Load() {
 			return nil
 		}
-		*j = job{sample: ep.sample, epoch: ep.epoch, buf: j.buf}
+		*j = job{sample: ep.sample, epoch: ep.epoch}
 		return j
 	case <-ctx.Done():
 		return nil
@@ -379,10 +365,6 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		f := getFinished()
 		f.sample, f.rec, f.events = j.sample, *rec, j.events
 		f.rec.Worker = s.cfg.Worker
-		// f takes the buffer that holds its record's input and output,
-		// and leaves j its own, which the recorder is done with.
-		j.buf.b, f.data = f.data[:0], j.buf.b
-		j.rec.Input, j.rec.Output = nil, nil
 		s.out.commit(f)
 	}
 	s.endEpisode(j)

@@ -15,11 +15,7 @@ import (
 )
 
 // Episode is one run of an agent on one sample: sample × epoch. The engine
-// builds it; harnesses and judges read it and record into it. It is valid
-// until the harness's Run (or the judge's call) returns: the engine reuses
-// it for the worker's next episode, so a goroutine that outlives Run must
-// not record into it. (An attempt the engine abandons at its timeout keeps
-// its Episode: the worker that ran it is replaced, not reused.)
+// builds it; harnesses and judges read it and record into it.
 type Episode[T any] struct {
 	RunID   string
 	Sample  dataset.Sample[T]
