@@ -259,14 +259,7 @@ func (e *ConfigError) Error() string { return "eval: " + e.Msg }
 // Agents that fail, harnesses that error or panic, judges that cannot
 // decide: those are data, in the records and the report.
 func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error) {
-	if err := e.check(); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	samples, index, err := loadSamples(ctx, e.Dataset)
+	cfg, samples, index, err := e.prepare(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +267,20 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 		return nil, err
 	}
 	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})
+}
+
+// prepare checks e and cfg, applies cfg's defaults and loads the dataset:
+// what every way of running an eval does first.
+func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config) (Config, []dataset.Sample[T], *sampleIndex, error) {
+	if err := e.check(); err != nil {
+		return cfg, nil, nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, nil, nil, err
+	}
+	cfg = cfg.withDefaults()
+	samples, index, err := loadSamples(ctx, e.Dataset)
+	return cfg, samples, index, err
 }
 
 // loadSamples reads the dataset and checks it before anything runs.

@@ -33,14 +33,7 @@ type Recording struct {
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
 func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
-	if err := e.check(); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	samples, index, err := loadSamples(ctx, e.Dataset)
+	cfg, samples, index, err := e.prepare(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +61,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 // dataset's identity (it loads and hashes the dataset). A worker compares
 // it with its coordinator's before it runs anything.
 func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*Manifest, error) {
-	if err := e.check(); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	samples, index, err := loadSamples(ctx, e.Dataset)
+	cfg, samples, index, err := e.prepare(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

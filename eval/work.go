@@ -41,18 +41,11 @@ type Finished struct {
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's.
 func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
-	if err := e.check(); err != nil {
-		return err
-	}
-	if err := cfg.validate(); err != nil {
-		return err
-	}
-	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, -1
-	cfg = cfg.withDefaults()
-	samples, index, err := loadSamples(ctx, e.Dataset)
+	cfg, samples, index, err := e.prepare(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, 0 // the coordinator's stops (0 here: none)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 

@@ -39,7 +39,6 @@
 package otlp
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -50,7 +49,6 @@ import (
 	"io"
 	"iter"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -140,14 +138,14 @@ func Traces(path string, opts *Options) dataset.Dataset[replay.Case] {
 	return dataset.Func[replay.Case](func(ctx context.Context) iter.Seq2[dataset.Sample[replay.Case], error] {
 		return func(yield func(dataset.Sample[replay.Case], error) bool) {
 			seen := make(map[string]struct{})
-			for l, err := range lines(ctx, path, o.MaxLineBytes) {
+			for l, err := range dataset.Lines(ctx, path, o.MaxLineBytes) {
 				if err != nil {
 					yield(dataset.Sample[replay.Case]{}, err)
 					return
 				}
-				for s, re := range o.samples(l.b) {
+				for s, re := range o.samples(l.Bytes) {
 					if re != nil {
-						re.File, re.Line = path, l.n
+						re.File, re.Line = path, l.Number
 						yield(dataset.Sample[replay.Case]{}, re)
 						return
 					}
@@ -481,70 +479,3 @@ func invalidUTF8At(b []byte) int {
 }
 
 // bom is the UTF-8 byte-order mark some editors write at the start of a file.
-const bom = "\uFEFF"
-
-// line is one non-blank line of a file and its 1-based number.
-type line struct {
-	n    int
-	b    []byte // valid until the next iteration
-	skip int    // bytes cut from the start of the line (a byte-order mark)
-}
-
-// lines yields the non-blank lines of the file at path, reading lines of
-// any length up to limit bytes (0 means dataset.DefaultMaxLineBytes) and
-// skipping a byte-order mark at the start of the file. A line too long is
-// a *dataset.RowError; the iteration stops at the first error.
-func lines(ctx context.Context, path string, limit int) iter.Seq2[line, error] {
-	return func(yield func(line, error) bool) {
-		if limit == 0 {
-			limit = dataset.DefaultMaxLineBytes
-		}
-		if limit < 0 {
-			yield(line{}, fmt.Errorf("otlp: MaxLineBytes is negative (%d)", limit))
-			return
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			yield(line{}, fmt.Errorf("otlp: %w", err))
-			return
-		}
-		defer f.Close()
-		r := bufio.NewReaderSize(f, 64<<10)
-		skip := 0
-		if b, _ := r.Peek(len(bom)); string(b) == bom {
-			r.Discard(len(bom))
-			skip = len(bom)
-		}
-		var buf []byte
-		for n := 1; ; n++ {
-			if err := ctx.Err(); err != nil {
-				yield(line{}, err)
-				return
-			}
-			buf = buf[:0]
-			for {
-				frag, err2 := r.ReadSlice('\n')
-				buf = append(buf, frag...)
-				err = err2
-				if len(bytes.TrimSuffix(buf, []byte("\n"))) > limit {
-					yield(line{}, &dataset.RowError{File: path, Line: n, Err: fmt.Errorf("line longer than %d bytes (MaxLineBytes)", limit)})
-					return
-				}
-				if err != bufio.ErrBufferFull {
-					break
-				}
-			}
-			if len(bytes.TrimSpace(buf)) > 0 && !yield(line{n, buf, skip}, nil) {
-				return
-			}
-			skip = 0
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(line{}, fmt.Errorf("otlp: %s: %w", path, err))
-				return
-			}
-		}
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
 )
@@ -199,9 +200,9 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	// A report read from a log lists samples in the order episodes finished:
 	// sort, so that comparing the same two runs always gives the same
 	// lists and the same sums.
-	slices.SortFunc(pairs, func(x, y pair) int { return naturalCompare(x.base.ID, y.base.ID) })
-	slices.SortFunc(c.OnlyBase, naturalCompare)
-	slices.SortFunc(c.OnlyHead, naturalCompare)
+	slices.SortFunc(pairs, func(x, y pair) int { return natural.Compare(x.base.ID, y.base.ID) })
+	slices.SortFunc(c.OnlyBase, natural.Compare)
+	slices.SortFunc(c.OnlyHead, natural.Compare)
 	c.Paired = len(pairs)
 	c.warnOneSided("base", "head", c.OnlyBase)
 	c.warnOneSided("head", "base", c.OnlyHead)
@@ -244,7 +245,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 		if c := cmp.Compare(math.Abs(y.Head-y.Base), math.Abs(x.Head-x.Base)); c != 0 {
 			return c
 		}
-		return naturalCompare(x.SampleID, y.SampleID)
+		return natural.Compare(x.SampleID, y.SampleID)
 	}
 	slices.SortFunc(regressions, byChange)
 	slices.SortFunc(improvements, byChange)
@@ -369,33 +370,4 @@ func CompareLogs(basePath, headPath string, opts *CompareOptions) (*Comparison, 
 		return nil, fmt.Errorf("report: compare: head: %w", err)
 	}
 	return Compare(base, head, opts), nil
-}
-
-// naturalCompare orders strings with their runs of digits compared by
-// value: "q5" before "q10".
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digitRun(a), digitRun(b)
-		if da > 0 && db > 0 {
-			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
-			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
-				return c
-			}
-			a, b = a[da:], b[db:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digitRun(s string) int {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }

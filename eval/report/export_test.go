@@ -1,4 +1,6 @@
 package report
 
-// NaturalCompare exposes naturalCompare to the external tests.
-var NaturalCompare = naturalCompare
+import "github.com/proctor-evals/proctor/internal/natural"
+
+// NaturalCompare exposes the order of samples to the external tests.
+var NaturalCompare = natural.Compare

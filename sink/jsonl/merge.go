@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -134,7 +135,7 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	// Sorted by key and then by preference, the first of each key is the
 	// one kept. The sort is stable: input order breaks ties.
 	slices.SortStableFunc(keys, func(a, b mergeKey) int {
-		return cmp.Or(naturalOrder(a.sampleID, b.sampleID), strings.Compare(a.sampleID, b.sampleID),
+		return cmp.Or(natural.Compare(a.sampleID, b.sampleID), strings.Compare(a.sampleID, b.sampleID),
 			cmp.Compare(a.epoch, b.epoch), boolOrder(a.isError, b.isError))
 	})
 	kept := keys[:0]
@@ -417,34 +418,4 @@ func readLineAt(f *os.File, off int64, buf []byte) ([]byte, error) {
 		}
 		chunk = min(2*chunk, 16<<20)
 	}
-}
-
-// naturalOrder orders strings with their runs of digits compared by
-// value: "q5" before "q10". It is eval/report's order of samples, which
-// this package cannot import.
-func naturalOrder(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digits(a), digits(b)
-		if da > 0 && db > 0 {
-			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
-			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
-				return c
-			}
-			a, b = a[da:], b[db:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digits(s string) int {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }
