@@ -120,7 +120,7 @@ func textRows(rep *report.Report, metrics []string) map[string]string {
 	return out
 }
 
-var summaryMetrics = []string{"samples × epochs", "passed / failed", "errored / unscored", "pass rate", "bootstrap CI", "pass@k", "pass^k", "latency", "usage"}
+var summaryMetrics = []string{"samples × epochs", "passed / failed", "errored / unscored", "reused", "pass rate", "bootstrap CI", "pass@k", "pass^k", "latency", "usage"}
 
 // serve starts a viewer of paths on a test server.
 func serve(t testing.TB, paths []string, opts *view.Options) (*view.Server, *httptest.Server) {

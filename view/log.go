@@ -59,7 +59,6 @@ type extras struct {
 	finished map[int64]*[4]int // unix second of the end → pass, fail, error, unscored
 	kinds    map[sink.ErrorKind]int
 	workers  map[string]int
-	reused   int
 	traced   int
 	first    time.Time // earliest start
 	last     time.Time // latest end
@@ -146,9 +145,6 @@ func (e *extras) add(r *sink.Record) {
 	if r.Worker != "" {
 		e.addWorker(r.Worker, 1)
 	}
-	if r.ReusedFrom != "" {
-		e.reused++
-	}
 	if r.TraceID != "" {
 		e.traced++
 	}
@@ -196,7 +192,6 @@ func (e *extras) merge(o *extras) {
 	for w, n := range o.workers {
 		e.addWorker(w, n)
 	}
-	e.reused += o.reused
 	e.traced += o.traced
 	if !o.first.IsZero() && (e.first.IsZero() || o.first.Before(e.first)) {
 		e.first = o.first

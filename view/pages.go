@@ -21,6 +21,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
@@ -94,58 +95,14 @@ func transcriptURL(id, sample string, epoch int) string {
 
 // The text report's formats, so that the page and `proctor report` print
 // the same numbers.
-
-func pct(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-func ms(f float64) string {
-	d := time.Duration(f * float64(time.Millisecond))
-	switch {
-	case d >= 10*time.Second:
-		d = d.Round(100 * time.Millisecond)
-	case d >= time.Second:
-		d = d.Round(10 * time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(10 * time.Microsecond)
-	}
-	return d.String()
-}
-
-func pts(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.1f pts", 100*f)
-}
-
-func signed(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.3f", f)
-}
-
-func num(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.3f", f)
-}
-
-func pval(p float64) string {
-	switch {
-	case math.IsNaN(p):
-		return "n/a"
-	case p < 1e-4:
-		return "<0.0001"
-	default:
-		return fmt.Sprintf("%.4f", p)
-	}
-}
+var (
+	pct    = numfmt.Pct
+	ms     = numfmt.MS
+	pts    = numfmt.Pts
+	signed = numfmt.Signed
+	num    = numfmt.Num
+	pval   = numfmt.P
+)
 
 func byteSize(n int64) string {
 	switch {
@@ -164,43 +121,10 @@ func byteSize(n int64) string {
 type row struct{ Metric, Value, ID string }
 
 // summaryRows are the text report's first table, row for row.
-func summaryRows(r *report.Report, ext *extras) []row {
-	rows := []row{
-		{"samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes), "episodes"},
-		{"passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed), "passed-failed"},
-		{"errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored), "errored-unscored"},
-	}
-	if r.NotSampled > 0 {
-		rows = append(rows, row{"not sampled", fmt.Sprintf("%d (asymmetric sampling: weight 0 in the weighted pass rate)", r.NotSampled), ""})
-	}
-	if r.Excluded > 0 {
-		rows = append(rows, row{"excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded), ""})
-	}
-	if ext.reused > 0 {
-		rows = append(rows, row{"reused", fmt.Sprintf("%d episodes (earlier work reused, not run again)", ext.reused), "reused"})
-	}
-	rate := "n/a: no scored episodes"
-	if r.Passed+r.Failed > 0 {
-		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
-		if r.Weighted {
-			rate += ", inverse-probability weighted"
-		}
-	}
-	rows = append(rows, row{"pass rate", rate, "pass-rate"})
-	if r.Bootstrap != nil {
-		rows = append(rows, row{"bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)), "bootstrap"})
-	}
-	if len(r.PassAtK) > 1 {
-		var at, hat []string
-		for i := range r.PassAtK {
-			at = append(at, fmt.Sprintf("@%d %s", r.PassAtK[i].K, pct(r.PassAtK[i].Value)))
-			hat = append(hat, fmt.Sprintf("^%d %s", r.PassHatK[i].K, pct(r.PassHatK[i].Value)))
-		}
-		rows = append(rows, row{"pass@k", strings.Join(at, "  "), "pass-at-k"}, row{"pass^k", strings.Join(hat, "  "), "pass-hat-k"})
-	}
-	rows = append(rows, row{"latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)), "latency"})
-	if r.Usage != (harness.Usage{}) {
-		rows = append(rows, row{"usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD), "usage"})
+func summaryRows(r *report.Report) []row {
+	var rows []row
+	for _, sr := range r.Summary() {
+		rows = append(rows, row{sr.Label, sr.Value, sr.Key})
 	}
 	return rows
 }
@@ -254,7 +178,7 @@ type runBody struct {
 
 func runData(snap *snapshot, o *Options, static bool) *runBody {
 	r, ext := snap.Report, snap.Ext
-	b := &runBody{ID: snap.ID, Path: snap.Path, Size: snap.Size, Report: r, Rows: summaryRows(r, ext), Tail: snap.Tail,
+	b := &runBody{ID: snap.ID, Path: snap.Path, Size: snap.Size, Report: r, Rows: summaryRows(r), Tail: snap.Tail,
 		Started: ext.first, Ended: ext.last, Traced: ext.traced, Omitted: r.FailuresOmitted, Warnings: r.Warnings, Static: static}
 	if !static {
 		b.SampleURL = "/sample/" + escapeID(snap.ID)
@@ -283,11 +207,7 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		tt := tagTable{Tag: t.Tag}
 		var rows []plot.Interval
 		for _, g := range t.Groups {
-			ci := fmt.Sprintf("[%s, %s]", pct(g.Interval.Lo), pct(g.Interval.Hi))
-			if g.Interval.Method != r.Interval.Method {
-				ci += " " + g.Interval.Method
-			}
-			tt.Groups = append(tt.Groups, groupRow{g, ci})
+			tt.Groups = append(tt.Groups, groupRow{g, numfmt.GroupCI(g.Interval, r.Interval.Method)})
 			scored := g.Passed+g.Failed > 0
 			rows = append(rows, plot.Interval{Label: g.Value, Value: nanIf(!scored, g.PassRate),
 				Lo: nanIf(!scored, g.Interval.Lo), Hi: nanIf(!scored, g.Interval.Hi), Note: fmt.Sprintf("n=%d", g.Samples)})

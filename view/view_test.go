@@ -88,7 +88,7 @@ func testRunPageMatchesTextReport(t *testing.T) {
 			}
 		}
 	}
-	contains(t, body, "9 episodes (earlier work reused, not run again)")
+	contains(t, body, "9 episodes (earlier results reused, not run again)")
 	var failures []string
 	for _, m := range regexp.MustCompile(`<tr><td><a href="/sample/run.jsonl\?s=([^"]+)">[^<]+</a></td><td>(\d+)</td>`).FindAllStringSubmatch(body, -1) {
 		failures = append(failures, m[1]+"/"+m[2])

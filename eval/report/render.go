@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/stats"
 )
 
@@ -32,6 +33,86 @@ func (r *Report) String() string {
 	return b.String()
 }
 
+// SummaryRow is a line of the report's first table: what the text report,
+// the viewer and the HTML report show first, in this order.
+type SummaryRow struct {
+	Key   string // stable, for pages and tests: "pass-rate", "latency"…
+	Label string
+	Value string
+}
+
+// Summary returns the report's first table: counts, the pass rate with
+// its interval, pass@k, latency, usage and how the run ended.
+func (r *Report) Summary() []SummaryRow {
+	var rows []SummaryRow
+	row := func(key, label, value string) { rows = append(rows, SummaryRow{key, label, value}) }
+	row("episodes", "samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
+	row("passed-failed", "passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
+	row("errored-unscored", "errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
+	if r.NotSampled > 0 {
+		row("not-sampled", "not sampled", fmt.Sprintf("%d (asymmetric sampling: weight 0 in the weighted pass rate)", r.NotSampled))
+	}
+	if r.Excluded > 0 {
+		row("excluded", "excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded))
+	}
+	if r.Reused > 0 {
+		row("reused", "reused", fmt.Sprintf("%d episodes (earlier results reused, not run again)", r.Reused))
+	}
+	if r.Rejudged > 0 {
+		row("rejudged", "rejudged", fmt.Sprintf("%d episodes (earlier outputs judged again, the agent not run)", r.Rejudged))
+	}
+	if r.Cancelled > 0 {
+		row("cancelled", "cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
+	}
+	rate := "n/a: no scored episodes"
+	if r.Passed+r.Failed > 0 {
+		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
+		if r.Weighted {
+			rate += ", inverse-probability weighted"
+		}
+	}
+	row("pass-rate", "pass rate", rate)
+	if r.Bootstrap != nil {
+		row("bootstrap", "bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
+	}
+	if len(r.PassAtK) > 1 {
+		var at, hat []string
+		for i := range r.PassAtK {
+			at = append(at, fmt.Sprintf("@%d %s", r.PassAtK[i].K, pct(r.PassAtK[i].Value)))
+			hat = append(hat, fmt.Sprintf("^%d %s", r.PassHatK[i].K, pct(r.PassHatK[i].Value)))
+		}
+		row("pass-at-k", "pass@k", strings.Join(at, "  "))
+		row("pass-hat-k", "pass^k", strings.Join(hat, "  "))
+	}
+	row("latency", "latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
+	if r.Usage != (harness.Usage{}) {
+		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
+	}
+	if r.ReusedUsage != (harness.Usage{}) {
+		u := r.ReusedUsage
+		row("reused-usage", "of which reused", fmt.Sprintf("%d input + %d output tokens, $%.4f: spent by earlier runs; this run spent $%.4f",
+			u.InputTokens, u.OutputTokens, u.CostUSD, max(0, r.Usage.CostUSD-u.CostUSD)))
+	}
+	if r.Wall > 0 {
+		row("wall", "wall time", r.Wall.Round(time.Millisecond).String())
+	}
+	if r.BudgetExhausted {
+		row("budget", "budget", "exhausted: scheduling stopped early")
+	}
+	return rows
+}
+
+// The number formats every rendering of a report shares.
+var (
+	pct     = numfmt.Pct
+	ms      = numfmt.MS
+	pts     = numfmt.Pts
+	signed  = numfmt.Signed
+	num     = numfmt.Num
+	pval    = numfmt.P
+	groupCI = numfmt.GroupCI
+)
+
 func (r *Report) write(out io.Writer, md bool) error {
 	t := &table{md: md}
 	row, header, title := t.row, t.header, t.title
@@ -41,58 +122,8 @@ func (r *Report) write(out io.Writer, md bool) error {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
 	header("metric", "value")
-	row("samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
-	row("passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
-	row("errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
-	if r.NotSampled > 0 {
-		row("not sampled", fmt.Sprintf("%d (asymmetric sampling: weight 0 in the weighted pass rate)", r.NotSampled))
-	}
-	if r.Excluded > 0 {
-		row("excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded))
-	}
-	if r.Reused > 0 {
-		row("reused", fmt.Sprintf("%d episodes (earlier results reused, not run again)", r.Reused))
-	}
-	if r.Rejudged > 0 {
-		row("rejudged", fmt.Sprintf("%d episodes (earlier outputs judged again, the agent not run)", r.Rejudged))
-	}
-	if r.Cancelled > 0 {
-		row("cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
-	}
-	rate := "n/a: no scored episodes"
-	if r.Passed+r.Failed > 0 {
-		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
-		if r.Weighted {
-			rate += ", inverse-probability weighted"
-		}
-	}
-	row("pass rate", rate)
-	if r.Bootstrap != nil {
-		row("bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
-	}
-	if len(r.PassAtK) > 1 {
-		var at, hat []string
-		for i := range r.PassAtK {
-			at = append(at, fmt.Sprintf("@%d %s", r.PassAtK[i].K, pct(r.PassAtK[i].Value)))
-			hat = append(hat, fmt.Sprintf("^%d %s", r.PassHatK[i].K, pct(r.PassHatK[i].Value)))
-		}
-		row("pass@k", strings.Join(at, "  "))
-		row("pass^k", strings.Join(hat, "  "))
-	}
-	row("latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
-	if r.Usage != (harness.Usage{}) {
-		row("usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
-	}
-	if r.ReusedUsage != (harness.Usage{}) {
-		u := r.ReusedUsage
-		row("of which reused", fmt.Sprintf("%d input + %d output tokens, $%.4f: spent by earlier runs; this run spent $%.4f",
-			u.InputTokens, u.OutputTokens, u.CostUSD, max(0, r.Usage.CostUSD-u.CostUSD)))
-	}
-	if r.Wall > 0 {
-		row("wall time", r.Wall.Round(time.Millisecond).String())
-	}
-	if r.BudgetExhausted {
-		row("budget", "exhausted: scheduling stopped early")
+	for _, sr := range r.Summary() {
+		row(sr.Label, sr.Value)
 	}
 	for _, t := range r.ByTag {
 		title("by " + t.Tag)
@@ -131,37 +162,6 @@ func (r *Report) write(out io.Writer, md bool) error {
 		t.printf("\nwarning: %s\n", w)
 	}
 	return t.writeTo(out)
-}
-
-// groupCI prints a group's interval, and its method when it is not the
-// report's (a group of one sample, say).
-func groupCI(iv stats.Interval, method string) string {
-	s := fmt.Sprintf("[%s, %s]", pct(iv.Lo), pct(iv.Hi))
-	if iv.Method != method {
-		s += " " + iv.Method
-	}
-	return s
-}
-
-func pct(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-// ms prints a duration given in milliseconds to about three digits.
-func ms(f float64) string {
-	d := time.Duration(f * float64(time.Millisecond))
-	switch {
-	case d >= 10*time.Second:
-		d = d.Round(100 * time.Millisecond)
-	case d >= time.Second:
-		d = d.Round(10 * time.Millisecond)
-	case d >= time.Millisecond:
-		d = d.Round(10 * time.Microsecond)
-	}
-	return d.String()
 }
 
 // clip fits s on one table line: white space folded, at most n bytes.
@@ -333,39 +333,6 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 		t.printf("\nwarning: %s\n", w)
 	}
 	return t.writeTo(out)
-}
-
-// pts formats a pass-rate difference in percentage points.
-func pts(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.1f pts", 100*f)
-}
-
-func signed(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.3f", f)
-}
-
-func num(f float64) string {
-	if math.IsNaN(f) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.3f", f)
-}
-
-func pval(p float64) string {
-	switch {
-	case math.IsNaN(p):
-		return "n/a"
-	case p < 1e-4:
-		return "<0.0001"
-	default:
-		return fmt.Sprintf("%.4f", p)
-	}
 }
 
 // JSON: every float64 that may hold an undefined statistic is written as a

@@ -1,0 +1,79 @@
+// Package numfmt holds the number formats of proctor's reports, so that
+// the text report, the viewer and the HTML report print the same numbers.
+package numfmt
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// Pct prints a rate as a percentage with one decimal.
+func Pct(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// MS prints a duration given in milliseconds to about three digits.
+func MS(f float64) string {
+	d := time.Duration(f * float64(time.Millisecond))
+	switch {
+	case d >= 10*time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		d = d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(10 * time.Microsecond)
+	}
+	return d.String()
+}
+
+// Pts prints a pass-rate difference in percentage points.
+func Pts(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f pts", 100*f)
+}
+
+// Signed prints a difference with its sign and three decimals.
+func Signed(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.3f", f)
+}
+
+// Num prints a statistic with three decimals.
+func Num(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", f)
+}
+
+// P prints a p-value.
+func P(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return "n/a"
+	case p < 1e-4:
+		return "<0.0001"
+	default:
+		return fmt.Sprintf("%.4f", p)
+	}
+}
+
+// GroupCI prints a group's interval, and its method when it is not the
+// report's (a group of one sample, say).
+func GroupCI(iv stats.Interval, method string) string {
+	s := fmt.Sprintf("[%s, %s]", Pct(iv.Lo), Pct(iv.Hi))
+	if iv.Method != method {
+		s += " " + iv.Method
+	}
+	return s
+}
