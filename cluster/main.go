@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,28 +93,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 		}
 	}
 	rep, err := c.Wait(ctx)
-	if rep != nil {
-		var werr error
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(rep)
-		} else {
-			werr = rep.WriteText(stdout)
-		}
-		if err == nil {
-			err = werr
-		}
-	}
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
-		return 1
-	case rep.BudgetExhausted:
-		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost) is spent; coordinate again with a larger one and the same log to finish\n", prog())
-		return 1
-	}
-	return 0
+	return eval.PrintOutcome(stdout, stderr, rep, err, *asJSON)
 }
 
 func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stderr io.Writer) int {

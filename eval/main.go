@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/proctor-evals/proctor/eval/report"
 )
 
 // Main runs e as a command and exits:
@@ -85,20 +87,29 @@ func RunCommand[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, args [
 		fmt.Fprintf(stderr, "%s: %v: nothing to run\n", progName(), err)
 		return 0
 	}
+	code := PrintOutcome(stdout, stderr, rep, err, *asJSON)
+	if rep != nil && !*asJSON && cfg.Select != nil && cfg.Select.From != "" {
+		writeComparisonWithFrom(stdout, stderr, cfg.Select.From, rep)
+	}
+	return code
+}
+
+// PrintOutcome prints the report of a run that ended (text, or JSON with
+// asJSON) on stdout, and why it could not finish on stderr, and returns the
+// exit status of a command: 0 when it finished, 1 for an error or a spent
+// budget. Main and cluster.Main end with it.
+func PrintOutcome(stdout, stderr io.Writer, rep *report.Report, err error, asJSON bool) int {
 	if rep != nil {
 		var werr error
-		if *asJSON {
+		if asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			werr = enc.Encode(rep)
 		} else {
 			werr = rep.WriteText(stdout)
 		}
-		if werr != nil && err == nil {
+		if err == nil {
 			err = werr
-		}
-		if !*asJSON && cfg.Select != nil && cfg.Select.From != "" {
-			writeComparisonWithFrom(stdout, stderr, cfg.Select.From, rep)
 		}
 	}
 	switch {
@@ -106,7 +117,7 @@ func RunCommand[T, O any](ctx context.Context, e *Eval[T, O], cfg Config, args [
 		fmt.Fprintf(stderr, "%s: %v\n", progName(), err)
 		return 1
 	case rep.BudgetExhausted:
-		fmt.Fprintf(stderr, "%s: stopped: the budget (Config.MaxCostUSD) is spent; run again with a larger one and the same log to finish\n", progName())
+		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost, Config.MaxCostUSD) is spent; run again with a larger one and the same log to finish\n", progName())
 		return 1
 	}
 	return 0
