@@ -123,7 +123,7 @@ func replay[T, O any](f *os.File, path string, idx *outputIndex[T]) harness.Harn
 	return harness.Func[T, O](func(ctx context.Context, ep *harness.Episode[T]) (O, error) {
 		var out O
 		loc := idx.outputs[sink.Key{SampleID: ep.Sample.ID, Epoch: ep.Epoch}]
-		line, err := readLineAt(f, loc.offset, nil)
+		line, err := jsonl.ReadLineFrom(f, loc.offset, nil)
 		if err != nil {
 			return out, err
 		}

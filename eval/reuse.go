@@ -24,7 +24,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/proctor-evals/proctor/harness"
@@ -445,32 +444,9 @@ func (w *windowReader) lineAt(off int64) ([]byte, error) {
 		return nil, err
 	}
 	// A line longer than the window: read it whole.
-	line, err := readLineAt(w.f, off, nil)
+	line, err := jsonl.ReadLineFrom(w.f, off, nil)
 	w.buf, w.start = nil, 0
 	return line, err
-}
-
-// readLineAt reads the line that starts at off in f, without its
-// newline, into buf. ReadAt on one open file: safe for concurrent use.
-func readLineAt(f *os.File, off int64, buf []byte) ([]byte, error) {
-	buf = buf[:0]
-	chunk := 4096
-	for {
-		n := len(buf)
-		buf = slices.Grow(buf, chunk)[:n+chunk]
-		m, err := f.ReadAt(buf[n:], off+int64(n))
-		buf = buf[:n+m]
-		if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
-			return buf[:n+i], nil
-		}
-		if err == io.EOF {
-			return buf, &jsonl.TornTailError{Path: f.Name(), Offset: off, Bytes: int64(len(buf))}
-		}
-		if err != nil {
-			return buf, err
-		}
-		chunk = min(2*chunk, 16<<20)
-	}
 }
 
 // close closes the earlier logs; nil-safe.
@@ -525,7 +501,7 @@ func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (
 	}
 	src := h.reuse.sources[loc.src]
 	var out O
-	line, err := readLineAt(src.f, loc.offset, nil)
+	line, err := jsonl.ReadLineFrom(src.f, loc.offset, nil)
 	if err != nil {
 		return out, fmt.Errorf("reading the output to judge again: %w", err)
 	}

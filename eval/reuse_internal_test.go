@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 // FuzzWindowReader: reading lines through the window gives what one read
@@ -29,7 +31,7 @@ func FuzzWindowReader(f *testing.F) {
 		w := &windowReader{f: file}
 		for _, o := range offsets {
 			off := int64(o) * int64(len(data)) / 256
-			want, werr := readLineAt(file, off, nil)
+			want, werr := jsonl.ReadLineFrom(file, off, nil)
 			got, gerr := w.lineAt(off)
 			if (werr == nil) != (gerr == nil) {
 				t.Fatalf("offset %d: errors differ: %v and %v", off, werr, gerr)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 // A run's state is folded from its log in one pass and kept up to date by
@@ -644,7 +645,7 @@ func (l *logState) sampleRecords(id string) ([]located, error) {
 	defer f.Close()
 	var out []located
 	for _, off := range offs {
-		line, err := readLine(f, off)
+		line, err := jsonl.ReadLineFrom(f, off, nil)
 		if err != nil {
 			return nil, fmt.Errorf("view: %s at offset %d: %w", l.path, off, err)
 		}
@@ -663,24 +664,4 @@ func (l *logState) sampleRecords(id string) ([]located, error) {
 type located struct {
 	sink.Record
 	Offset int64
-}
-
-// readLine reads the line at off, without its newline.
-func readLine(f *os.File, off int64) ([]byte, error) {
-	var line []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := f.ReadAt(buf, off)
-		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
-			return append(line, buf[:i]...), nil
-		}
-		line = append(line, buf[:n]...)
-		off += int64(n)
-		if err == io.EOF {
-			return nil, errors.New("no complete line")
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }

@@ -479,7 +479,7 @@ func readTranscript(logPath, link string) (*transcript, error) {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is not a regular file", errOutside, link)
 	}
-	line, err := readLine(f, off)
+	line, err := jsonl.ReadLineFrom(f, off, nil)
 	if err != nil {
 		return nil, fmt.Errorf("view: transcript %s: %w", link, err)
 	}

@@ -314,7 +314,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 	missing := 0
 	var r sink.Record
 	for _, k := range kept {
-		buf, err = readLineAt(inputs[k.log], k.offset, buf)
+		buf, err = ReadLineFrom(inputs[k.log], k.offset, buf)
 		if err != nil {
 			return fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
 		}
@@ -383,7 +383,7 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 	if f == nil {
 		return buf, fmt.Errorf("%s cannot be opened", path)
 	}
-	buf, err = readLineAt(f, off, buf)
+	buf, err = ReadLineFrom(f, off, buf)
 	if err == nil && !json0(buf) {
 		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
 	}
@@ -395,27 +395,4 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 func json0(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
-}
-
-// readLineAt reads the line starting at off in f (without its newline)
-// into buf.
-func readLineAt(f *os.File, off int64, buf []byte) ([]byte, error) {
-	buf = buf[:0]
-	chunk := 4096
-	for {
-		n := len(buf)
-		buf = slices.Grow(buf, chunk)[:n+chunk]
-		m, err := f.ReadAt(buf[n:], off+int64(n))
-		buf = buf[:n+m]
-		if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
-			return buf[:n+i], nil
-		}
-		if err == io.EOF {
-			return buf, &TornTailError{Path: f.Name(), Offset: off, Bytes: int64(len(buf))}
-		}
-		if err != nil {
-			return buf, err
-		}
-		chunk = min(2*chunk, 16<<20)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"slices"
 
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -250,15 +251,31 @@ func ReadLineAt(path string, offset int64) ([]byte, error) {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
 	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("jsonl: %w", err)
+	return ReadLineFrom(f, offset, nil)
+}
+
+// ReadLineFrom reads the line that starts at offset in f, without its
+// newline, into buf (reused when large enough). It reads with ReadAt, so
+// many goroutines may read one open file at once, and a reader holding the
+// file is not disturbed when the log is replaced by a rename. A line
+// without its newline is a *TornTailError.
+func ReadLineFrom(f *os.File, offset int64, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	chunk := 4096
+	for {
+		n := len(buf)
+		buf = slices.Grow(buf, chunk)[:n+chunk]
+		m, err := f.ReadAt(buf[n:], offset+int64(n))
+		buf = buf[:n+m]
+		if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
+			return buf[:n+i], nil
+		}
+		if err == io.EOF {
+			return buf, &TornTailError{Path: f.Name(), Offset: offset, Bytes: int64(len(buf))}
+		}
+		if err != nil {
+			return buf, fmt.Errorf("jsonl: %w", err)
+		}
+		chunk = min(2*chunk, 16<<20)
 	}
-	b, err := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
-	if err == io.EOF {
-		return nil, &TornTailError{Path: path, Offset: offset, Bytes: int64(len(b))}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("jsonl: %w", err)
-	}
-	return b[:len(b)-1], nil
 }
