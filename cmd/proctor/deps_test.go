@@ -10,8 +10,8 @@ import (
 // TestImportWeight guards what programs link (issue 10.9): a user who
 // imports only eval links none of the heavy drivers, and the command links
 // neither the engine nor gRPC (which pqarrow pulled in through arrow/flight:
-// 443 packages then, 319 now). It runs `go list -deps`, so it needs the go
-// command on PATH.
+// 443 packages then, 319 now); nor does the online path link gRPC. It
+// runs `go list -deps`, so it needs the go command on PATH.
 func TestImportWeight(t *testing.T) {
 	t.Parallel()
 	gocmd, err := exec.LookPath("go")
@@ -39,7 +39,7 @@ func TestImportWeight(t *testing.T) {
 			"github.com/apache/arrow-go", "github.com/parquet-go", // Arrow, Parquet
 			"github.com/moby", "github.com/docker", // Docker
 			"google.golang.org/grpc", "google.golang.org/protobuf",
-			"github.com/nats-io/",                                                // NATS
+			"github.com/nats-io",                                                 // NATS
 			"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", // OTLP
 			"go.opentelemetry.io/proto", mod + "/telemetry", // OTLP payloads, the SDK wiring
 		}, nil, 300},
@@ -48,6 +48,12 @@ func TestImportWeight(t *testing.T) {
 			"github.com/apache/arrow-go/v18/parquet/pqarrow",
 			"github.com/moby", "github.com/nats-io",
 		}, []string{mod + "/eval"}, 360}, // the engine: the command links eval/report
+		// The online path: judging recorded conversations links no
+		// protobuf; the OTLP loader links protobuf but not gRPC, which
+		// the OTLP collector packages pull in (it decodes into TracesData
+		// for that reason).
+		{mod + "/harness/replay", []string{"google.golang.org/protobuf", "google.golang.org/grpc", "go.opentelemetry.io/proto"}, nil, 250},
+		{mod + "/dataset/otlp", []string{"google.golang.org/grpc", "github.com/grpc-ecosystem", "go.opentelemetry.io/otel/sdk"}, nil, 290},
 	} {
 		list := deps(tc.pkg)
 		for _, p := range list {
