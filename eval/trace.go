@@ -12,15 +12,7 @@ import (
 )
 
 // Trace is an episode's transcript, as stored beside the run's log.
-type Trace struct {
-	RunID    string          `json:"run_id"`
-	SampleID string          `json:"sample_id"`
-	Epoch    int             `json:"epoch"`
-	Attempt  int             `json:"attempt"`
-	Events   []harness.Event `json:"events"`
-}
-
-type traceLine = Trace
+type Trace = harness.Transcript
 
 // traceLink is a record's trace field: the trace store's file name and the
 // transcript's byte offset in it, "NAME#OFFSET". The name is relative to

@@ -53,6 +53,16 @@ type Event struct {
 	Error    string          `json:"error,omitempty"`
 }
 
+// Transcript is an episode's events as the run's trace store keeps them
+// beside its log, one JSON line each; a record's trace link points to it.
+type Transcript struct {
+	RunID    string  `json:"run_id"`
+	SampleID string  `json:"sample_id"`
+	Epoch    int     `json:"epoch"`
+	Attempt  int     `json:"attempt"`
+	Events   []Event `json:"events"`
+}
+
 // Record appends ev to the episode's trace and adds its usage to the
 // episode's totals. A zero ev.Time is set to now. Safe for concurrent use.
 func (ep *Episode[T]) Record(ev Event) {

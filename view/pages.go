@@ -437,14 +437,7 @@ func pretty(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// transcript is an episode's transcript as the trace store holds it.
-type transcript struct {
-	RunID    string          `json:"run_id"`
-	SampleID string          `json:"sample_id"`
-	Epoch    int             `json:"epoch"`
-	Attempt  int             `json:"attempt"`
-	Events   []harness.Event `json:"events"`
-}
+type transcript = harness.Transcript
 
 // errOutside refuses a trace link that leaves its log's directory.
 var errOutside = errors.New("view: the transcript is outside the log's directory")

@@ -86,15 +86,7 @@ against the current directory when the link is given alone.`,
 	},
 }
 
-// transcript is an episode's transcript as the trace store holds it, one
-// JSON line each.
-type transcript struct {
-	RunID    string          `json:"run_id"`
-	SampleID string          `json:"sample_id"`
-	Epoch    int             `json:"epoch"`
-	Attempt  int             `json:"attempt"`
-	Events   []harness.Event `json:"events"`
-}
+type transcript = harness.Transcript
 
 // parseLink splits a trace link, PATH#OFFSET.
 func parseLink(link string) (path string, off int64, ok bool) {
