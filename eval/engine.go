@@ -31,6 +31,19 @@ type runSetup[T, O any] struct {
 	skip        func(sample, epoch int) bool // episodes that count as done without running
 	warnings    []string
 	reuse       *reuse // what Config.ReuseFrom gave: set by openRun
+	// identity is the dataset's, when computed before the run opens (a
+	// coordinator's manifest, a shard's run ID): hashed once.
+	identity *DatasetIdentity
+}
+
+// hashDataset returns the dataset's identity, hashing it the first
+// time.
+func (s *runSetup[T, O]) hashDataset() DatasetIdentity {
+	if s.identity == nil {
+		id := identityOf(s.samples)
+		s.identity = &id
+	}
+	return *s.identity
 }
 
 // execute runs the episodes of setup and returns the report: a run on
@@ -128,7 +141,11 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 			return nil, err
 		}
 		r.opened = l
-		go func() { r.identity <- identityOf(samples) }()
+		if setup.identity != nil {
+			r.identity <- *setup.identity
+		} else {
+			go func() { r.identity <- identityOf(samples) }()
+		}
 		r.rec.log, r.rec.traces, logSize = l.w, l.traces, l.size
 		r.runID = l.runID
 		r.warnings = append(r.warnings, l.warnings...)

@@ -38,6 +38,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 		return nil, err
 	}
 	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index}
+	setup.hashDataset() // the manifest workers check needs it now
 	r := &Recording{index: index, epochs: cfg.Epochs, ids: make([]string, len(samples))}
 	for i := range samples {
 		r.ids[i] = samples[i].ID
@@ -49,7 +50,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	r.run = run
 	m := newManifest(setup)
 	m.RunID = run.runID
-	m.Dataset = identityOf(samples)
+	m.Dataset = setup.hashDataset()
 	r.manifest = m
 	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, cfg.Concurrency)

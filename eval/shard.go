@@ -43,6 +43,6 @@ func InShard(sampleID string, s Shard) bool {
 // manifest.RunID.
 func shardRunID[T, O any](setup *runSetup[T, O]) string {
 	m := newManifest(setup)
-	m.Dataset = identityOf(setup.samples)
+	m.Dataset = setup.hashDataset()
 	return manifest.RunID(m)
 }
