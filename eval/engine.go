@@ -193,7 +193,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 		}
 		recErr = errors.Join(recErr, err)
 	}
-	rep := r.agg.Report()
+	rep := r.agg.Final()
 	rep.Eval, rep.RunID = r.evalName, r.runID
 	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
 	rep.Cancelled = r.cancelled

@@ -36,7 +36,7 @@ func FromRecords(records iter.Seq2[sink.Record, error], opts *Options) (*Report,
 }
 
 // Aggregator folds records into a report incrementally: it keeps compact
-// per-sample state (40 bytes a sample), never records, so its memory grows
+// per-sample state (24 bytes a sample), never records, so its memory grows
 // with the number of samples, not with episodes × output size.
 //
 // An Aggregator is not safe for concurrent use: give each goroutine its
@@ -47,6 +47,9 @@ type Aggregator struct {
 	runID   string
 	index   map[string]int // sample ID → index; built lazily for NewIndexed
 	samples []sampleStats
+	// weights parallels samples once a record weighs other than 1: until
+	// then every weight is 1 and the counts are the weights.
+	weights []sampleWeights
 	// Samples [0, n) are described by meta (NewIndexed: the engine's
 	// dataset, which saves a copy per sample); samples from n on by ids and
 	// tags (discovered from records, or merged in).
@@ -70,13 +73,13 @@ type Aggregator struct {
 	warnings   []string
 }
 
-// sampleStats is kept per sample for the whole run: 40 bytes, since a
+// sampleStats is kept per sample for the whole run: 24 bytes, since a
 // million-sample run keeps a million of them. A sample's ID and tags come
-// from Aggregator.sampleMeta.
+// from Aggregator.sampleMeta; its weights, in the rare run whose records
+// weigh other than 1, from Aggregator.weights.
 type sampleStats struct {
 	scoreSum                     float64
 	pass, fail, errored, unscore int32
-	wPass, wSum                  float64 // weighted passes and weights of scored episodes
 }
 
 func (s *sampleStats) records() int { return int(s.pass + s.fail + s.errored + s.unscore) }
@@ -87,9 +90,11 @@ func (s *sampleStats) add(t *sampleStats) {
 	s.fail += t.fail
 	s.errored += t.errored
 	s.unscore += t.unscore
-	s.wPass += t.wPass
-	s.wSum += t.wSum
 }
+
+// sampleWeights are a sample's weighted passes and the weights of its
+// scored episodes.
+type sampleWeights struct{ pass, sum float64 }
 
 // NewAggregator returns an aggregator that discovers samples from the
 // records, by ID, in first-record order. A nil opts means the defaults.
@@ -141,6 +146,9 @@ func (a *Aggregator) addSample(id string, tags map[string]string) int {
 	i := len(a.samples)
 	a.index[id] = i
 	a.samples = append(a.samples, sampleStats{})
+	if a.weights != nil {
+		a.weights = append(a.weights, sampleWeights{})
+	}
 	a.ids = append(a.ids, id)
 	a.tags = append(a.tags, tags)
 	return i
@@ -178,16 +186,23 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	if r.Weight != 0 && r.Weight != 1 {
 		a.weighted = true
 	}
+	if w != 1 && a.weights == nil && (r.Status == sink.Pass || r.Status == sink.Fail) {
+		a.weighWithCounts()
+	}
 	switch r.Status {
 	case sink.Pass:
 		a.counts[0]++
 		s.pass++
-		s.wPass += w
-		s.wSum += w
+		if a.weights != nil {
+			a.weights[i].pass += w
+			a.weights[i].sum += w
+		}
 	case sink.Fail:
 		a.counts[1]++
 		s.fail++
-		s.wSum += w
+		if a.weights != nil {
+			a.weights[i].sum += w
+		}
 	case sink.Error:
 		a.counts[2]++
 		s.errored++
@@ -223,6 +238,25 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	}
 }
 
+// weighWithCounts starts keeping weights: those of the records so far were
+// all 1.
+func (a *Aggregator) weighWithCounts() {
+	w := make([]sampleWeights, len(a.samples))
+	for i := range a.samples {
+		w[i] = a.weightsOf(i)
+	}
+	a.weights = w
+}
+
+// weightsOf returns the weighted passes and total weight of sample i.
+func (a *Aggregator) weightsOf(i int) sampleWeights {
+	if a.weights != nil {
+		return a.weights[i]
+	}
+	s := &a.samples[i]
+	return sampleWeights{float64(s.pass), float64(s.pass + s.fail)}
+}
+
 func (a *Aggregator) addFailure(f Failure) {
 	if len(a.failures) < a.opts.MaxFailures {
 		a.failures = append(a.failures, f)
@@ -249,6 +283,9 @@ func (a *Aggregator) Merge(b *Aggregator) {
 	if a.eval == "" {
 		a.eval, a.runID = b.eval, b.runID
 	}
+	if b.weights != nil && a.weights == nil {
+		a.weighWithCounts()
+	}
 	for j := range b.samples {
 		t := &b.samples[j]
 		if t.records() == 0 {
@@ -260,6 +297,11 @@ func (a *Aggregator) Merge(b *Aggregator) {
 			i = a.addSample(id, tags)
 		}
 		a.samples[i].add(t)
+		if a.weights != nil {
+			w := b.weightsOf(j)
+			a.weights[i].pass += w.pass
+			a.weights[i].sum += w.sum
+		}
 	}
 	a.maxEpoch = max(a.maxEpoch, b.maxEpoch)
 	for k := range a.counts {
@@ -284,7 +326,15 @@ func (a *Aggregator) Merge(b *Aggregator) {
 // Report computes the report of the records folded in so far. The
 // aggregator stays usable: more records may be added and Report called
 // again.
-func (a *Aggregator) Report() *Report {
+func (a *Aggregator) Report() *Report { return a.report(false) }
+
+// Final is Report for an aggregator that is done: the report takes over
+// its per-sample state instead of copying it, and the aggregator must not
+// be used again. The engine ends a run with it, so that the end of a
+// million-sample run allocates nothing per sample.
+func (a *Aggregator) Final() *Report { return a.report(true) }
+
+func (a *Aggregator) report(final bool) *Report {
 	recorded := 0
 	for i := range a.samples {
 		if a.samples[i].records() > 0 {
@@ -309,20 +359,17 @@ func (a *Aggregator) Report() *Report {
 	if scored := r.Passed + r.Failed; scored > 0 {
 		r.MeanScore = a.scoreSum / float64(scored)
 	}
-	all := make([]int, len(a.samples))
-	for i := range all {
-		all[i] = i
-	}
-	r.PassRate, r.Interval = a.passRate(all, r.Epochs)
+	r.PassRate, r.Interval = a.passRate(nil, r.Epochs)
 	if r.Epochs > 1 && a.opts.Resamples > 0 {
 		// The resamples depend on the order of the clusters: sort them by
 		// ID, so that the same records give the same interval whatever the
 		// order they arrived in or the aggregators they were merged from.
 		ids := make([]string, len(a.samples))
+		byID := make([]int, len(a.samples))
 		for i := range ids {
 			ids[i], _ = a.sampleMeta(i)
+			byID[i] = i
 		}
-		byID := slices.Clone(all)
 		slices.SortFunc(byID, func(x, y int) int { return strings.Compare(ids[x], ids[y]) })
 		// One cluster resampled is always itself: a zero-width interval
 		// that would read as certainty. There is none then.
@@ -339,16 +386,39 @@ func (a *Aggregator) Report() *Report {
 		}
 	}
 	r.ByTag = a.byTag(r.Epochs)
-	r.samples = make([]SampleResult, 0, recorded)
-	for i := range a.samples {
-		s := &a.samples[i]
-		if s.records() > 0 {
-			id, tags := a.sampleMeta(i)
-			r.samples = append(r.samples, SampleResult{ID: id, Tags: tags, Passed: int(s.pass), Failed: int(s.fail),
+	st := a.samples
+	if !final {
+		st = slices.Clone(st)
+	}
+	r.results = &sampleResults{build: a.resultsOf(st, recorded)}
+	return r
+}
+
+// resultsOf returns a builder of the SampleResults of st, this
+// aggregator's per-sample state (or a copy of it), for a report to call
+// when they are first asked for. A sample's ID and tags never change once
+// known, so the builder reads them from the aggregator as it is now.
+func (a *Aggregator) resultsOf(st []sampleStats, recorded int) func() []SampleResult {
+	n, meta, ids, tags := a.n, a.meta, a.ids[:len(a.ids):len(a.ids)], a.tags[:len(a.tags):len(a.tags)]
+	return func() []SampleResult {
+		out := make([]SampleResult, 0, recorded)
+		for i := range st {
+			s := &st[i]
+			if s.records() == 0 {
+				continue
+			}
+			var id string
+			var tg map[string]string
+			if i < n {
+				id, tg = meta(i)
+			} else {
+				id, tg = ids[i-n], tags[i-n]
+			}
+			out = append(out, SampleResult{ID: id, Tags: tg, Passed: int(s.pass), Failed: int(s.fail),
 				Errored: int(s.errored), Unscored: int(s.unscore), ScoreSum: s.scoreSum})
 		}
+		return out
 	}
-	return r
 }
 
 // Interval methods of pass rates, besides those of package stats.
@@ -371,12 +441,14 @@ const (
 // with no variation between samples it is 0: then Wilson over episodes,
 // with the reason in the interval's Method.
 func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
-	sums, weights := a.clusters(idx)
 	var pass, total float64
-	for i := range sums {
-		pass += sums[i]
-		total += weights[i]
-	}
+	scored := 0 // episodes
+	a.each(idx, func(i int) {
+		w := a.weightsOf(i)
+		pass += w.pass
+		total += w.sum
+		scored += int(a.samples[i].pass + a.samples[i].fail)
+	})
 	if total == 0 {
 		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: methodNone}
 	}
@@ -384,14 +456,11 @@ func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	if epochs <= 1 && !a.weighted {
 		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
 	}
+	sums, weights := a.clusters(idx)
 	mean, se := stats.ClusteredMean(sums, weights, true)
 	if len(sums) < 2 || se == 0 {
 		// Wilson over the scored episodes at the (weighted) rate.
-		n := 0
-		for _, i := range idx {
-			n += int(a.samples[i].pass + a.samples[i].fail)
-		}
-		iv := stats.Wilson(min(n, int(math.Round(rate*float64(n)))), n, a.opts.Level)
+		iv := stats.Wilson(min(scored, int(math.Round(rate*float64(scored)))), scored, a.opts.Level)
 		iv.Method = MethodWilsonNoVariation
 		if len(sums) < 2 {
 			iv.Method = MethodWilsonOneSample
@@ -402,17 +471,34 @@ func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	return mean, stats.Interval{Lo: max(0, mean-z*se), Hi: min(1, mean+z*se), Level: a.opts.Level, Method: MethodClustered}
 }
 
-// clusters returns per-sample weighted passes and weights of scored episodes.
-func (a *Aggregator) clusters(idx []int) (sums, weights []float64) {
-	sums = make([]float64, 0, len(idx))
-	weights = make([]float64, 0, len(idx))
-	for _, i := range idx {
-		s := &a.samples[i]
-		if s.wSum > 0 {
-			sums = append(sums, s.wPass)
-			weights = append(weights, s.wSum)
+// each calls f with each index of idx, or of every sample when idx is nil.
+func (a *Aggregator) each(idx []int, f func(i int)) {
+	if idx == nil {
+		for i := range a.samples {
+			f(i)
 		}
+		return
 	}
+	for _, i := range idx {
+		f(i)
+	}
+}
+
+// clusters returns per-sample weighted passes and weights of scored
+// episodes, over idx (nil: every sample).
+func (a *Aggregator) clusters(idx []int) (sums, weights []float64) {
+	n := len(idx)
+	if idx == nil {
+		n = len(a.samples)
+	}
+	sums = make([]float64, 0, n)
+	weights = make([]float64, 0, n)
+	a.each(idx, func(i int) {
+		if w := a.weightsOf(i); w.sum > 0 {
+			sums = append(sums, w.pass)
+			weights = append(weights, w.sum)
+		}
+	})
 	return sums, weights
 }
 

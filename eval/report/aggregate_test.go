@@ -18,6 +18,12 @@ import (
 // randomRecords returns the records of a run of n samples × epochs with
 // every kind of outcome, tags, weights, durations and usage.
 func randomRecords(rng *rand.Rand, n, epochs int) []sink.Record {
+	return randomWeightedRecords(rng, n, epochs, false)
+}
+
+// randomWeightedRecords is randomRecords with, when weighted, a weight
+// other than 1 on a third of the samples' records.
+func randomWeightedRecords(rng *rand.Rand, n, epochs int, weighted bool) []sink.Record {
 	var recs []sink.Record
 	for s := range n {
 		tags := map[string]string{"difficulty": strconv.Itoa(s % 3)}
@@ -37,6 +43,9 @@ func randomRecords(rng *rand.Rand, n, epochs int) []sink.Record {
 			default:
 				r.Status, r.Reason = sink.Unscored, "no grade"
 			}
+			if weighted && s%3 == 0 {
+				r.Weight = 0.25 + float64(s%5)
+			}
 			recs = append(recs, r)
 		}
 	}
@@ -49,7 +58,7 @@ func randomRecords(rng *rand.Rand, n, epochs int) []sink.Record {
 func equalReports(t *testing.T, want, got *report.Report) {
 	t.Helper()
 	opts := cmp.Options{
-		cmp.AllowUnexported(report.Report{}),
+		cmpopts.IgnoreUnexported(report.Report{}),
 		cmpopts.SortSlices(func(a, b report.Failure) bool {
 			return fmt.Sprint(a.SampleID, a.Epoch) < fmt.Sprint(b.SampleID, b.Epoch)
 		}),
@@ -60,26 +69,32 @@ func equalReports(t *testing.T, want, got *report.Report) {
 	if d := cmp.Diff(want, got, opts); d != "" {
 		t.Errorf("merged report differs from the report of one aggregator (-one +merged):\n%s", d)
 	}
+	if d := cmp.Diff(want.SampleResults(), got.SampleResults(), opts); d != "" {
+		t.Errorf("merged sample results differ from those of one aggregator (-one +merged):\n%s", d)
+	}
 }
 
 func TestMergeEqualsOneAggregator(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name    string
-		parts   int
-		epochs  int
-		indexed bool // the first part is a NewIndexed over the whole dataset
+		name     string
+		parts    int
+		epochs   int
+		indexed  bool // the first part is a NewIndexed over the whole dataset
+		weighted bool
 	}{
-		{"two parts one epoch", 2, 1, false},
-		{"two parts epochs split", 2, 4, false},
-		{"three parts epochs split", 3, 5, false},
-		{"indexed receiver", 3, 3, true},
+		{"two parts one epoch", 2, 1, false, false},
+		{"two parts epochs split", 2, 4, false, false},
+		{"three parts epochs split", 3, 5, false, false},
+		{"indexed receiver", 3, 3, true, false},
+		{"weighted", 3, 3, false, true},
+		{"weighted indexed receiver", 2, 4, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const n = 40
 			rng := rand.New(rand.NewPCG(7, uint64(tc.parts*10+tc.epochs)))
-			recs := randomRecords(rng, n, tc.epochs)
+			recs := randomWeightedRecords(rng, n, tc.epochs, tc.weighted)
 			opts := &report.Options{Resamples: 200, Seed: 3}
 
 			one := report.NewAggregator(opts)
@@ -112,6 +127,7 @@ func TestMergeEqualsOneAggregator(t *testing.T) {
 			}
 			want, got := one.Report(), parts[0].Report()
 			require.Equal(t, n*tc.epochs, got.Episodes)
+			require.Equal(t, tc.weighted, got.Weighted)
 			if tc.epochs > 1 {
 				require.NotNil(t, got.Bootstrap)
 			}
@@ -182,4 +198,43 @@ func TestReportOrderIndependent(t *testing.T) {
 	ra, rb := a.Report(), b.Report()
 	equalReports(t, ra, rb)
 	require.True(t, strings.Contains(ra.String(), "bootstrap CI"))
+}
+
+// TestWeightedPassRate: the pass rate weighs each scored episode by its
+// record's weight, also when the first records weighed 1 and a weighted one
+// came later (the aggregator keeps weights only from then on).
+func TestWeightedPassRate(t *testing.T) {
+	t.Parallel()
+	a := report.NewAggregator(&report.Options{Resamples: -1})
+	for _, r := range []sink.Record{
+		{SampleID: "a", Status: sink.Pass, Score: 1},
+		{SampleID: "b", Status: sink.Fail},
+		{SampleID: "a", Epoch: 1, Status: sink.Fail, Weight: 3},
+		{SampleID: "c", Status: sink.Pass, Score: 1, Weight: 0.5},
+		{SampleID: "b", Epoch: 1, Status: sink.Error, Weight: 9}, // errors carry no weight
+		{SampleID: "c", Epoch: 1, Status: sink.Pass, Score: 1},
+	} {
+		a.Add(&r)
+	}
+	rep := a.Final()
+	require.True(t, rep.Weighted)
+	// passes: a 1, c 0.5 + 1; weights: a 1 + 3, b 1, c 0.5 + 1.
+	require.InDelta(t, 2.5/6.5, rep.PassRate, 1e-12)
+	require.Equal(t, 3, rep.Passed)
+	require.Equal(t, 2, rep.Failed)
+}
+
+// TestReportIsASnapshot: records added after Report do not change the
+// report's per-sample results, which are built only when asked for.
+func TestReportIsASnapshot(t *testing.T) {
+	t.Parallel()
+	a := report.NewAggregator(nil)
+	a.Add(&sink.Record{SampleID: "a", Status: sink.Pass, Score: 1})
+	rep := a.Report()
+	a.Add(&sink.Record{SampleID: "a", Epoch: 1, Status: sink.Fail})
+	a.Add(&sink.Record{SampleID: "b", Status: sink.Pass, Score: 1})
+	require.Equal(t, []report.SampleResult{{ID: "a", Passed: 1, ScoreSum: 1}}, rep.SampleResults())
+	final := a.Final()
+	require.Equal(t, []report.SampleResult{{ID: "a", Passed: 1, Failed: 1, ScoreSum: 1}, {ID: "b", Passed: 1, ScoreSum: 1}}, final.SampleResults())
+	require.Nil(t, (&report.Report{}).SampleResults())
 }

@@ -13,6 +13,7 @@ package report
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
@@ -81,7 +82,16 @@ type Report struct {
 	Warnings        []string  `json:"warnings,omitempty"`
 	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
 
-	samples []SampleResult // per-sample outcomes, for comparisons; not marshalled
+	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
+}
+
+// sampleResults are a report's per-sample outcomes, built when first asked
+// for: the report of a million-sample run holds no million IDs and tag maps
+// unless a comparison reads them.
+type sampleResults struct {
+	once  sync.Once
+	build func() []SampleResult
+	list  []SampleResult
 }
 
 // SampleResult is one sample's outcomes over its epochs in a run.
@@ -110,7 +120,15 @@ func (s SampleResult) PassRate() float64 {
 // from, in first-record order (dataset order for a run; after
 // [Aggregator.Merge], the receiver's samples first), for paired
 // comparisons. A report decoded from JSON has none.
-func (r *Report) SampleResults() []SampleResult { return r.samples }
+func (r *Report) SampleResults() []SampleResult {
+	if r.results == nil {
+		return nil
+	}
+	r.results.once.Do(func() {
+		r.results.list, r.results.build = r.results.build(), nil
+	})
+	return r.results.list
+}
 
 // KValue is a metric at k tries.
 type KValue struct {

@@ -18,6 +18,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -42,6 +43,7 @@ func main() {
 	latency := flag.Duration("latency", 50*time.Millisecond, "simulated agent latency")
 	logPath := flag.String("log", "", "JSONL log (resumes when it exists); default: none")
 	quiet := flag.Bool("quiet", false, "no progress line on stderr")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 
 	samples := make(dataset.Slice[Task], *n)
@@ -50,6 +52,14 @@ func main() {
 			Input: Task{Prompt: fmt.Sprintf("what is %d+1?", i), Expected: strconv.Itoa(i + 1)}}
 	}
 	start := time.Now()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var firstEpisode atomic.Int64 // ns from start to the first episode this process ran
 	agent := harness.Func[Task, string](func(ctx context.Context, ep *harness.Episode[Task]) (string, error) {
 		if firstEpisode.Load() == 0 {
