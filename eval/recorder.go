@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -31,12 +32,17 @@ type recorder struct {
 	agg    *report.Aggregator
 	fail   func(error) // stops the run when results cannot be recorded
 
-	mu      sync.Mutex
-	notFull *sync.Cond // a worker waits on it while maxQueued records wait
-	queue   []*finished
-	spare   []*finished
+	// The queue is a stack that workers push onto with one CAS and the
+	// recorder empties with one swap: no lock on the path of every record
+	// (a mutex there cost two contended atomics per record). Pushes alone
+	// cannot suffer ABA; the recorder reverses each batch into order.
+	queue   atomic.Pointer[finished]
+	batch   []*finished   // the recorder's, reused
+	mu      sync.Mutex    // guards notFull's waits
+	notFull *sync.Cond    // workers wait on it while maxQueued records wait
+	waiting atomic.Int32  // workers waiting on notFull
 	wake    chan struct{} // a batch is waiting (cap 1)
-	closing bool
+	closing atomic.Bool
 	stopped chan struct{} // the goroutine has drained everything
 
 	err        error // the first write error; later records are dropped
@@ -74,11 +80,15 @@ var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byt
 
 func getFinished() *finished { return finishedPool.Get().(*finished) }
 
+// putFinished recycles f. It drops only what may be large: a worker
+// overwrites every other field (settle copies a whole record in), so
+// clearing them here would only cost the recorder's goroutine time.
 func putFinished(f *finished) {
 	if cap(f.line) > 64<<10 {
 		f.line = nil // a huge record's buffer is not worth keeping
 	}
-	*f = finished{line: f.line[:0]}
+	f.line, f.events = f.line[:0], nil
+	f.next.Store(nil)
 	finishedPool.Put(f)
 }
 
@@ -118,29 +128,65 @@ func (r *recorder) commit(f *finished) {
 	if r.log != nil {
 		f.line = f.rec.AppendJSON(f.line[:0])
 	}
-	r.mu.Lock()
-	for len(r.queue) >= maxQueued {
-		r.notFull.Wait()
-	}
-	r.queue = append(r.queue, f)
-	first := len(r.queue) == 1
-	r.mu.Unlock()
-	if first {
-		select {
-		case r.wake <- struct{}{}:
-		default:
+	for {
+		old := r.queue.Load()
+		n := int32(1)
+		if old != nil {
+			n += old.queued.Load()
+		}
+		if n > maxQueued {
+			r.waitNotFull()
+			continue
+		}
+		f.next.Store(old)
+		f.queued.Store(n)
+		if r.queue.CompareAndSwap(old, f) {
+			if old == nil {
+				select {
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
+			return
 		}
 	}
+}
+
+// waitNotFull waits until the recorder takes the queued records. A worker
+// counts itself waiting before it looks at the queue again, so the
+// recorder, which swaps the queue before it looks for waiters, either sees
+// it or was seen to have emptied the queue.
+func (r *recorder) waitNotFull() {
+	r.mu.Lock()
+	r.waiting.Add(1)
+	for q := r.queue.Load(); q != nil && q.queued.Load() >= maxQueued; q = r.queue.Load() {
+		r.notFull.Wait()
+	}
+	r.waiting.Add(-1)
+	r.mu.Unlock()
+}
+
+// take empties the queue and returns its records in the order they came.
+func (r *recorder) take() []*finished {
+	batch := r.batch[:0]
+	for f := r.queue.Swap(nil); f != nil; f = f.next.Load() {
+		batch = append(batch, f)
+	}
+	if r.waiting.Load() > 0 {
+		r.mu.Lock()
+		r.notFull.Broadcast()
+		r.mu.Unlock()
+	}
+	slices.Reverse(batch)
+	r.batch = batch
+	return batch
 }
 
 func (r *recorder) loop() {
 	ctx := context.Background() // sinks flush what they were given, whatever happened to the run
 	for {
-		r.mu.Lock()
-		batch, closing := r.queue, r.closing
-		r.queue, r.spare = r.spare[:0], nil
-		r.notFull.Broadcast()
-		r.mu.Unlock()
+		closing := r.closing.Load() // before take: nothing is queued after closing
+		batch := r.take()
 		for _, f := range batch {
 			r.write(ctx, f)
 			putFinished(f)
@@ -149,9 +195,6 @@ func (r *recorder) loop() {
 			r.shared.publish(&r.tally)
 		}
 		clear(batch)
-		r.mu.Lock()
-		r.spare = batch[:0]
-		r.mu.Unlock()
 		if len(batch) == 0 {
 			if closing {
 				return
@@ -208,9 +251,7 @@ func (r *recorder) setErr(err error) {
 // close waits for every queued record, then flushes and closes the log,
 // the trace store and the sinks.
 func (r *recorder) close(ctx context.Context) error {
-	r.mu.Lock()
-	r.closing = true
-	r.mu.Unlock()
+	r.closing.Store(true)
 	select {
 	case r.wake <- struct{}{}:
 	default:

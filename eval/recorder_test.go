@@ -71,3 +71,47 @@ func TestRecorderBlocksCommitsWhenItsQueueIsFull(t *testing.T) {
 		t.Fatal("complete not closed after every episode was recorded")
 	}
 }
+
+// orderSink keeps the attempt and epoch of the records it is given.
+type orderSink struct{ keys [][2]int }
+
+func (o *orderSink) Write(_ context.Context, r sink.Record) error {
+	o.keys = append(o.keys, [2]int{r.Attempt, r.Epoch})
+	return nil
+}
+
+func (o *orderSink) Close(context.Context) error { return nil }
+
+// Many workers committing at once, faster than the recorder at times: every
+// record is written once, and each worker's records in the order it
+// committed them (the queue is a stack the recorder reverses).
+func TestRecorderConcurrentCommitsKeepEachWorkersOrder(t *testing.T) {
+	const workers, each = 8, 3 * maxQueued
+	done := newDoneSet(workers * each)
+	agg := report.NewIndexed(nil, workers, func(i int) (string, map[string]string) { return "s", nil })
+	r := newRecorder(done, each, agg, func(err error) { t.Error(err) })
+	o := &orderSink{}
+	r.sinks = []sink.Sink{o}
+	r.start(nil)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for e := range each {
+				r.commit(&finished{sample: w, rec: sink.Record{Status: sink.Pass, Attempt: w, Epoch: e}})
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, r.close(context.Background()))
+	require.Len(t, o.keys, workers*each)
+	last := make([]int, workers)
+	for w := range last {
+		last[w] = -1
+	}
+	for _, key := range o.keys {
+		w, e := key[0], key[1]
+		require.Greater(t, e, last[w], "worker %d's records out of order", w)
+		last[w] = e
+	}
+	require.Equal(t, int64(workers*each), done.count())
+}

@@ -38,7 +38,8 @@ type Task struct {
 }
 
 func main() {
-	n := flag.Int("n", 100_000, "episodes (samples × 1 epoch)")
+	n := flag.Int("n", 100_000, "episodes: n/epochs samples × epochs")
+	epochs := flag.Int("epochs", 1, "epochs per sample")
 	c := flag.Int("c", 5000, "concurrency")
 	latency := flag.Duration("latency", 50*time.Millisecond, "simulated agent latency")
 	logPath := flag.String("log", "", "JSONL log (resumes when it exists); default: none")
@@ -46,7 +47,10 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 
-	samples := make(dataset.Slice[Task], *n)
+	if *epochs < 1 || *n%*epochs != 0 {
+		log.Fatalf("-n %d is not a multiple of -epochs %d", *n, *epochs)
+	}
+	samples := make(dataset.Slice[Task], *n / *epochs)
 	for i := range samples {
 		samples[i] = dataset.Sample[Task]{ID: "t" + strconv.Itoa(i),
 			Input: Task{Prompt: fmt.Sprintf("what is %d+1?", i), Expected: strconv.Itoa(i + 1)}}
@@ -88,7 +92,7 @@ func main() {
 	ctx, stop := eval.InterruptContext(context.Background())
 	defer stop()
 	rep, err := e.Run(ctx, eval.Config{
-		Concurrency: *c, Log: *logPath, Quiet: *quiet,
+		Concurrency: *c, Epochs: *epochs, Log: *logPath, Quiet: *quiet,
 		Report: report.Options{Resamples: -1},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
