@@ -56,6 +56,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		return nil, err
 	}
 	s := newScheduler(setup.e, setup.cfg, setup.samples, run.done)
+	s.ident = run.ident
 	defer setup.reuse.close()
 	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, setup.reuse.committer(run.rec, setup.cfg.Epochs), cancel
 	s.announceAll()
@@ -78,16 +79,19 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 // the aggregator, fed by a scheduler on this machine (execute) or by the
 // results of other machines (Recording).
 type run struct {
-	evalName  string
-	start     time.Time
-	total     int64
-	owned     int64 // of total, the episodes this run runs (not other shards', not kept by a rejudge)
-	done      *doneSet
-	agg       *report.Aggregator
-	rec       *recorder
-	opened    *openedLog
-	log       string
-	identity  chan DatasetIdentity
+	evalName string
+	start    time.Time
+	total    int64
+	owned    int64 // of total, the episodes this run runs (not other shards', not kept by a rejudge)
+	done     *doneSet
+	agg      *report.Aggregator
+	rec      *recorder
+	opened   *openedLog
+	log      string
+	// identity returns the dataset's identity once the run's episodes are
+	// done (identity.go): the manifest gets it at the end.
+	identity  func() DatasetIdentity
+	ident     *identityTracker // when the identity is added up as the run goes
 	runID     string
 	warnings  []string
 	resumed   int // set by the recorder's goroutine before it stops
@@ -102,7 +106,7 @@ type run struct {
 func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 	cfg, samples := setup.cfg, setup.samples
 	r := &run{evalName: setup.e.Name, start: time.Now(), log: cfg.Log, runID: cfg.RunID, warnings: setup.warnings,
-		total: int64(len(samples)) * int64(cfg.Epochs), identity: make(chan DatasetIdentity, 1)}
+		total: int64(len(samples)) * int64(cfg.Epochs)}
 	r.done = newDoneSet(r.total)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
@@ -141,11 +145,7 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 			return nil, err
 		}
 		r.opened = l
-		if setup.identity != nil {
-			r.identity <- *setup.identity
-		} else {
-			go func() { r.identity <- identityOf(samples) }()
-		}
+		trackIdentity(r, setup)
 		r.rec.log, r.rec.traces, logSize = l.w, l.traces, l.size
 		r.runID = l.runID
 		r.warnings = append(r.warnings, l.warnings...)
@@ -174,6 +174,38 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 	return r, nil
 }
 
+// trackIdentity sets how the run learns its dataset's identity: known
+// already (a coordinator's, a shard's), or added up as it goes, the
+// samples no worker will run (every epoch done already) hashed in the
+// background from now, the rest by the workers that commit them, and any
+// left (cancelled, reused) at the end.
+func trackIdentity[T, O any](r *run, setup *runSetup[T, O]) {
+	if setup.identity != nil {
+		id := *setup.identity
+		r.identity = func() DatasetIdentity { return id }
+		return
+	}
+	samples, epochs := setup.samples, setup.cfg.Epochs
+	r.ident = newIdentityTracker(len(samples))
+	notRun := make(chan struct{})
+	go func() {
+		defer close(notRun)
+		hashSamples(r.ident, samples, func(i int) bool {
+			for ep := range epochs {
+				if !r.done.has(int64(i)*int64(epochs) + int64(ep)) {
+					return false
+				}
+			}
+			return true
+		})
+	}()
+	r.identity = func() DatasetIdentity {
+		<-notRun
+		hashSamples(r.ident, samples, func(int) bool { return true })
+		return r.ident.sum.Identity(len(samples))
+	}
+}
+
 func (r *run) markSample(i, epochs int) {
 	for ep := range epochs {
 		r.done.add(int64(i)*int64(epochs) + int64(ep))
@@ -187,7 +219,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	recErr := r.rec.close(context.WithoutCancel(ctx))
 	warnings := r.warnings
 	if r.opened != nil {
-		warning, err := r.opened.finishManifest(r.log, <-r.identity)
+		warning, err := r.opened.finishManifest(r.log, r.identity())
 		if warning != "" {
 			warnings = append(warnings, warning)
 		}

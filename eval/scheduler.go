@@ -85,6 +85,12 @@ type scheduler[T, O any] struct {
 	cancelled    atomic.Int64 // started but not finished: they run on resume
 
 	tel telemetry // OpenTelemetry (otel.go): nil fields when off
+
+	// The dataset's identity, hashed by workers as they commit (identity.go);
+	// nil when the run does not add it up. identMerged is set, under
+	// workersMu, once the workers' parts are added.
+	ident       *identityTracker
+	identMerged bool
 }
 
 // job is one episode on its way through its attempts.
@@ -138,6 +144,7 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 		s.watchdog(ctx, stopWatchdog)
 	}()
 	s.wg.Wait()
+	s.mergeIdentity()
 	close(stopWatchdog)
 	<-watched
 	s.closePool()
@@ -156,7 +163,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 	base := context.WithoutCancel(ctx)
 	j := abandonedJob
 	if j != nil {
-		j = s.settle(ctx, j)
+		j = s.settle(ctx, w, j)
 	}
 	for {
 		if j == nil {
@@ -171,7 +178,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 		if !s.attempt(ctx, base, w, j) {
 			return // abandoned: a replacement owns j and this worker's place
 		}
-		j = s.settle(ctx, j)
+		j = s.settle(ctx, w, j)
 	}
 }
 
@@ -194,6 +201,8 @@ type workerState[T any] struct {
 	// latest attempt and when it started (Unix ns, coarse).
 	shown atomic.Uint64
 	since atomic.Int64
+
+	ident workerIdentity // the samples this worker hashed (identity.go)
 }
 
 const (
@@ -233,6 +242,9 @@ func (s *scheduler[T, O]) register(w *workerState[T]) {
 
 func (s *scheduler[T, O]) unregister(w *workerState[T]) {
 	s.workersMu.Lock()
+	if s.ident != nil && !s.identMerged {
+		s.ident.add(w.ident.sum)
+	}
 	last := s.workers[len(s.workers)-1]
 	s.workers[w.index], last.index = last, w.index
 	s.workers = s.workers[:len(s.workers)-1]
@@ -348,7 +360,7 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 
 // settle decides what follows an attempt: a retry (returns j again, after
 // backoff) or the end of the episode (commits it and returns nil).
-func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
+func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job) *job {
 	rec := &j.rec
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
 		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load()
@@ -371,6 +383,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, j *job) *job {
 		s.cancelled.Add(1)
 	} else {
 		s.countSettled(rec)
+		s.hashSettled(w, j.sample, rec.Input)
 		f := getFinished()
 		f.sample, f.rec, f.events = j.sample, *rec, j.events
 		f.rec.Worker = s.cfg.Worker

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -65,7 +66,7 @@ type Manifest struct {
 // DatasetIdentity identifies a dataset by content.
 type DatasetIdentity struct {
 	Samples int    `json:"samples"`
-	Hash    string `json:"hash"` // sha256 over each sample's ID and input JSON
+	Hash    string `json:"hash"` // of the IdentitySum of every sample's ID and input JSON
 }
 
 // Path is where the manifest of the run logged at log is kept.
@@ -200,23 +201,52 @@ func SameRun(a, b *Manifest) []Difference {
 	return d
 }
 
-// Identity hashes the IDs and input JSON of n samples in order: id and
-// input are called with each index in 0..n-1.
+// Identity hashes the IDs and input JSON of n samples: id and input are
+// called with each index in 0..n-1. It is the [IdentitySum] of the samples:
+// the same samples in any order have the same identity.
 func Identity(n int, id func(int) string, input func(int) []byte) DatasetIdentity {
-	h := sha256.New()
-	var lenbuf [8]byte
-	var idbuf []byte
-	put := func(b []byte) {
-		binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(b)))
-		h.Write(lenbuf[:])
-		h.Write(b)
-	}
+	var sum IdentitySum
+	var scratch []byte
 	for i := range n {
-		idbuf = append(idbuf[:0], id(i)...)
-		put(idbuf)
-		put(input(i))
+		scratch = sum.Add(id(i), input(i), scratch)
 	}
-	return DatasetIdentity{Samples: n, Hash: hex.EncodeToString(h.Sum(nil))}
+	return sum.Identity(n)
+}
+
+// IdentitySum adds up a dataset's identity one sample at a time, in any
+// order and in parts: it is the sum, modulo 2^128, of a SHA-256 of each
+// sample's length-prefixed ID and input JSON. So a run's workers hash the
+// inputs they encode anyway for their records, each sample once, instead
+// of the run encoding every input a second time. The zero value is the
+// sum of no samples.
+type IdentitySum struct{ lo, hi uint64 }
+
+// Add adds the sample with this ID and input JSON. scratch is a buffer Add
+// may use; it returns it for the next call.
+func (s *IdentitySum) Add(id string, input, scratch []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(scratch[:0], uint64(len(id)))
+	b = append(b, id...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(input)))
+	b = append(b, input...)
+	h := sha256.Sum256(b)
+	s.Merge(IdentitySum{binary.LittleEndian.Uint64(h[:8]), binary.LittleEndian.Uint64(h[8:16])})
+	return b
+}
+
+// Merge adds the samples summed in t.
+func (s *IdentitySum) Merge(t IdentitySum) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, t.lo, 0)
+	s.hi, _ = bits.Add64(s.hi, t.hi, carry)
+}
+
+// Identity is the identity of the n samples summed.
+func (s IdentitySum) Identity(n int) DatasetIdentity {
+	b := []byte("proctor dataset identity 2\x00")
+	b = binary.LittleEndian.AppendUint64(b, s.lo)
+	b = binary.LittleEndian.AppendUint64(b, s.hi)
+	h := sha256.Sum256(b)
+	return DatasetIdentity{Samples: n, Hash: hex.EncodeToString(h[:])}
 }
 
 // Version is the version of the proctor module linked into the running

@@ -148,6 +148,16 @@ func TestIdentity(t *testing.T) {
 	require.Equal(t, got, of(ids, inputs))
 	require.NotEqual(t, got.Hash, of([]string{"b", "a"}, inputs).Hash, "order counts")
 	require.NotEqual(t, got.Hash, of([]string{"a", "b2"}, []string{`1`, ``}).Hash, "fields are length-prefixed: no shifting a byte across")
+	require.Equal(t, got, of([]string{"b", "a"}, []string{`2`, `1`}), "the same samples in another order")
+	require.NotEqual(t, got.Hash, of([]string{"a"}, []string{`1`}).Hash)
+
+	// Summed in parts, in any order, it is the same.
+	var x, y manifest.IdentitySum
+	var scratch []byte
+	scratch = x.Add("b", []byte(`2`), scratch)
+	y.Add("a", []byte(`1`), scratch)
+	y.Merge(x)
+	require.Equal(t, got, y.Identity(2))
 }
 
 // FuzzRead: any manifest file either reads, and then writes back to what

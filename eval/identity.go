@@ -1,0 +1,80 @@
+package eval
+
+// The dataset's identity, added up while a run goes. It is the sum of a
+// hash of each sample's ID and input JSON (manifest.IdentitySum), so each
+// sample is hashed once by whoever claims it first: a worker, from the
+// input it encoded for its record anyway, or the run, for the samples no
+// worker ran (those the log already held, those of other shards, those
+// cancelled). A million-sample run then encodes its inputs once, not twice.
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval/manifest"
+)
+
+type identityTracker struct {
+	claimed []atomic.Uint64 // one bit per sample: hashed, or being hashed
+	mu      sync.Mutex
+	sum     manifest.IdentitySum
+}
+
+func newIdentityTracker(n int) *identityTracker {
+	return &identityTracker{claimed: make([]atomic.Uint64, (n+63)/64)}
+}
+
+// claim reports whether the caller is the first to claim sample i: it then
+// hashes it.
+func (t *identityTracker) claim(i int) bool {
+	bit := uint64(1) << (i % 64)
+	return t.claimed[i/64].Or(bit)&bit == 0
+}
+
+func (t *identityTracker) add(s manifest.IdentitySum) {
+	t.mu.Lock()
+	t.sum.Merge(s)
+	t.mu.Unlock()
+}
+
+// hashSamples hashes the samples that want(i) and nobody claimed yet.
+func hashSamples[T any](t *identityTracker, samples []dataset.Sample[T], want func(i int) bool) {
+	var enc inputEncoder
+	var sum manifest.IdentitySum
+	var scratch []byte
+	for i := range samples {
+		if want(i) && t.claim(i) {
+			scratch = sum.Add(samples[i].ID, enc.encode(samples[i].Input), scratch)
+		}
+	}
+	t.add(sum)
+}
+
+// workerIdentity is a worker's part of the identity: the samples it hashed.
+type workerIdentity struct {
+	sum     manifest.IdentitySum
+	scratch []byte
+}
+
+// hashSettled adds the sample of a record a worker commits, if nobody has.
+func (s *scheduler[T, O]) hashSettled(w *workerState[T], sample int, input []byte) {
+	if s.ident != nil && s.ident.claim(sample) {
+		w.ident.scratch = w.ident.sum.Add(s.samples[sample].ID, input, w.ident.scratch)
+	}
+}
+
+// mergeIdentity adds up the parts of the workers still registered once the
+// run's workers are done (an abandoned one may never return); those that
+// return later add nothing.
+func (s *scheduler[T, O]) mergeIdentity() {
+	if s.ident == nil {
+		return
+	}
+	s.workersMu.Lock()
+	defer s.workersMu.Unlock()
+	for _, w := range s.workers {
+		s.ident.add(w.ident.sum)
+	}
+	s.identMerged = true
+}
