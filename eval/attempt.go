@@ -183,9 +183,9 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 	var status sink.Status
 	var kind sink.ErrorKind
 	var msg string
-	var out any // an output is recorded only when the harness produced one
+	var out *O // an output is recorded only when the harness produced one
 	if res.haveOut {
-		out = res.out
+		out = &res.out
 	}
 	j.permanent = false
 	switch {

@@ -12,24 +12,24 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// buildRecord fills rec with an attempt's outcome. Tokens and cost are
-// those of every attempt of the episode: earlier is what the attempts
-// before this one used.
-func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out any, earlier harness.Usage) {
+// buildRecord fills rec with an attempt's outcome; out is nil when the
+// harness produced none. Tokens and cost are those of every attempt of the
+// episode: earlier is what the attempts before this one used.
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out *O, earlier harness.Usage) {
 	u := ep.Usage().Add(earlier)
 	*rec = sink.Record{
 		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
 		Error: errMsg, ErrorKind: kind,
-		Input: encodeJSON(ep.Sample.Input),
+		Input: encodeOf(&ep.Sample.Input),
 		Tags:  ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
 		Seed: ep.Seed, ParentRunID: s.parentRunID,
 	}
-	if status != sink.Error || out != nil {
-		rec.Output = encodeJSON(out)
+	if out != nil {
+		rec.Output = encodeOf(out)
 	}
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0
@@ -54,6 +54,19 @@ func encodeJSON(v any) json.RawMessage {
 		return sink.AppendString(nil, "unencodable: "+err.Error())
 	}
 	return b
+}
+
+// encodeOf is encodeJSON(*v) without boxing *v when it is a string or raw
+// JSON, the common inputs and outputs: a pointer goes into an interface
+// without an allocation, a string does not.
+func encodeOf[V any](v *V) json.RawMessage {
+	switch x := any(v).(type) {
+	case *string:
+		return sink.AppendString(nil, *x)
+	case *json.RawMessage:
+		return encodeJSON(*x)
+	}
+	return encodeJSON(*v)
 }
 
 // inputEncoder encodes inputs as encodeJSON does, into one buffer reused
