@@ -13,7 +13,10 @@
 // The kernel drops the lock when its holder dies, even by SIGKILL, so no
 // lock is ever stale. Readers take no lock. Writes are group-committed: lines are buffered and written whole,
 // and the file is fsynced every SyncEvery records or SyncInterval, whichever
-// comes first, never once per line. A crash (even kill -9) can lose only the
+// comes first, never once per line. A full buffer is written by the
+// Writer's own goroutine while callers fill a second one, so that the
+// caller never pays for the write(2); writes never overlap and keep the
+// order of the calls. A crash (even kill -9) can lose only the
 // records not yet written, and can leave at most one torn line at the end of
 // the file; [Open] reports that tail and cuts it off, and [Records] yields it
 // as a *[TornTailError] after the committed records, never hiding it.
@@ -65,10 +68,18 @@ type Writer struct {
 	opts Options
 	lock *os.File // held until Close
 
-	mu       sync.Mutex
-	f        *os.File
-	buf      []byte
-	unsynced int // records written since the last fsync
+	mu    sync.Mutex
+	f     *os.File
+	buf   []byte // lines appended since the last hand-off
+	out   []byte // a full buffer handed to syncLoop, not yet in the file
+	spare []byte // the other buffer, when not handed off: no allocation per hand-off
+	// writing is set while syncLoop writes out with mu released: any
+	// other write to the file waits for it (idle), so that lines reach the
+	// file in the order they were appended.
+	writing  bool
+	idle     sync.Cond     // on mu: a write ended, out was written, or w failed or closed
+	full     chan struct{} // out is waiting for syncLoop (cap 1)
+	unsynced int           // records appended since the last fsync
 	lastSync time.Time
 	size     int64   // bytes in the file plus the buffer: the next line's offset
 	first    *Writer // flushed before this one: the trace store a record links to
@@ -126,7 +137,8 @@ func appendLocked(path string, lk *os.File, opts *Options) (*Writer, error) {
 
 func newWriter(path string, f *os.File, lk *os.File, opts *Options) *Writer {
 	w := &Writer{path: path, opts: opts.withDefaults(), f: f, lock: lk, lastSync: time.Now(),
-		stop: make(chan struct{}), done: make(chan struct{}), syncNow: make(chan struct{}, 1)}
+		stop: make(chan struct{}), done: make(chan struct{}), syncNow: make(chan struct{}, 1), full: make(chan struct{}, 1)}
+	w.idle.L = &w.mu
 	w.buf = make([]byte, 0, w.opts.BufferSize+4096)
 	go w.syncLoop()
 	return w
@@ -158,12 +170,50 @@ func (w *Writer) Write(_ context.Context, r sink.Record) error {
 	w.size += int64(len(w.buf) - n)
 	w.unsynced++
 	if len(w.buf) >= w.opts.BufferSize {
-		w.flushLocked()
+		w.handOff()
 	}
 	if w.unsynced >= w.opts.SyncEvery {
 		w.requestSync()
 	}
 	return w.err
+}
+
+// handOff queues the full buffer for syncLoop to write and goes on with
+// the spare. While the previous buffer is still being written it waits
+// for it first (backpressure): a Writer never holds more than two buffers.
+func (w *Writer) handOff() {
+	for w.out != nil && w.err == nil && !w.closed {
+		w.idle.Wait()
+	}
+	// Another caller may have handed it off meanwhile; once closed, Close
+	// writes what is left.
+	if w.out != nil || w.err != nil || w.closed || len(w.buf) < w.opts.BufferSize {
+		return
+	}
+	w.swapLocked()
+	select {
+	case w.full <- struct{}{}:
+	default:
+	}
+}
+
+// swapLocked moves buf to out and makes the spare the buffer; w.out must
+// be nil.
+func (w *Writer) swapLocked() {
+	next := w.spare
+	if next == nil { // allocated on the first hand-off: a small log never needs it
+		next = make([]byte, 0, w.opts.BufferSize+4096)
+	}
+	w.out, w.buf, w.spare = w.buf, next[:0], nil
+}
+
+// fail records the first error; waiters must see it, or they could wait
+// for a buffer that will never be written.
+func (w *Writer) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+	w.idle.Broadcast()
 }
 
 // requestSync asks the sync goroutine for a group commit now; the writer
@@ -192,7 +242,7 @@ func (w *Writer) WriteLine(line []byte) (offset int64, err error) {
 	w.size += int64(len(line) + 1)
 	w.unsynced++
 	if len(w.buf) >= w.opts.BufferSize {
-		w.flushLocked()
+		w.handOff()
 	}
 	return offset, w.err
 }
@@ -217,20 +267,61 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
+// flushLocked writes, on the caller's goroutine, all that is buffered:
+// first the lines of w.first that ours link to, then a full buffer still
+// queued for syncLoop, then buf. It waits for syncLoop's write in flight,
+// if any, so that the file keeps the order of the calls.
 func (w *Writer) flushLocked() {
-	if w.err != nil || len(w.buf) == 0 {
+	for w.writing {
+		w.idle.Wait()
+	}
+	if w.err != nil || (w.out == nil && len(w.buf) == 0) {
 		return
 	}
 	if w.first != nil {
 		if err := w.first.do((*Writer).flushLocked); err != nil {
-			w.err = err
+			w.fail(err)
+			return
+		}
+	}
+	if w.out != nil {
+		_, err := w.f.Write(w.out)
+		w.out, w.spare = nil, w.out[:0]
+		w.idle.Broadcast() // a caller waiting to hand off may go on
+		if err != nil {
+			w.fail(fmt.Errorf("jsonl: write %s: %w", w.path, err))
 			return
 		}
 	}
 	if _, err := w.f.Write(w.buf); err != nil {
-		w.err = fmt.Errorf("jsonl: write %s: %w", w.path, err)
+		w.fail(fmt.Errorf("jsonl: write %s: %w", w.path, err))
 	}
 	w.buf = w.buf[:0]
+}
+
+// writeOutLocked writes w.out with mu released, after flushing w.first
+// (a line must never reach the disk before the lines it links to); other
+// writes to the file wait meanwhile (writing). Only syncLoop calls it.
+func (w *Writer) writeOutLocked() {
+	out, first := w.out, w.first
+	w.writing = true
+	w.mu.Unlock()
+	var err error
+	if first != nil {
+		err = first.do((*Writer).flushLocked)
+	}
+	if err == nil {
+		if _, werr := w.f.Write(out); werr != nil {
+			err = fmt.Errorf("jsonl: write %s: %w", w.path, werr)
+		}
+	}
+	w.mu.Lock()
+	w.writing = false
+	w.out, w.spare = nil, out[:0]
+	if err != nil {
+		w.fail(err)
+	}
+	w.idle.Broadcast()
 }
 
 func (w *Writer) syncLocked() {
@@ -261,45 +352,92 @@ func (w *Writer) do(f func(*Writer)) error {
 	return w.err
 }
 
-// syncLoop does the group commits: every SyncInterval, or sooner when
-// SyncEvery records are waiting. It writes the buffer under the lock but
-// fsyncs outside it, so that writers never wait for the disk.
+// syncLoop writes the full buffers callers hand off, and does the group
+// commits: every SyncInterval, or sooner when SyncEvery records are
+// waiting. It writes outside the lock, so that callers never wait for the
+// disk (unless they fill a second buffer meanwhile), and leaves the fsyncs
+// to fsyncLoop, so that a slow fsync does not hold up those writes.
 func (w *Writer) syncLoop() {
 	defer close(w.done)
+	fsyncNow, fsyncDone := make(chan struct{}, 1), make(chan struct{})
+	go w.fsyncLoop(fsyncNow, fsyncDone)
+	defer func() { <-fsyncDone }()
 	t := time.NewTicker(w.opts.SyncInterval)
 	defer t.Stop()
 	for {
+		commit := true
 		select {
 		case <-w.stop:
-			return
+			return // Close writes what is left
+		case <-w.full:
+			commit = false
 		case <-t.C:
 		case <-w.syncNow:
 		}
-		w.mu.Lock()
-		if w.closed || (len(w.buf) == 0 && w.unsynced == 0) {
-			w.mu.Unlock()
-			continue
+		if w.writeOut(commit) {
+			select {
+			case fsyncNow <- struct{}{}:
+			default: // one is pending: it runs after this write
+			}
 		}
-		w.flushLocked()
-		w.unsynced = 0
-		err := w.err
-		w.mu.Unlock()
-		if err == nil {
+	}
+}
+
+func (w *Writer) fsyncLoop(now <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-w.stop:
+			return // Close fsyncs
+		case <-now:
 			w.fsync()
 		}
 	}
 }
 
+// writeOut writes the buffer handed off, if any; for a group commit it
+// then writes what is buffered too, and reports whether to fsync.
+func (w *Writer) writeOut(commit bool) (fsync bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if commit && w.out == nil && len(w.buf) == 0 && w.unsynced == 0 {
+		return false
+	}
+	committed := w.unsynced
+	// At most twice: a full buffer queued, then the lines behind it.
+	for range 2 {
+		if w.closed || w.err != nil {
+			return false // Close writes what is left
+		}
+		if w.out == nil {
+			if !commit || len(w.buf) == 0 {
+				break
+			}
+			w.swapLocked()
+		}
+		w.writeOutLocked()
+	}
+	if !commit || w.closed || w.err != nil {
+		return false
+	}
+	// Lines appended while the lock was released wait for the next commit.
+	w.unsynced = max(0, w.unsynced-committed)
+	return true
+}
+
 // fsync syncs the files this writer's lines depend on, then its own; an
 // error is kept for the next call to report.
 func (w *Writer) fsync() {
-	if w.first != nil {
-		w.first.fsync()
+	w.mu.Lock()
+	first := w.first
+	w.mu.Unlock()
+	if first != nil {
+		first.fsync()
 	}
 	if err := w.f.Sync(); err != nil {
 		w.mu.Lock()
-		if w.err == nil && !w.closed {
-			w.err = fmt.Errorf("jsonl: sync %s: %w", w.path, err)
+		if !w.closed {
+			w.fail(fmt.Errorf("jsonl: sync %s: %w", w.path, err))
 		}
 		w.mu.Unlock()
 	}
@@ -315,9 +453,10 @@ func (w *Writer) Close(context.Context) error {
 		return nil
 	}
 	w.closed = true
+	w.idle.Broadcast() // callers waiting to hand off a buffer leave it to us
 	w.mu.Unlock()
 	close(w.stop)
-	<-w.done // no group commit runs past this point
+	<-w.done // no write by syncLoop runs past this point
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
