@@ -32,11 +32,7 @@ type recorder struct {
 	agg    *report.Aggregator
 	fail   func(error) // stops the run when results cannot be recorded
 
-	// The queue is a stack that workers push onto with one CAS and the
-	// recorder empties with one swap: no lock on the path of every record
-	// (a mutex there cost two contended atomics per record). Pushes alone
-	// cannot suffer ABA; the recorder reverses each batch into order.
-	queue   atomic.Pointer[finished]
+	queue   commitQueue
 	batch   []*finished   // the recorder's, reused
 	mu      sync.Mutex    // guards notFull's waits
 	notFull *sync.Cond    // workers wait on it while maxQueued records wait
@@ -87,8 +83,7 @@ func putFinished(f *finished) {
 	if cap(f.line) > 64<<10 {
 		f.line = nil // a huge record's buffer is not worth keeping
 	}
-	f.line, f.events = f.line[:0], nil
-	f.next.Store(nil)
+	f.line, f.events, f.next = f.line[:0], nil, nil
 	finishedPool.Put(f)
 }
 
@@ -107,6 +102,20 @@ func (r *recorder) start(ingest func()) {
 		}
 		r.loop()
 	}()
+}
+
+// commitQueue is a stack that workers push onto with one CAS and the
+// recorder empties with one swap: no lock on the path of every record (a
+// mutex there cost two contended atomics per record). Pushes alone cannot
+// suffer ABA; the recorder reverses each batch into order. n counts what
+// is queued, for the backpressure, beside head so that a push touches one
+// contended cache line; the padding keeps that line off the recorder's
+// read-mostly fields, which every worker reads.
+type commitQueue struct {
+	_    [64]byte
+	head atomic.Pointer[finished]
+	n    atomic.Int64
+	_    [48]byte
 }
 
 // commit is called by workers, concurrently: it stores the transcript,
@@ -128,19 +137,13 @@ func (r *recorder) commit(f *finished) {
 	if r.log != nil {
 		f.line = f.rec.AppendJSON(f.line[:0])
 	}
+	if r.queue.n.Add(1) > maxQueued {
+		r.waitNotFull()
+	}
 	for {
-		old := r.queue.Load()
-		n := int32(1)
-		if old != nil {
-			n += old.queued.Load()
-		}
-		if n > maxQueued {
-			r.waitNotFull()
-			continue
-		}
-		f.next.Store(old)
-		f.queued.Store(n)
-		if r.queue.CompareAndSwap(old, f) {
+		old := r.queue.head.Load()
+		f.next = old // published by the CAS
+		if r.queue.head.CompareAndSwap(old, f) {
 			if old == nil {
 				select {
 				case r.wake <- struct{}{}:
@@ -152,14 +155,14 @@ func (r *recorder) commit(f *finished) {
 	}
 }
 
-// waitNotFull waits until the recorder takes the queued records. A worker
-// counts itself waiting before it looks at the queue again, so the
-// recorder, which swaps the queue before it looks for waiters, either sees
-// it or was seen to have emptied the queue.
+// waitNotFull waits until the recorder has taken enough queued records. A
+// worker counts itself waiting before it looks at the count again, so the
+// recorder, which lowers the count before it looks for waiters, either sees
+// it or was seen to have lowered the count.
 func (r *recorder) waitNotFull() {
 	r.mu.Lock()
 	r.waiting.Add(1)
-	for q := r.queue.Load(); q != nil && q.queued.Load() >= maxQueued; q = r.queue.Load() {
+	for r.queue.n.Load() > maxQueued {
 		r.notFull.Wait()
 	}
 	r.waiting.Add(-1)
@@ -169,9 +172,10 @@ func (r *recorder) waitNotFull() {
 // take empties the queue and returns its records in the order they came.
 func (r *recorder) take() []*finished {
 	batch := r.batch[:0]
-	for f := r.queue.Swap(nil); f != nil; f = f.next.Load() {
+	for f := r.queue.head.Swap(nil); f != nil; f = f.next {
 		batch = append(batch, f)
 	}
+	r.queue.n.Add(-int64(len(batch)))
 	if r.waiting.Load() > 0 {
 		r.mu.Lock()
 		r.notFull.Broadcast()

@@ -34,14 +34,7 @@ type finished struct {
 	events []harness.Event
 	line   []byte // rec encoded, with its trace link, by the worker
 
-	// In the recorder's queue: the finished episode queued before this
-	// one, and how many are queued up to and including this one. Atomic
-	// because a worker reads them on the head it saw, which the recorder
-	// may have taken and recycled since (its CAS then fails, or finds the
-	// same episode queued again: the count is then approximate, which only
-	// the backpressure reads).
-	next   atomic.Pointer[finished]
-	queued atomic.Int32
+	next *finished // queued before this one, in the recorder's queue
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,
