@@ -13,6 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/log"
@@ -299,10 +302,15 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sa
 }
 
 // checkSamples rejects an empty dataset, empty IDs and duplicate IDs, and
-// returns the samples with their index by ID.
+// returns the samples with their index by ID. A large dataset is checked
+// and indexed on every core; when that finds a bad sample, the serial scan
+// names the first one, as it always has.
 func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], *sampleIndex, error) {
 	if len(samples) == 0 {
 		return nil, nil, errors.New("eval: the dataset is empty")
+	}
+	if x, ok := indexInParallel(samples); ok {
+		return samples, x, nil
 	}
 	seen := newSampleIndex(len(samples), func(i int) string { return samples[i].ID })
 	for i := range samples {
@@ -315,4 +323,37 @@ func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], *sam
 		}
 	}
 	return samples, seen, nil
+}
+
+// parallelIndexMin is the dataset size from which indexInParallel uses
+// more than one goroutine.
+const parallelIndexMin = 1 << 16
+
+// indexInParallel checks and indexes the samples on every core; ok is
+// false for a small dataset or one with a bad sample.
+func indexInParallel[T any](samples []dataset.Sample[T]) (x *sampleIndex, ok bool) {
+	workers := min(runtime.GOMAXPROCS(0), len(samples)/parallelIndexMin)
+	if workers < 2 {
+		return nil, false
+	}
+	x = newSampleIndex(len(samples), func(i int) string { return samples[i].ID })
+	var bad atomic.Bool
+	var wg sync.WaitGroup
+	chunk := (len(samples) + workers - 1) / workers
+	for lo := 0; lo < len(samples); lo += chunk {
+		wg.Go(func() {
+			for i := lo; i < min(lo+chunk, len(samples)); i++ {
+				if dataset.CheckID(samples[i].ID) != nil {
+					bad.Store(true)
+				} else if _, dup := x.add(i); dup {
+					bad.Store(true)
+				}
+				if bad.Load() {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return x, !bad.Load()
 }

@@ -2,11 +2,16 @@ package eval
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/dataset"
 )
 
 func TestSampleIndex(t *testing.T) {
@@ -85,4 +90,67 @@ func TestInputEncoderMatchesEncodeJSON(t *testing.T) {
 	for _, v := range []any{nil, "a<b>&c\u2028", task{"p", 1.5, map[string]int{"b": 1, "a": 2}}, 3, []int{1}, json.RawMessage(`{"x":1}`), json.RawMessage(`{bad`), make(chan int), task{}} {
 		require.Equal(t, string(encodeJSON(v)), string(enc.encode(v)), "%#v", v)
 	}
+}
+
+// Goroutines adding at once: every ID lands once, and of two samples with
+// one ID exactly one is indexed and the other reported as its duplicate.
+func TestSampleIndexConcurrentAdds(t *testing.T) {
+	const n, workers = 40_000, 8
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "s" + strconv.Itoa(i%(n-100)) // the last 100 repeat the first 100
+	}
+	x := newSampleIndex(n, func(i int) string { return ids[i] })
+	dups := make([][]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if prev, dup := x.add(i); dup {
+					require.Equal(t, ids[i], ids[prev])
+					dups[w] = append(dups[w], i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, slices.Concat(dups...), 100)
+	for i := range n - 100 {
+		got, ok := x.get(ids[i])
+		require.True(t, ok)
+		require.Equal(t, ids[i], ids[got])
+	}
+}
+
+// A large dataset is checked on every core; a bad one gets the error the
+// serial scan gives: the first bad sample, named the same way.
+func TestCheckSamplesLargeDataset(t *testing.T) {
+	n := 3 * parallelIndexMin
+	mk := func() []dataset.Sample[string] {
+		d := make([]dataset.Sample[string], n)
+		for i := range d {
+			d[i].ID = "s" + strconv.Itoa(i)
+		}
+		return d
+	}
+	d := mk()
+	_, x, err := checkSamples(d)
+	require.NoError(t, err)
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		got, ok := x.get(d[i].ID)
+		require.True(t, ok)
+		require.Equal(t, i, got)
+	}
+
+	d = mk()
+	d[n-1].ID = d[5].ID   // a duplicate found late…
+	d[n/2].ID = d[n/3].ID // …after one found earlier
+	_, _, err = checkSamples(d)
+	require.EqualError(t, err, fmt.Sprintf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", d[n/3].ID, n/3+1, n/2+1))
+
+	d = mk()
+	d[n-2].ID = ""
+	d[n-1].ID = d[0].ID
+	_, _, err = checkSamples(d)
+	require.ErrorContains(t, err, fmt.Sprintf("eval: dataset sample %d:", n-1))
 }
