@@ -154,3 +154,15 @@ func TestCheckSamplesLargeDataset(t *testing.T) {
 	_, _, err = checkSamples(d)
 	require.ErrorContains(t, err, fmt.Sprintf("eval: dataset sample %d:", n-1))
 }
+
+func BenchmarkCheckSamples1M(b *testing.B) {
+	d := make([]dataset.Sample[string], 1_000_000)
+	for i := range d {
+		d[i].ID = "t" + strconv.Itoa(i)
+	}
+	for b.Loop() {
+		if _, _, err := checkSamples(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
