@@ -19,7 +19,7 @@ func TestSampleIndex(t *testing.T) {
 	for n := range 3000 {
 		ids = append(ids, "s"+strconv.Itoa(n))
 	}
-	x := newSampleIndex(len(ids), func(i int) string { return ids[i] })
+	x := newSampleIndex(len(ids), 0, func(i int) string { return ids[i] })
 	for i := range ids {
 		prev, dup := x.add(i)
 		if i == 3 {
@@ -56,7 +56,7 @@ func BenchmarkSampleIndexBuild1M(b *testing.B) {
 	}
 	b.Run("table", func(b *testing.B) {
 		for b.Loop() {
-			x := newSampleIndex(len(ids), func(i int) string { return ids[i] })
+			x := newSampleIndex(len(ids), 0, func(i int) string { return ids[i] })
 			for i := range ids {
 				x.add(i)
 			}
@@ -100,7 +100,7 @@ func TestSampleIndexConcurrentAdds(t *testing.T) {
 	for i := range ids {
 		ids[i] = "s" + strconv.Itoa(i%(n-100)) // the last 100 repeat the first 100
 	}
-	x := newSampleIndex(n, func(i int) string { return ids[i] })
+	x := newSampleIndex(n, 2, func(i int) string { return ids[i] })
 	dups := make([][]int, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
