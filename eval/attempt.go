@@ -44,7 +44,7 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 		}
 		ep.Sandbox = sb
 	}
-	start := time.Now()
+	start := s.now()
 	actx, cancel := context.WithCancelCause(base)
 	runCtx := ctx
 	ctx = actx

@@ -115,3 +115,16 @@ func TestRecorderConcurrentCommitsKeepEachWorkersOrder(t *testing.T) {
 	}
 	require.Equal(t, int64(workers*each), done.count())
 }
+
+// The scheduler's clock, its start plus the monotonic time since, tells
+// the time as time.Now does, and keeps a monotonic reading for durations.
+func TestSchedulerClock(t *testing.T) {
+	s := &scheduler[string, string]{clock: time.Now().Add(-time.Hour)}
+	before := time.Now()
+	got := s.now()
+	after := time.Now()
+	require.False(t, got.Before(before), "%v before %v", got, before)
+	require.False(t, got.After(after), "%v after %v", got, after)
+	require.InDelta(t, float64(before.UnixNano()), float64(got.UnixNano()), float64(time.Millisecond), "the wall time")
+	require.Contains(t, got.String(), "m=+", "a monotonic reading")
+}

@@ -79,6 +79,8 @@ type scheduler[T, O any] struct {
 
 	tel telemetry // OpenTelemetry (otel.go): nil fields when off
 
+	clock time.Time // when the scheduler was made; see now
+
 	// The dataset's identity, hashed by workers as they commit (identity.go);
 	// nil when the run does not add it up. identMerged is set, under
 	// workersMu, once the workers' parts are added.
@@ -109,13 +111,19 @@ type kept struct {
 }
 
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
-	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done,
+	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done, clock: time.Now(),
 		total: int64(len(samples)) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
 	return s
 }
+
+// now is the time: the scheduler's start plus the monotonic time since, one
+// clock read where time.Now makes two (the wall clock too), which on some
+// virtual machines costs 100 ns an attempt. A step of the wall clock during
+// a run shifts no start time recorded after it.
+func (s *scheduler[T, O]) now() time.Time { return s.clock.Add(time.Since(s.clock)) }
 
 // run runs every episode not yet done and returns when all have settled
 // or been given up. ctx is the run's context: canceling it (or s.cancel)
