@@ -18,7 +18,7 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// attempt runs one attempt of j and stores its outcome in j.rec. It returns
+// attempt runs one attempt of j and stores its outcome in j.rec(). It returns
 // false when the attempt was abandoned (its harness or judge ignored the
 // expiry of its context, or called runtime.Goexit): then another goroutine
 // has taken over j.
@@ -211,7 +211,7 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			msg += " (permanent: not retried)"
 		}
 	}
-	s.buildRecord(&j.rec, ep, start, status, kind, msg, v, out, j.usage)
+	s.buildRecord(j.rec(), ep, start, status, kind, msg, v, out, j.usage)
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}

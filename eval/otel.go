@@ -159,7 +159,7 @@ func endStage(span trace.Span, kind sink.ErrorKind, err error) {
 //
 //go:noinline
 func (s *scheduler[T, O]) traceOutcome(j *job, ep *harness.Episode[T], v *judge.Verdict) {
-	rec := &j.rec
+	rec := j.rec()
 	var sc trace.SpanContext
 	if root := j.spans.episode; root != nil {
 		sc = root.SpanContext()
@@ -205,7 +205,7 @@ func (s *scheduler[T, O]) endEpisode(j *job) {
 	if root == nil {
 		return
 	}
-	endOutcome(root, &j.rec, semconv.Attempt.Int(j.attempt))
+	endOutcome(root, j.rec(), semconv.Attempt.Int(j.attempt))
 	j.spans = episodeSpans{}
 }
 

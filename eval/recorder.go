@@ -76,9 +76,10 @@ var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byt
 
 func getFinished() *finished { return finishedPool.Get().(*finished) }
 
-// putFinished recycles f. It drops only what may be large: a worker
-// overwrites every other field (settle copies a whole record in), so
-// clearing them here would only cost the recorder's goroutine time.
+// putFinished recycles f. It drops only what may be large: every other
+// field is overwritten before f is used again (buildRecord writes a whole
+// record), so clearing them here would only cost the recorder's goroutine
+// time.
 func putFinished(f *finished) {
 	if cap(f.line) > 64<<10 {
 		f.line = nil // a huge record's buffer is not worth keeping

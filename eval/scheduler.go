@@ -91,8 +91,10 @@ type scheduler[T, O any] struct {
 // job is one episode on its way through its attempts.
 type job struct {
 	sample, epoch, attempt int
-	rec                    sink.Record // the outcome of the latest attempt
-	events                 []harness.Event
+	// fin holds the record of the latest attempt: the finished episode
+	// the recorder will get, filled in place rather than copied into it.
+	fin    *finished
+	events []harness.Event
 	usage                  harness.Usage // of the attempts before the latest
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
@@ -103,6 +105,14 @@ type job struct {
 
 	mu sync.Mutex
 	sb *sandbox.Sandbox // the open sandbox of the attempt in flight; closing it frees its capacity slot
+}
+
+// rec is the record of the latest attempt.
+func (j *job) rec() *sink.Record {
+	if j.fin == nil {
+		j.fin = getFinished()
+	}
+	return &j.fin.rec
 }
 
 type kept struct {
@@ -362,7 +372,7 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 // settle decides what follows an attempt: a retry (returns j again, after
 // backoff) or the end of the episode (commits it and returns nil).
 func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job) *job {
-	rec := &j.rec
+	rec := j.rec()
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
 		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load()
 	if retry {
@@ -378,19 +388,21 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		}
 	}
 	j.dropKept()
+	s.endEpisode(j) // before the recorder may have the record
+	f := j.fin
+	j.fin = nil
 	if rec.ErrorKind == sink.KindCancelled || (rec.Status == sink.Error && ctx.Err() != nil) {
 		// Not finished: the episode runs on resume. Records are rows of
 		// finished episodes only.
 		s.cancelled.Add(1)
+		putFinished(f)
 	} else {
 		s.countSettled(rec)
 		s.hashSettled(w, j.sample, rec.Input)
-		f := getFinished()
-		f.sample, f.rec, f.events = j.sample, *rec, j.events
-		f.rec.Worker = s.cfg.Worker
+		f.sample, f.events = j.sample, j.events
+		rec.Worker = s.cfg.Worker
 		s.out.commit(f)
 	}
-	s.endEpisode(j)
 	s.closeEnv(j.sample)
 	return nil
 }
