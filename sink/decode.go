@@ -273,7 +273,7 @@ func (l *canonLine) scan(b []byte) bool {
 			l.has |= 1 << f
 			continue
 		case kRaw:
-			i, ok = scanValue(b, i, maxRawDepth)
+			i, ok = scanValue(b, i, maxRawDepth, false)
 		case kScores, kTags:
 			i, l.ints[f], ok = scanMap(b, i, d.kind == kTags)
 		}
@@ -702,14 +702,20 @@ func scanFloat(b []byte, i int) (int, float64, bool) {
 }
 
 // scanValue validates the compact JSON value at b[i] (input or output)
-// and returns its end.
-func scanValue(b []byte, i, depth int) (int, bool) {
+// and returns its end. With clean, it also fails on what HTMLEscape would
+// change, so that one pass tells the encoder whether a value is written as
+// it is: outside strings, valid compact JSON has no white space nor any
+// byte HTMLEscape changes, so only strings need the extra checks.
+func scanValue(b []byte, i, depth int, clean bool) (int, bool) {
 	if i >= len(b) {
 		return i, false
 	}
 	var ok bool
 	switch b[i] {
 	case '"':
+		if clean {
+			return scanCleanString(b, i)
+		}
 		i, _, ok = scanString(b, i, true)
 		return i, ok
 	case 't':
@@ -738,7 +744,7 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 				}
 				i++
 			}
-			if i, ok = scanValue(b, i, depth-1); !ok || i >= len(b) {
+			if i, ok = scanValue(b, i, depth-1, clean); !ok || i >= len(b) {
 				return i, false
 			}
 			switch b[i] {

@@ -136,7 +136,7 @@ func AppendRawJSON(b []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return b // the absent value: appendRaw leaves the field out
 	}
-	if end, ok := scanCleanValue(v, 0, maxRawDepth); ok && end == len(v) {
+	if end, ok := scanValue(v, 0, maxRawDepth, true); ok && end == len(v) {
 		return append(b, v...) // already in its written form: the usual case
 	}
 	var buf bytes.Buffer
@@ -146,61 +146,6 @@ func AppendRawJSON(b []byte, v []byte) []byte {
 	var out bytes.Buffer
 	json.HTMLEscape(&out, buf.Bytes())
 	return append(b, out.Bytes()...)
-}
-
-// scanCleanValue is scanValue (compact JSON only) that also fails on what
-// HTMLEscape would change, so that one pass tells whether v is written as
-// it is. Outside strings, valid compact JSON has no white space nor any
-// byte HTMLEscape changes, so only strings need the extra checks.
-func scanCleanValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	var ok bool
-	switch b[i] {
-	case '"':
-		return scanCleanString(b, i)
-	case 't':
-		return i + 4, hasLit(b, i, "true")
-	case 'f':
-		return i + 5, hasLit(b, i, "false")
-	case 'n':
-		return i + 4, hasLit(b, i, "null")
-	case '{', '[':
-		if depth == 0 {
-			return i, false
-		}
-		obj := b[i] == '{'
-		closing := byte(']')
-		if obj {
-			closing = '}'
-		}
-		i++
-		if i < len(b) && b[i] == closing {
-			return i + 1, true
-		}
-		for {
-			if obj {
-				if i, ok = scanCleanString(b, i); !ok || i >= len(b) || b[i] != ':' {
-					return i, false
-				}
-				i++
-			}
-			if i, ok = scanCleanValue(b, i, depth-1); !ok || i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i++
-			case closing:
-				return i + 1, true
-			default:
-				return i, false
-			}
-		}
-	}
-	i, _, ok = scanNumber(b, i)
-	return i, ok
 }
 
 // hasRawSpecialByte is hasSpecialByte that also flags <, > and &.

@@ -121,7 +121,7 @@ func refAppendRawJSON(b []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	if end, ok := scanValue(v, 0, maxRawDepth); ok && end == len(v) && refRawIsClean(v) {
+	if end, ok := scanValue(v, 0, maxRawDepth, false); ok && end == len(v) && refRawIsClean(v) {
 		return append(b, v...)
 	}
 	var buf bytes.Buffer
