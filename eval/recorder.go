@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -84,7 +83,7 @@ func putFinished(f *finished) {
 	if cap(f.line) > 64<<10 {
 		f.line = nil // a huge record's buffer is not worth keeping
 	}
-	f.line, f.events, f.next = f.line[:0], nil, nil
+	f.line, f.events = f.line[:0], nil
 	finishedPool.Put(f)
 }
 
@@ -105,18 +104,34 @@ func (r *recorder) start(ingest func()) {
 	}()
 }
 
-// commitQueue is a stack that workers push onto with one CAS and the
-// recorder empties with one swap: no lock on the path of every record (a
-// mutex there cost two contended atomics per record). Pushes alone cannot
-// suffer ABA; the recorder reverses each batch into order. n counts what
-// is queued, for the backpressure, beside head so that a push touches one
-// contended cache line; the padding keeps that line off the recorder's
-// read-mostly fields, which every worker reads.
+// commitQueue is a ring of maxQueued slots: a worker reserves the next
+// slot with one atomic add and fills it; the recorder reads the slots in
+// order. No lock on the path of every record (a mutex there cost two
+// contended atomics per record), and no linked list: the recorder reads
+// consecutive slots without waiting for one load to learn the next address
+// (a list's walk was a cache miss per record, in the one goroutine every
+// record passes through). A slot's seq says which reservation filled it,
+// so slots are never cleared. Padding keeps the workers' counter, the
+// recorder's position and each slot on cache lines of their own.
 type commitQueue struct {
-	_    [64]byte
-	head atomic.Pointer[finished]
-	n    atomic.Int64
-	_    [48]byte
+	_        [64]byte
+	tail     atomic.Uint64 // slots reserved by workers
+	_        [56]byte
+	head     atomic.Uint64 // slots read by the recorder, published after each batch
+	sleeping atomic.Bool   // the recorder waits on wake for the slot at head
+	_        [48]byte
+	slots    [maxQueued]commitSlot
+}
+
+type commitSlot struct {
+	seq atomic.Uint64 // reservation + 1 of the finished episode in f
+	f   *finished
+	_   [48]byte
+}
+
+// ready reports whether the slot at head is filled.
+func (q *commitQueue) ready(head uint64) bool {
+	return q.slots[head%maxQueued].seq.Load() == head+1
 }
 
 // commit is called by workers, concurrently: it stores the transcript,
@@ -138,51 +153,52 @@ func (r *recorder) commit(f *finished) {
 	if r.log != nil {
 		f.line = f.rec.AppendJSON(f.line[:0])
 	}
-	if r.queue.n.Add(1) > maxQueued {
-		r.waitNotFull()
+	q := &r.queue
+	i := q.tail.Add(1) - 1
+	if i >= q.head.Load()+maxQueued {
+		r.waitNotFull(i)
 	}
-	for {
-		old := r.queue.head.Load()
-		f.next = old // published by the CAS
-		if r.queue.head.CompareAndSwap(old, f) {
-			if old == nil {
-				select {
-				case r.wake <- struct{}{}:
-				default:
-				}
-			}
-			return
+	slot := &q.slots[i%maxQueued]
+	slot.f = f
+	slot.seq.Store(i + 1) // publishes f
+	if q.sleeping.Load() && q.sleeping.CompareAndSwap(true, false) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// waitNotFull waits until the recorder has taken enough queued records. A
-// worker counts itself waiting before it looks at the count again, so the
-// recorder, which lowers the count before it looks for waiters, either sees
-// it or was seen to have lowered the count.
-func (r *recorder) waitNotFull() {
+// waitNotFull waits until the recorder has read the slot reservation i
+// will fill, maxQueued reservations ago. A worker counts itself waiting
+// before it looks at the recorder's position again, so the recorder, which
+// publishes its position before it looks for waiters, either sees it or
+// was seen to have moved on.
+func (r *recorder) waitNotFull(i uint64) {
 	r.mu.Lock()
 	r.waiting.Add(1)
-	for r.queue.n.Load() > maxQueued {
+	for i >= r.queue.head.Load()+maxQueued {
 		r.notFull.Wait()
 	}
 	r.waiting.Add(-1)
 	r.mu.Unlock()
 }
 
-// take empties the queue and returns its records in the order they came.
+// take returns the records filled in order from the recorder's position,
+// up to the first slot reserved but not filled yet.
 func (r *recorder) take() []*finished {
+	q := &r.queue
 	batch := r.batch[:0]
-	for f := r.queue.head.Swap(nil); f != nil; f = f.next {
-		batch = append(batch, f)
+	head := q.head.Load()
+	for ; q.ready(head); head++ {
+		batch = append(batch, q.slots[head%maxQueued].f)
 	}
-	r.queue.n.Add(-int64(len(batch)))
+	q.head.Store(head) // the slots are free again: after the reads above
 	if r.waiting.Load() > 0 {
 		r.mu.Lock()
 		r.notFull.Broadcast()
 		r.mu.Unlock()
 	}
-	slices.Reverse(batch)
 	r.batch = batch
 	return batch
 }
@@ -200,12 +216,22 @@ func (r *recorder) loop() {
 			r.shared.publish(&r.tally)
 		}
 		clear(batch)
-		if len(batch) == 0 {
-			if closing {
-				return
-			}
-			<-r.wake
+		if len(batch) > 0 {
+			continue
 		}
+		if closing {
+			return
+		}
+		// Sleep until a worker fills the slot at head (or close or
+		// progress wakes us): say so first, then look again, so that a
+		// worker filling it now either is seen or sees that we sleep.
+		r.queue.sleeping.Store(true)
+		if r.queue.ready(r.queue.head.Load()) || r.closing.Load() {
+			r.queue.sleeping.Store(false)
+			continue
+		}
+		<-r.wake
+		r.queue.sleeping.Store(false)
 	}
 }
 

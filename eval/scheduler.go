@@ -33,8 +33,6 @@ type finished struct {
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its trace link, by the worker
-
-	next *finished // queued before this one, in the recorder's queue
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,
@@ -95,7 +93,7 @@ type job struct {
 	// the recorder will get, filled in place rather than copied into it.
 	fin    *finished
 	events []harness.Event
-	usage                  harness.Usage // of the attempts before the latest
+	usage  harness.Usage // of the attempts before the latest
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
 	kept      *kept
