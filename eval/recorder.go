@@ -105,7 +105,7 @@ func (r *recorder) start(ingest func()) {
 }
 
 // commitQueue is a ring of maxQueued slots: a worker reserves the next
-// slot with one atomic add and fills it; the recorder reads the slots in
+// free slot with one compare-and-swap and fills it; the recorder reads the slots in
 // order. No lock on the path of every record (a mutex there cost two
 // contended atomics per record), and no linked list: the recorder reads
 // consecutive slots without waiting for one load to learn the next address
@@ -153,10 +153,20 @@ func (r *recorder) commit(f *finished) {
 	if r.log != nil {
 		f.line = f.rec.AppendJSON(f.line[:0])
 	}
+	// Reserve a slot only when the ring has room, so that no worker holds
+	// a slot it cannot fill yet: the recorder reads slots in order, and a
+	// waiting worker's slot would hold back everyone's after it.
 	q := &r.queue
-	i := q.tail.Add(1) - 1
-	if i >= q.head.Load()+maxQueued {
-		r.waitNotFull(i)
+	var i uint64
+	for {
+		i = q.tail.Load()
+		if i >= q.head.Load()+maxQueued {
+			r.waitNotFull()
+			continue
+		}
+		if q.tail.CompareAndSwap(i, i+1) {
+			break
+		}
 	}
 	slot := &q.slots[i%maxQueued]
 	slot.f = f
@@ -169,15 +179,14 @@ func (r *recorder) commit(f *finished) {
 	}
 }
 
-// waitNotFull waits until the recorder has read the slot reservation i
-// will fill, maxQueued reservations ago. A worker counts itself waiting
-// before it looks at the recorder's position again, so the recorder, which
-// publishes its position before it looks for waiters, either sees it or
-// was seen to have moved on.
-func (r *recorder) waitNotFull(i uint64) {
+// waitNotFull waits until the ring has room. A worker counts itself
+// waiting before it looks at the recorder's position again, so the
+// recorder, which publishes its position before it looks for waiters,
+// either sees it or was seen to have moved on.
+func (r *recorder) waitNotFull() {
 	r.mu.Lock()
 	r.waiting.Add(1)
-	for i >= r.queue.head.Load()+maxQueued {
+	for q := &r.queue; q.tail.Load() >= q.head.Load()+maxQueued; {
 		r.notFull.Wait()
 	}
 	r.waiting.Add(-1)

@@ -128,3 +128,37 @@ func TestSchedulerClock(t *testing.T) {
 	require.InDelta(t, float64(before.UnixNano()), float64(got.UnixNano()), float64(time.Millisecond), "the wall time")
 	require.Contains(t, got.String(), "m=+", "a monotonic reading")
 }
+
+// Far more workers than the queue has room for, all committing while the
+// recorder is held up: none deadlocks (waiting workers hold no slot the
+// recorder needs), and every record is written once.
+func TestRecorderMoreWorkersThanQueueSlots(t *testing.T) {
+	const workers, each = 3*maxQueued + 7, 3
+	done := newDoneSet(workers * each)
+	agg := report.NewIndexed(nil, workers, func(i int) (string, map[string]string) { return "s", nil })
+	r := newRecorder(done, each, agg, func(err error) { t.Error(err) })
+	g := &gateSink{entered: make(chan struct{}), release: make(chan struct{})}
+	r.sinks = []sink.Sink{g}
+	r.start(nil)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for e := range each {
+				r.commit(&finished{sample: w, rec: sink.Record{Status: sink.Pass, Epoch: e}})
+			}
+		})
+	}
+	<-g.entered
+	time.Sleep(50 * time.Millisecond) // let the workers fill the queue and wait
+	close(g.release)
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(20 * time.Second):
+		t.Fatal("workers still waiting to commit: deadlocked")
+	}
+	require.NoError(t, r.close(context.Background()))
+	require.Equal(t, workers*each, g.n)
+	require.Equal(t, int64(workers*each), done.count())
+}
