@@ -265,7 +265,9 @@ func (l *openedLog) finishManifest(log string, identity DatasetIdentity) (warnin
 	if identity == l.oldDataset {
 		return "", nil
 	}
-	if l.oldDataset.Hash != "" {
+	// A log written by an older proctor hashed its dataset another way:
+	// only its sample count can tell a change then.
+	if l.oldDataset.Comparable(identity) || l.oldDataset.Hash != "" && l.oldDataset.Samples != identity.Samples {
 		warning = fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", l.oldDataset.Samples, identity.Samples)
 	}
 	l.manifest.Dataset = identity

@@ -124,3 +124,33 @@ func TestRunAddsUpTheDatasetIdentity(t *testing.T) {
 		require.True(t, strings.Contains(strings.Join(rep.Warnings, "\n"), "dataset changed"), "150 samples were added: %q", rep.Warnings)
 	})
 }
+
+// A log written by an older proctor, whose manifest hashed the dataset
+// another way, resumes without a false "dataset changed" warning; a change
+// in its sample count is still told.
+func TestResumeALogWithAnOlderDatasetHash(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	d := manySamples(20)
+	e := &eval.Eval[string, string]{Name: "id", Dataset: d, Harness: echo, Judge: wantOK}
+	_, err := e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	older := func() {
+		m, err := eval.ReadManifest(log)
+		require.NoError(t, err)
+		m.Dataset.Hash = strings.Repeat("0f", 32) // bare hex: the ordered SHA-256 of before
+		require.NoError(t, manifest.Write(log, m))
+	}
+
+	older()
+	rep, err := e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(rep.Warnings, "\n"), "dataset changed")
+	require.Equal(t, identityOf(t, d), manifestIdentity(t, log), "the manifest now holds this proctor's identity")
+
+	older()
+	e.Dataset = manySamples(25)
+	rep, err = e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(rep.Warnings, "\n"), "dataset changed since the log was written (20 samples then, 25 now)")
+}

@@ -66,7 +66,19 @@ type Manifest struct {
 // DatasetIdentity identifies a dataset by content.
 type DatasetIdentity struct {
 	Samples int    `json:"samples"`
-	Hash    string `json:"hash"` // of the IdentitySum of every sample's ID and input JSON
+	Hash    string `json:"hash"` // "sum:" and the hex of the IdentitySum's hash; see Comparable
+}
+
+// sumScheme prefixes the hashes of IdentitySum. Logs written before it
+// hold a SHA-256 of the samples in order, bare hex, which no identity
+// computed now can equal.
+const sumScheme = "sum:"
+
+// Comparable reports whether d and e are both known and computed the same
+// way, so that different hashes mean different datasets (and not a log
+// written by an older proctor).
+func (d DatasetIdentity) Comparable(e DatasetIdentity) bool {
+	return d.Hash != "" && e.Hash != "" && strings.HasPrefix(d.Hash, sumScheme) == strings.HasPrefix(e.Hash, sumScheme)
 }
 
 // Path is where the manifest of the run logged at log is kept.
@@ -179,7 +191,8 @@ func (d Difference) String() string { return fmt.Sprintf("%s: %q and %q", d.Fiel
 // (shards of a run, say), differ as runs: run ID, eval, seed, epochs,
 // versions and dataset. Nil means they are one run. The shard, the
 // creation time and the proctor version may differ. A dataset hash not
-// yet computed (a shard stopped before its end) matches any.
+// yet computed (a shard stopped before its end), or computed by an older
+// proctor, matches any.
 func SameRun(a, b *Manifest) []Difference {
 	var d []Difference
 	add := func(field, x, y string) {
@@ -195,7 +208,7 @@ func SameRun(a, b *Manifest) []Difference {
 	add("judge version", a.Versions.Judge, b.Versions.Judge)
 	add("sandbox version", a.Versions.Sandbox, b.Versions.Sandbox)
 	add("dataset samples", fmt.Sprint(a.Dataset.Samples), fmt.Sprint(b.Dataset.Samples))
-	if a.Dataset.Hash != "" && b.Dataset.Hash != "" {
+	if a.Dataset.Comparable(b.Dataset) {
 		add("dataset hash", a.Dataset.Hash, b.Dataset.Hash)
 	}
 	return d
@@ -246,7 +259,7 @@ func (s IdentitySum) Identity(n int) DatasetIdentity {
 	b = binary.LittleEndian.AppendUint64(b, s.lo)
 	b = binary.LittleEndian.AppendUint64(b, s.hi)
 	h := sha256.Sum256(b)
-	return DatasetIdentity{Samples: n, Hash: hex.EncodeToString(h[:])}
+	return DatasetIdentity{Samples: n, Hash: sumScheme + hex.EncodeToString(h[:])}
 }
 
 // Version is the version of the proctor module linked into the running

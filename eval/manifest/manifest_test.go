@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func TestIdentity(t *testing.T) {
 	}
 	got := of(ids, inputs)
 	require.Equal(t, 2, got.Samples)
-	require.Len(t, got.Hash, 64)
+	require.Regexp(t, `^sum:[0-9a-f]{64}$`, got.Hash)
 	require.Equal(t, got, of(ids, inputs))
 	require.NotEqual(t, got.Hash, of([]string{"b", "a"}, inputs).Hash, "order counts")
 	require.NotEqual(t, got.Hash, of([]string{"a", "b2"}, []string{`1`, ``}).Hash, "fields are length-prefixed: no shifting a byte across")
@@ -158,6 +159,11 @@ func TestIdentity(t *testing.T) {
 	y.Add("a", []byte(`1`), scratch)
 	y.Merge(x)
 	require.Equal(t, got, y.Identity(2))
+
+	old := manifest.DatasetIdentity{Samples: 2, Hash: strings.Repeat("ab", 32)} // an older proctor's
+	require.False(t, got.Comparable(old), "hashes computed another way tell nothing")
+	require.True(t, got.Comparable(of([]string{"c"}, []string{`3`})))
+	require.False(t, got.Comparable(manifest.DatasetIdentity{Samples: 2}), "not computed yet")
 }
 
 // FuzzRead: any manifest file either reads, and then writes back to what
