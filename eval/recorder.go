@@ -105,12 +105,12 @@ func (r *recorder) start(ingest func()) {
 }
 
 // commitQueue is a ring of maxQueued slots: a worker reserves the next
-// free slot with one compare-and-swap and fills it; the recorder reads the slots in
-// order. No lock on the path of every record (a mutex there cost two
-// contended atomics per record), and no linked list: the recorder reads
-// consecutive slots without waiting for one load to learn the next address
-// (a list's walk was a cache miss per record, in the one goroutine every
-// record passes through). A slot's seq says which reservation filled it,
+// free slot with one compare-and-swap and fills it; the recorder reads the
+// slots in order. No lock on the path of every record (a mutex there cost
+// two contended atomics per record), and no linked list: the recorder
+// reads consecutive slots without waiting for one load to learn the next
+// address (a list's walk was a cache miss per record, in the one goroutine
+// every record passes through). A slot's seq says which reservation filled it,
 // so slots are never cleared. Padding keeps the workers' counter, the
 // recorder's position and each slot on cache lines of their own.
 type commitQueue struct {
