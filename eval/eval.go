@@ -332,41 +332,51 @@ func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], *sam
 const parallelIndexMin = 1 << 16
 
 // indexInParallel checks and indexes the samples on every core; ok is
-// false for a small dataset or one with a bad sample. Each goroutine owns
-// some parts of the index and inserts the samples that hash there (so it
-// hashes every ID, a few nanoseconds, to insert its share without a lock
-// or a CAS), and checks the IDs of a range of samples.
+// false for a small dataset or one with a bad sample. First each goroutine
+// checks and hashes a range of samples; then each inserts, from the hashes
+// read in order, the samples of the parts of the index it owns (plain
+// stores, no lock or CAS: each insertion is a cache miss, and the misses of
+// one goroutine overlap).
 func indexInParallel[T any](samples []dataset.Sample[T]) (x *sampleIndex, ok bool) {
 	workers := min(runtime.GOMAXPROCS(0), len(samples)/parallelIndexMin, 16)
 	if workers < 2 {
 		return nil, false
 	}
-	partBits := uint(bits.Len(uint(workers - 1)))
-	x = newSampleIndex(len(samples), partBits, func(i int) string { return samples[i].ID })
+	x = newSampleIndex(len(samples), uint(bits.Len(uint(workers-1))), func(i int) string { return samples[i].ID })
+	hashes := make([]uint64, len(samples))
 	var bad atomic.Bool
-	var wg sync.WaitGroup
-	chunk := (len(samples) + workers - 1) / workers
-	for w := range workers {
-		wg.Go(func() {
-			for i := w * chunk; i < min((w+1)*chunk, len(samples)); i++ {
-				if dataset.CheckID(samples[i].ID) != nil {
-					bad.Store(true)
-					return
-				}
-			}
-			for i := range samples {
-				id := samples[i].ID
-				part, s := x.part(maphash.String(x.seed, id))
-				if int(part)%workers != w {
-					continue
-				}
-				if _, dup := x.addOwned(i, id, part, s); dup || i&1023 == 0 && bad.Load() {
-					bad.Store(true)
-					return
-				}
-			}
-		})
+	inParallel := func(f func(w int)) {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { f(w) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	chunk := (len(samples) + workers - 1) / workers
+	inParallel(func(w int) {
+		for i := w * chunk; i < min((w+1)*chunk, len(samples)); i++ {
+			id := samples[i].ID
+			if dataset.CheckID(id) != nil {
+				bad.Store(true)
+				return
+			}
+			hashes[i] = maphash.String(x.seed, id)
+		}
+	})
+	if bad.Load() {
+		return nil, false
+	}
+	inParallel(func(w int) {
+		for i, h := range hashes {
+			part, s := x.part(h)
+			if int(part)%workers != w {
+				continue
+			}
+			if _, dup := x.addOwned(i, part, s); dup || i&1023 == 0 && bad.Load() {
+				bad.Store(true)
+				return
+			}
+		}
+	})
 	return x, !bad.Load()
 }

@@ -62,14 +62,19 @@ func (x *sampleIndex) add(i int) (prev int, dup bool) {
 	}
 }
 
-// addOwned is add for a caller that alone writes the part of this ID's
-// hash h.
-func (x *sampleIndex) addOwned(i int, id string, part, s uint64) (prev int, dup bool) {
+// addOwned is add for a caller that alone writes the part of sample i's
+// ID, which it hashed already: part and s are x.part of that hash. The ID
+// is read only if another one is in the way.
+func (x *sampleIndex) addOwned(i int, part, s uint64) (prev int, dup bool) {
+	var id string
 	for ; ; s = x.next(part, s) {
 		v := x.slots[s].Load()
 		if v == 0 {
 			x.slots[s].Store(uint32(i) + 1)
 			return 0, false
+		}
+		if id == "" {
+			id = x.id(i)
 		}
 		if x.id(int(v-1)) == id {
 			return int(v - 1), true
