@@ -58,6 +58,24 @@ func BenchmarkNoOp(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(n*b.N), "cpu-ns/episode")
 }
 
+// BenchmarkNoOpManyWorkers is BenchmarkNoOp with 10,000 workers: far more
+// than the recorder's queue has slots, so that workers wait for room (a
+// queue whose waiting workers held slots fell to a quarter of this rate).
+func BenchmarkNoOpManyWorkers(b *testing.B) {
+	const n = 100_000
+	e := benchEval(n, 0)
+	cpu := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		log := filepath.Join(b.TempDir(), "log.jsonl")
+		if _, err := e.Run(context.Background(), eval.Config{Concurrency: 10_000, Log: log, Report: report.Options{Resamples: -1}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "episodes/s")
+	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(n*b.N), "cpu-ns/episode")
+}
+
 // cpuTime is the process's user+system CPU time: on a shared, noisy
 // machine, CPU per episode is steadier than wall time.
 func cpuTime() time.Duration {
