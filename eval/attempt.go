@@ -211,12 +211,12 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			msg += " (permanent: not retried)"
 		}
 	}
-	s.buildRecord(j.rec(), ep, start, status, kind, msg, v, out, j.usage)
+	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, out, j.usage)
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}
 	j.events = ep.Events()
-	s.spend(ep.Usage().CostUSD)
+	s.spend(used.CostUSD)
 }
 
 // Permanent marks err as permanent: an episode that ends in it is not

@@ -12,11 +12,13 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 )
 
-// buildRecord fills rec with an attempt's outcome; out is nil when the
-// harness produced none. Tokens and cost are those of every attempt of the
-// episode: earlier is what the attempts before this one used.
-func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out *O, earlier harness.Usage) {
-	u := ep.Usage().Add(earlier)
+// buildRecord fills rec with an attempt's outcome and returns what the
+// attempt used; out is nil when the harness produced none. Tokens and cost
+// are those of every attempt of the episode: earlier is what the attempts
+// before this one used.
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out *O, earlier harness.Usage) (used harness.Usage) {
+	used = ep.Usage()
+	u := used.Add(earlier)
 	*rec = sink.Record{
 		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
@@ -34,6 +36,7 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0
 	}
+	return used
 }
 
 // encodeJSON encodes v for a record, with a fast path for the common
