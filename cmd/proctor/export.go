@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/sink/parquet"
@@ -270,64 +271,47 @@ func exportFailures(src, out string, want map[sink.Status]bool, force bool, stde
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return 0, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-")
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriter(tmp)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	seq, err = records(src, io.Discard) // a torn tail was reported by the first pass
 	if err != nil {
 		return 0, err
 	}
-	written := make(map[string]struct{})
-	i = 0
-	for r, err := range seq {
-		if err != nil {
-			return 0, err
-		}
-		idx := i
-		i++
-		if last[r.Key()] != idx || !selected(&r) {
-			continue
-		}
-		if _, dup := written[r.SampleID]; dup {
-			continue
-		}
-		written[r.SampleID] = struct{}{}
-		line := datasetLine{ID: r.SampleID, Input: r.Input, Tags: r.Tags, Trace: r.Trace}
-		if resolveLinks && r.Trace != "" {
-			if path, off, err := jsonl.ResolveTrace(src, r.Trace); err == nil {
-				if abs, err := filepath.Abs(path); err == nil {
-					line.Trace = abs + "#" + strconv.FormatInt(off, 10)
+	err = atomicfile.Write(out, 0o644, func(w *bufio.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		written := make(map[string]struct{})
+		i := 0
+		for r, err := range seq {
+			if err != nil {
+				return err
+			}
+			idx := i
+			i++
+			if last[r.Key()] != idx || !selected(&r) {
+				continue
+			}
+			if _, dup := written[r.SampleID]; dup {
+				continue
+			}
+			written[r.SampleID] = struct{}{}
+			line := datasetLine{ID: r.SampleID, Input: r.Input, Tags: r.Tags, Trace: r.Trace}
+			if resolveLinks && r.Trace != "" {
+				if path, off, err := jsonl.ResolveTrace(src, r.Trace); err == nil {
+					if abs, err := filepath.Abs(path); err == nil {
+						line.Trace = abs + "#" + strconv.FormatInt(off, 10)
+					}
 				}
 			}
+			if err := enc.Encode(line); err != nil {
+				return fmt.Errorf("sample %q: %w", r.SampleID, err)
+			}
+			n++
 		}
-		if err := enc.Encode(line); err != nil {
-			return 0, fmt.Errorf("sample %q: %w", r.SampleID, err)
-		}
-		n++
-	}
-	if err := w.Flush(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, err
 	}
-	if err := tmp.Sync(); err != nil {
-		return 0, err
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		return 0, err
-	}
-	if err := tmp.Close(); err != nil {
-		return 0, err
-	}
-	return n, os.Rename(tmp.Name(), out)
+	return n, nil
 }
 
 // onlyExportedDataset fails unless the file at path is one that

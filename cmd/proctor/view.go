@@ -12,10 +12,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/view"
 )
 
@@ -117,16 +117,9 @@ func writeHTMLReport(pos []string, out string) (int, error) {
 			return 0, fmt.Errorf("%s exists and is not a report proctor wrote: not replacing it", out)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriter(tmp)
-	err = view.WriteHTML(w, pos[0], nil)
-	err = errors.Join(err, w.Flush(), tmp.Chmod(0o644), tmp.Close())
+	err := atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return view.WriteHTML(w, pos[0], nil) })
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", pos[0], err)
 	}
-	return 0, os.Rename(tmp.Name(), out)
+	return 0, nil
 }

@@ -10,6 +10,7 @@
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -23,6 +24,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/proctor-evals/proctor/internal/atomicfile"
 )
 
 // Schema is the version of the manifest's JSON form that this package
@@ -122,23 +125,10 @@ func Write(log string, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".manifest-*.tmp")
-	if err != nil {
-		return fmt.Errorf("manifest: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
-		err = tmp.Chmod(0o644) // CreateTemp makes it 0600
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	err = atomicfile.Write(path, 0o644, func(w *bufio.Writer) error {
+		w.Write(b)
+		return w.WriteByte('\n')
+	})
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}

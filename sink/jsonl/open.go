@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 
+	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -205,44 +205,26 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 // beside it, fsynced, renamed over it, and the directory fsynced. The
 // caller holds the lock and has validated every line.
 func dropErrorRecords(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".rewrite-*")
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("jsonl: dropping error records: %w", err)
 	}
-	f, err := os.Open(path)
-	if err == nil {
-		if st, serr := f.Stat(); serr == nil {
-			tmp.Chmod(st.Mode().Perm()) // the log keeps its permissions
-		}
-		bw := bufio.NewWriterSize(tmp, 1<<20)
-		err = scanLines(path, f, func(l line) error {
+	defer f.Close()
+	perm := os.FileMode(0o644)
+	if st, err := f.Stat(); err == nil {
+		perm = st.Mode().Perm() // the log keeps its permissions
+	}
+	err = atomicfile.Write(path, perm, func(w *bufio.Writer) error {
+		return scanLines(path, f, func(l line) error {
 			if k, err := sink.ScanLine(l.data); err == nil && k.Status == sink.Error {
 				return nil
 			}
-			bw.Write(l.data)
-			return bw.WriteByte('\n')
+			w.Write(l.data)
+			return w.WriteByte('\n') // a bufio.Writer keeps its first error
 		})
-		f.Close()
-		if err == nil {
-			err = bw.Flush()
-		}
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	})
 	if err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("jsonl: dropping error records: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
