@@ -29,7 +29,10 @@ func newIdentityTracker(n int) *identityTracker {
 // hashes it.
 func (t *identityTracker) claim(i int) bool {
 	bit := uint64(1) << (i % 64)
-	return t.claimed[i/64].Or(bit)&bit == 0
+	w := &t.claimed[i/64]
+	// A plain load first: most claims of a sample claimed already (later
+	// epochs, the final pass over every sample) need no locked instruction.
+	return w.Load()&bit == 0 && w.Or(bit)&bit == 0
 }
 
 func (t *identityTracker) add(s manifest.IdentitySum) {

@@ -328,12 +328,8 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 		})
 	}
 	l.float(fWeight, &r.Weight)
-	if l.has&(1<<fReason) != 0 {
-		r.Reason = l.str(b, fReason, nil)
-	}
-	if l.has&(1<<fError) != 0 {
-		r.Error = l.str(b, fError, nil)
-	}
+	l.optStr(b, fReason, &r.Reason, nil)
+	l.optStr(b, fError, &r.Error, nil)
 	if l.has&(1<<fErrorKind) != 0 {
 		r.ErrorKind = ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
 	}
@@ -363,24 +359,12 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	r.OutputTokens = l.i64[fOutputTokens]
 	l.float(fCostUSD, &r.CostUSD)
 	r.Seed = l.seed
-	if l.has&(1<<fTrace) != 0 {
-		r.Trace = l.str(b, fTrace, &short)
-	}
-	if l.has&(1<<fParentRunID) != 0 {
-		r.ParentRunID = l.str(b, fParentRunID, &short)
-	}
-	if l.has&(1<<fReusedFrom) != 0 {
-		r.ReusedFrom = l.str(b, fReusedFrom, &short)
-	}
-	if l.has&(1<<fWorker) != 0 {
-		r.Worker = l.str(b, fWorker, &short)
-	}
-	if l.has&(1<<fTraceID) != 0 {
-		r.TraceID = l.str(b, fTraceID, &short)
-	}
-	if l.has&(1<<fSpanID) != 0 {
-		r.SpanID = l.str(b, fSpanID, &short)
-	}
+	l.optStr(b, fTrace, &r.Trace, &short)
+	l.optStr(b, fParentRunID, &r.ParentRunID, &short)
+	l.optStr(b, fReusedFrom, &r.ReusedFrom, &short)
+	l.optStr(b, fWorker, &r.Worker, &short)
+	l.optStr(b, fTraceID, &r.TraceID, &short)
+	l.optStr(b, fSpanID, &r.SpanID, &short)
 }
 
 var (
@@ -431,6 +415,13 @@ func (l *canonLine) str(b []byte, f int, buf *strings.Builder) string {
 		return string(unescape(nil, s))
 	}
 	return string(s)
+}
+
+// optStr sets *dst to field f's string when the line has the field.
+func (l *canonLine) optStr(b []byte, f int, dst *string, buf *strings.Builder) {
+	if l.has&(1<<f) != 0 {
+		*dst = l.str(b, f, buf)
+	}
 }
 
 // addString appends the content of a validated string to buf and returns
