@@ -5,6 +5,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -12,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -22,8 +24,7 @@ import (
 // false when the attempt was abandoned (its harness or judge ignored the
 // expiry of its context, or called runtime.Goexit): then another goroutine
 // has taken over j.
-func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], j *job) bool {
-	smp := &s.samples[j.sample]
+func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) bool {
 	ep := &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
 		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
 	// Read before the attempt is published: once it runs, the watchdog may
@@ -37,7 +38,7 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 		ep.Sandbox = k.sb // the judge sees the world the harness left
 	} else if s.cfg.Sandbox != nil {
 		opened := time.Now()
-		sb, kind, err := s.openSandbox(sbCtx, j)
+		sb, kind, err := s.openSandbox(sbCtx, j, smp)
 		if err != nil {
 			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
 			return true
@@ -71,6 +72,13 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 	return s.finish(w, phase, j, ep, start, res)
 }
 
+// unreadable ends an attempt whose sample a streamed dataset failed to
+// yield again: the run stops, and the episode runs on resume.
+func (s *scheduler[T, O]) unreadable(j *job, err error) {
+	ep := &harness.Episode[T]{RunID: s.runID, Sample: dataset.Sample[T]{ID: s.samples.id(j.sample)}, Epoch: j.epoch, Attempt: j.attempt}
+	s.conclude(j, ep, s.now(), &outcome[O]{fault: sink.KindCancelled, err: err})
+}
+
 // finish ends an attempt that returned: it reports false when the watchdog
 // abandoned it first (and owns j since).
 func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) bool {
@@ -90,6 +98,11 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 		j.dropKept()
 	}
 	j.freeSandbox()
+	if res.haveOut {
+		// Here, not in conclude: encoding/json needs a deep stack, and
+		// thousands of workers each grow theirs to the deepest call.
+		res.outJSON = encodeOf(&res.out)
+	}
 	s.conclude(j, ep, start, res)
 	return true
 }
@@ -99,7 +112,8 @@ type outcome[O any] struct {
 	stage   string     // "harness" or "judge": where it ended
 	span    trace.Span // the stage's, while it runs (when traced)
 	out     O
-	haveOut bool // the harness returned out
+	haveOut bool            // the harness returned out
+	outJSON json.RawMessage // out, encoded for the record
 	v       judge.Verdict
 	fault   sink.ErrorKind
 	err     error
@@ -183,10 +197,6 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 	var status sink.Status
 	var kind sink.ErrorKind
 	var msg string
-	var out *O // an output is recorded only when the harness produced one
-	if res.haveOut {
-		out = &res.out
-	}
 	j.permanent = false
 	switch {
 	case err == nil:
@@ -211,7 +221,7 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			msg += " (permanent: not retried)"
 		}
 	}
-	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, out, j.usage)
+	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, j.input, res.outJSON, j.usage)
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}

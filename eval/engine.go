@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -25,8 +24,7 @@ import (
 type runSetup[T, O any] struct {
 	e           *Eval[T, O]
 	cfg         Config
-	samples     []dataset.Sample[T]
-	index       *sampleIndex // sample ID → position in samples
+	samples     *sampleTable[T]
 	parentRunID string
 	skip        func(sample, epoch int) bool // episodes that count as done without running
 	warnings    []string
@@ -38,12 +36,15 @@ type runSetup[T, O any] struct {
 
 // hashDataset returns the dataset's identity, hashing it the first
 // time.
-func (s *runSetup[T, O]) hashDataset() DatasetIdentity {
+func (s *runSetup[T, O]) hashDataset(ctx context.Context) (DatasetIdentity, error) {
 	if s.identity == nil {
-		id := identityOf(s.samples)
+		id, err := identityOf(ctx, s.samples)
+		if err != nil {
+			return id, err
+		}
 		s.identity = &id
 	}
-	return *s.identity
+	return *s.identity, nil
 }
 
 // execute runs the episodes of setup and returns the report: a run on
@@ -51,7 +52,7 @@ func (s *runSetup[T, O]) hashDataset() DatasetIdentity {
 func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Report, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	run, err := openRun(setup, func(err error) { cancel(err) })
+	run, err := openRun(ctx, setup, func(err error) { cancel(err) })
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +91,7 @@ type run struct {
 	log      string
 	// identity returns the dataset's identity once the run's episodes are
 	// done (identity.go): the manifest gets it at the end.
-	identity  func() DatasetIdentity
+	identity  func(context.Context) (DatasetIdentity, error)
 	ident     *identityTracker // when the identity is added up as the run goes
 	runID     string
 	warnings  []string
@@ -103,32 +104,37 @@ type run struct {
 // openRun opens the log (resuming what it holds), marks the episodes that
 // count as done and starts the recorder. fail is called when results can
 // no longer be recorded.
-func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
+func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(error)) (*run, error) {
 	cfg, samples := setup.cfg, setup.samples
+	n := samples.len()
 	r := &run{evalName: setup.e.Name, start: time.Now(), log: cfg.Log, runID: cfg.RunID, warnings: setup.warnings,
-		total: int64(len(samples)) * int64(cfg.Epochs)}
+		total: int64(n) * int64(cfg.Epochs)}
 	r.done = newDoneSet(r.total)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	r.agg = report.NewIndexed(&cfg.Report, len(samples), func(i int) (string, map[string]string) { return samples[i].ID, samples[i].Tags })
+	r.agg = report.NewIndexed(&cfg.Report, n, func(i int) (string, map[string]string) { return samples.id(i), samples.tagsOf(i) })
 	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
 
 	// Episodes this run does not own count as done: those of other shards,
 	// and those a rejudge does not judge again.
 	if cfg.Shard.Count > 1 {
-		for i := range samples {
-			if !InShard(samples[i].ID, cfg.Shard) {
+		for i := range n {
+			if !InShard(samples.id(i), cfg.Shard) {
 				r.markSample(i, cfg.Epochs)
 			}
 		}
 		if cfg.RunID == "" {
-			r.runID = shardRunID(setup)
+			id, err := shardRunID(ctx, setup)
+			if err != nil {
+				return nil, err
+			}
+			r.runID = id
 			setup.cfg.RunID = r.runID
 		}
 	}
 	if setup.skip != nil {
-		for i := range samples {
+		for i := range n {
 			for ep := range cfg.Epochs {
 				if setup.skip(i, ep) {
 					r.done.add(int64(i)*int64(cfg.Epochs) + int64(ep))
@@ -145,7 +151,7 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 			return nil, err
 		}
 		r.opened = l
-		trackIdentity(r, setup)
+		trackIdentity(ctx, r, setup)
 		r.rec.log, r.rec.traces, logSize = l.w, l.traces, l.size
 		r.runID = l.runID
 		r.warnings = append(r.warnings, l.warnings...)
@@ -162,7 +168,7 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 		ingest = func() {
 			var err error
 			r.resumed, r.excluded, err = r.rec.ingestLog(cfg.Log, logSize, func(id string) (int, bool) {
-				i, ok := setup.index.get(id)
+				i, ok := samples.index.get(id)
 				return i, ok
 			})
 			if err != nil {
@@ -178,31 +184,37 @@ func openRun[T, O any](setup *runSetup[T, O], fail func(error)) (*run, error) {
 // already (a coordinator's, a shard's), or added up as it goes, the
 // samples no worker will run (every epoch done already) hashed in the
 // background from now, the rest by the workers that commit them, and any
-// left (cancelled, reused) at the end.
-func trackIdentity[T, O any](r *run, setup *runSetup[T, O]) {
+// left (cancelled, reused) at the end. A streamed dataset is not read a
+// third time beside the run: its samples no worker ran are hashed at the
+// end, in one more reading, and only if there are any.
+func trackIdentity[T, O any](ctx context.Context, r *run, setup *runSetup[T, O]) {
 	if setup.identity != nil {
 		id := *setup.identity
-		r.identity = func() DatasetIdentity { return id }
+		r.identity = func(context.Context) (DatasetIdentity, error) { return id, nil }
 		return
 	}
 	samples, epochs := setup.samples, setup.cfg.Epochs
-	r.ident = newIdentityTracker(len(samples))
+	r.ident = newIdentityTracker(samples.len())
 	notRun := make(chan struct{})
-	go func() {
-		defer close(notRun)
-		hashSamples(r.ident, samples, func(i int) bool {
-			for ep := range epochs {
-				if !r.done.has(int64(i)*int64(epochs) + int64(ep)) {
-					return false
+	if samples.streamed() {
+		close(notRun)
+	} else {
+		go func() {
+			defer close(notRun)
+			hashSamples(ctx, r.ident, samples, func(i int) bool {
+				for ep := range epochs {
+					if !r.done.has(int64(i)*int64(epochs) + int64(ep)) {
+						return false
+					}
 				}
-			}
-			return true
-		})
-	}()
-	r.identity = func() DatasetIdentity {
+				return true
+			})
+		}()
+	}
+	r.identity = func(ctx context.Context) (DatasetIdentity, error) {
 		<-notRun
-		hashSamples(r.ident, samples, func(int) bool { return true })
-		return r.ident.sum.Identity(len(samples))
+		err := hashSamples(ctx, r.ident, samples, func(int) bool { return true })
+		return r.ident.sum.Identity(samples.len()), err
 	}
 }
 
@@ -219,9 +231,13 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	recErr := r.rec.close(context.WithoutCancel(ctx))
 	warnings := r.warnings
 	if r.opened != nil {
-		warning, err := r.opened.finishManifest(r.log, r.identity())
-		if warning != "" {
-			warnings = append(warnings, warning)
+		identity, err := r.identity(context.WithoutCancel(ctx))
+		if err == nil {
+			var warning string
+			warning, err = r.opened.finishManifest(r.log, identity)
+			if warning != "" {
+				warnings = append(warnings, warning)
+			}
 		}
 		recErr = errors.Join(recErr, err)
 	}
@@ -293,7 +309,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	epochs := int64(cfg.Epochs)
 	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
-		if i, ok := setup.index.getBytes(id); ok && int64(epoch) < epochs {
+		if i, ok := setup.samples.index.getBytes(id); ok && int64(epoch) < epochs {
 			done.add(int64(i)*epochs + int64(epoch))
 		}
 	}})
@@ -356,7 +372,7 @@ func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
-		Dataset: DatasetIdentity{Samples: len(samples)},
+		Dataset: DatasetIdentity{Samples: samples.len()},
 	}
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()
@@ -364,11 +380,10 @@ func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 	return m
 }
 
-func identityOf[T any](samples []dataset.Sample[T]) DatasetIdentity {
-	var enc inputEncoder
-	return datasetIdentity(len(samples),
-		func(i int) string { return samples[i].ID },
-		func(i int) []byte { return enc.encode(samples[i].Input) })
+func identityOf[T any](ctx context.Context, samples *sampleTable[T]) (DatasetIdentity, error) {
+	t := newIdentityTracker(samples.len())
+	err := hashSamples(ctx, t, samples, func(int) bool { return true })
+	return t.sum.Identity(samples.len()), err
 }
 
 // tracePath is where the transcripts of the run logged at log go: one

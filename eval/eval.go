@@ -10,14 +10,8 @@ package eval
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
-	"math/bits"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/log"
@@ -34,7 +28,18 @@ import (
 // Eval is one evaluation: what to run (Dataset), how (Harness) and how to
 // judge it (Judge). T is the sample input type, O the harness output type.
 type Eval[T, O any] struct {
-	Name    string
+	Name string
+	// Dataset is read before anything runs: its IDs are checked and
+	// indexed. A dataset.Slice is used where it is. Any other dataset is
+	// streamed: Run keeps only each sample's ID and tags, and reads the
+	// dataset again, in order, as its samples' episodes start, holding an
+	// input only until its sample's last episode ends, so a million-sample
+	// file costs the engine IDs, not inputs. The second reading must yield
+	// the same samples (as the Dataset contract says); one that does not
+	// stops the run with an error, and what ran stays in the log. A run
+	// that narrows the dataset (Config.Subset, Config.Select) or reuses
+	// results (Config.ReuseFrom), and a distributed worker or coordinator,
+	// read it into memory instead; so does dataset.Collect.
 	Dataset dataset.Dataset[T]
 	Harness harness.Harness[T, O]
 	Judge   judge.Judge[T, O]
@@ -264,119 +269,30 @@ func (e *ConfigError) Error() string { return "eval: " + e.Msg }
 // Agents that fail, harnesses that error or panic, judges that cannot
 // decide: those are data, in the records and the report.
 func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error) {
-	cfg, samples, index, err := e.prepare(ctx, cfg)
+	// A run that narrows the dataset or reuses earlier results reads it
+	// into memory; any other streams it (samples.go).
+	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0
+	cfg, samples, err := e.prepare(ctx, cfg, !narrows)
 	if err != nil {
 		return nil, err
 	}
-	if samples, index, err = narrow(ctx, cfg, samples, index); err != nil {
+	if samples, err = narrow(ctx, cfg, samples); err != nil {
 		return nil, err
 	}
-	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})
+	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples})
 }
 
 // prepare checks e and cfg, applies cfg's defaults and loads the dataset:
-// what every way of running an eval does first.
-func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config) (Config, []dataset.Sample[T], *sampleIndex, error) {
+// what every way of running an eval does first. With stream, a dataset
+// other than a dataset.Slice is streamed rather than read into memory.
+func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Config, *sampleTable[T], error) {
 	if err := e.check(); err != nil {
-		return cfg, nil, nil, err
+		return cfg, nil, err
 	}
 	if err := cfg.validate(); err != nil {
-		return cfg, nil, nil, err
+		return cfg, nil, err
 	}
 	cfg = cfg.withDefaults()
-	samples, index, err := loadSamples(ctx, e.Dataset)
-	return cfg, samples, index, err
-}
-
-// loadSamples reads the dataset and checks it before anything runs.
-func loadSamples[T any](ctx context.Context, d dataset.Dataset[T]) ([]dataset.Sample[T], *sampleIndex, error) {
-	if s, ok := d.(dataset.Slice[T]); ok {
-		return checkSamples(s)
-	}
-	var samples []dataset.Sample[T]
-	for s, err := range d.Samples(ctx) {
-		if err != nil {
-			return nil, nil, fmt.Errorf("eval: reading dataset: %w", err)
-		}
-		samples = append(samples, s)
-	}
-	return checkSamples(samples)
-}
-
-// checkSamples rejects an empty dataset, empty IDs and duplicate IDs, and
-// returns the samples with their index by ID. A large dataset is checked
-// and indexed on every core; when that finds a bad sample, the serial scan
-// names the first one, as it always has.
-func checkSamples[T any](samples []dataset.Sample[T]) ([]dataset.Sample[T], *sampleIndex, error) {
-	if len(samples) == 0 {
-		return nil, nil, errors.New("eval: the dataset is empty")
-	}
-	if x, ok := indexInParallel(samples); ok {
-		return samples, x, nil
-	}
-	seen := newSampleIndex(len(samples), 0, func(i int) string { return samples[i].ID })
-	for i := range samples {
-		id := samples[i].ID
-		if err := dataset.CheckID(id); err != nil {
-			return nil, nil, fmt.Errorf("eval: dataset sample %d: %w", i+1, err)
-		}
-		if prev, dup := seen.add(i); dup {
-			return nil, nil, fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
-		}
-	}
-	return samples, seen, nil
-}
-
-// parallelIndexMin is the dataset size from which indexInParallel uses
-// more than one goroutine.
-const parallelIndexMin = 1 << 16
-
-// indexInParallel checks and indexes the samples on every core; ok is
-// false for a small dataset or one with a bad sample. First each goroutine
-// checks and hashes a range of samples; then each inserts, from the hashes
-// read in order, the samples of the parts of the index it owns (plain
-// stores, no lock or CAS: each insertion is a cache miss, and the misses of
-// one goroutine overlap).
-func indexInParallel[T any](samples []dataset.Sample[T]) (x *sampleIndex, ok bool) {
-	workers := min(runtime.GOMAXPROCS(0), len(samples)/parallelIndexMin, 16)
-	if workers < 2 {
-		return nil, false
-	}
-	x = newSampleIndex(len(samples), uint(bits.Len(uint(workers-1))), func(i int) string { return samples[i].ID })
-	hashes := make([]uint64, len(samples))
-	var bad atomic.Bool
-	inParallel := func(f func(w int)) {
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() { f(w) })
-		}
-		wg.Wait()
-	}
-	chunk := (len(samples) + workers - 1) / workers
-	inParallel(func(w int) {
-		for i := w * chunk; i < min((w+1)*chunk, len(samples)); i++ {
-			id := samples[i].ID
-			if dataset.CheckID(id) != nil {
-				bad.Store(true)
-				return
-			}
-			hashes[i] = maphash.String(x.seed, id)
-		}
-	})
-	if bad.Load() {
-		return nil, false
-	}
-	inParallel(func(w int) {
-		for i, h := range hashes {
-			part, s := x.part(h)
-			if int(part)%workers != w {
-				continue
-			}
-			if _, dup := x.addOwned(i, part, s); dup || i&1023 == 0 && bad.Load() {
-				bad.Store(true)
-				return
-			}
-		}
-	})
-	return x, !bad.Load()
+	samples, err := loadSamples(ctx, e.Dataset, stream)
+	return cfg, samples, err
 }

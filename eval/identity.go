@@ -8,6 +8,7 @@ package eval
 // cancelled). A million-sample run then encodes its inputs once, not twice.
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -16,13 +17,14 @@ import (
 )
 
 type identityTracker struct {
+	n       int
 	claimed []atomic.Uint64 // one bit per sample: hashed, or being hashed
 	mu      sync.Mutex
 	sum     manifest.IdentitySum
 }
 
 func newIdentityTracker(n int) *identityTracker {
-	return &identityTracker{claimed: make([]atomic.Uint64, (n+63)/64)}
+	return &identityTracker{n: n, claimed: make([]atomic.Uint64, (n+63)/64)}
 }
 
 // claim reports whether the caller is the first to claim sample i: it then
@@ -41,17 +43,37 @@ func (t *identityTracker) add(s manifest.IdentitySum) {
 	t.mu.Unlock()
 }
 
-// hashSamples hashes the samples that want(i) and nobody claimed yet.
-func hashSamples[T any](t *identityTracker, samples []dataset.Sample[T], want func(i int) bool) {
+// hashSamples hashes the samples that want(i) and nobody claimed yet. A
+// streamed dataset is read again only if there are any.
+func hashSamples[T any](ctx context.Context, t *identityTracker, samples *sampleTable[T], want func(i int) bool) error {
+	if samples.streamed() && t.allClaimed() {
+		return nil
+	}
 	var enc inputEncoder
 	var sum manifest.IdentitySum
 	var scratch []byte
-	for i := range samples {
+	err := samples.each(ctx, func(i int, s *dataset.Sample[T]) bool {
 		if want(i) && t.claim(i) {
-			scratch = sum.Add(samples[i].ID, enc.encode(samples[i].Input), scratch)
+			scratch = sum.Add(s.ID, enc.encode(s.Input), scratch)
+		}
+		return true
+	})
+	t.add(sum)
+	return err
+}
+
+// allClaimed reports whether every sample is claimed.
+func (t *identityTracker) allClaimed() bool {
+	for i := range t.claimed {
+		all := ^uint64(0)
+		if rest := t.n - i*64; rest < 64 {
+			all = 1<<rest - 1
+		}
+		if t.claimed[i].Load() != all {
+			return false
 		}
 	}
-	t.add(sum)
+	return true
 }
 
 // workerIdentity is a worker's part of the identity: the samples it hashed.
@@ -63,7 +85,7 @@ type workerIdentity struct {
 // hashSettled adds the sample of a record a worker commits, if nobody has.
 func (s *scheduler[T, O]) hashSettled(w *workerState[T], sample int, input []byte) {
 	if s.ident != nil && s.ident.claim(sample) {
-		w.ident.scratch = w.ident.sum.Add(s.samples[sample].ID, input, w.ident.scratch)
+		w.ident.scratch = w.ident.sum.Add(s.samples.id(sample), input, w.ident.scratch)
 	}
 }
 

@@ -52,13 +52,25 @@ func manySamples(n int) dataset.Slice[string] {
 // another order.
 func TestRunAddsUpTheDatasetIdentity(t *testing.T) {
 	t.Parallel()
+	for name, form := range map[string]func(dataset.Slice[string]) dataset.Dataset[string]{
+		"in memory": func(d dataset.Slice[string]) dataset.Dataset[string] { return d },
+		"streamed":  func(d dataset.Slice[string]) dataset.Dataset[string] { return &readCounter{d: d} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testRunAddsUpTheDatasetIdentity(t, form)
+		})
+	}
+}
+
+func testRunAddsUpTheDatasetIdentity(t *testing.T, form func(dataset.Slice[string]) dataset.Dataset[string]) {
 	d := manySamples(300)
 	want := identityOf(t, d)
 
 	t.Run("full run", func(t *testing.T) {
 		t.Parallel()
 		log := filepath.Join(t.TempDir(), "run.jsonl")
-		e := &eval.Eval[string, string]{Name: "id", Dataset: d, Harness: echo, Judge: wantOK}
+		e := &eval.Eval[string, string]{Name: "id", Dataset: form(d), Harness: echo, Judge: wantOK}
 		_, err := e.Run(context.Background(), eval.Config{Log: log, Epochs: 3, Concurrency: 16})
 		require.NoError(t, err)
 		require.Equal(t, want, manifestIdentity(t, log))
@@ -75,10 +87,10 @@ func TestRunAddsUpTheDatasetIdentity(t *testing.T) {
 			}
 			return "ok", nil
 		})
-		e := &eval.Eval[string, string]{Name: "id", Dataset: d, Harness: stopping, Judge: wantOK}
+		e := &eval.Eval[string, string]{Name: "id", Dataset: form(d), Harness: stopping, Judge: wantOK}
 		rep, err := e.Run(ctx, eval.Config{Log: log, Epochs: 2, Concurrency: 4})
 		require.Error(t, err)
-		require.Less(t, rep.Episodes, 600, "the first run stopped early")
+		require.Less(t, rep.Episodes, 600, "the first run stopped early (%d episodes, %d cancelled)", rep.Episodes, rep.Cancelled)
 		require.Equal(t, want, manifestIdentity(t, log), "a canceled run's manifest")
 
 		e.Harness = echo
@@ -99,7 +111,7 @@ func TestRunAddsUpTheDatasetIdentity(t *testing.T) {
 			}
 			return "ok", nil
 		})
-		e := &eval.Eval[string, string]{Name: "id", Dataset: d, Harness: stuck, Judge: wantOK}
+		e := &eval.Eval[string, string]{Name: "id", Dataset: form(d), Harness: stuck, Judge: wantOK}
 		// One worker: the one that gets stuck has hashed 150 samples before.
 		_, err := e.Run(context.Background(), eval.Config{Log: log, Concurrency: 1, Timeout: 50 * time.Millisecond})
 		require.NoError(t, err)
@@ -110,13 +122,13 @@ func TestRunAddsUpTheDatasetIdentity(t *testing.T) {
 		t.Parallel()
 		log := filepath.Join(t.TempDir(), "run.jsonl")
 		half := slicesClone(d[:150])
-		e := &eval.Eval[string, string]{Name: "id", Dataset: half, Harness: echo, Judge: wantOK}
+		e := &eval.Eval[string, string]{Name: "id", Dataset: form(half), Harness: echo, Judge: wantOK}
 		_, err := e.Run(context.Background(), eval.Config{Log: log})
 		require.NoError(t, err)
 
 		shuffled := slicesClone(d)
 		rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		e.Dataset = shuffled
+		e.Dataset = form(shuffled)
 		rep, err := e.Run(context.Background(), eval.Config{Log: log, Concurrency: 8})
 		require.NoError(t, err)
 		require.Equal(t, 150, rep.Resumed)

@@ -1,9 +1,11 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"slices"
 	"strconv"
 	"sync"
@@ -123,7 +125,8 @@ func TestSampleIndexConcurrentAdds(t *testing.T) {
 }
 
 // A large dataset is checked on every core; a bad one gets the error the
-// serial scan gives: the first bad sample, named the same way.
+// serial scan gives: the first bad sample, named the same way. A streamed
+// dataset, whose IDs the engine keeps in one string, gets the same.
 func TestCheckSamplesLargeDataset(t *testing.T) {
 	n := 3 * parallelIndexMin
 	mk := func() []dataset.Sample[string] {
@@ -133,26 +136,42 @@ func TestCheckSamplesLargeDataset(t *testing.T) {
 		}
 		return d
 	}
-	d := mk()
-	_, x, err := checkSamples(d)
-	require.NoError(t, err)
-	for _, i := range []int{0, 1, n / 2, n - 1} {
-		got, ok := x.get(d[i].ID)
-		require.True(t, ok)
-		require.Equal(t, i, got)
+	for _, streamed := range []bool{false, true} {
+		check := checkSamples[string]
+		if streamed {
+			check = func(d []dataset.Sample[string]) (*sampleTable[string], error) {
+				f := dataset.Func[string](func(context.Context) iter.Seq2[dataset.Sample[string], error] {
+					return dataset.Slice[string](d).Samples(context.Background())
+				})
+				return loadSamples(context.Background(), f, true)
+			}
+		}
+		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {
+			d := mk()
+			tb, err := check(d)
+			require.NoError(t, err)
+			require.Equal(t, streamed, tb.streamed())
+			require.Equal(t, n, tb.len())
+			for _, i := range []int{0, 1, n / 2, n - 1} {
+				got, ok := tb.index.get(d[i].ID)
+				require.True(t, ok)
+				require.Equal(t, i, got)
+				require.Equal(t, d[i].ID, tb.id(i))
+			}
+
+			d = mk()
+			d[n-1].ID = d[5].ID   // a duplicate found late…
+			d[n/2].ID = d[n/3].ID // …after one found earlier
+			_, err = check(d)
+			require.EqualError(t, err, fmt.Sprintf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", d[n/3].ID, n/3+1, n/2+1))
+
+			d = mk()
+			d[n-2].ID = ""
+			d[n-1].ID = d[0].ID
+			_, err = check(d)
+			require.ErrorContains(t, err, fmt.Sprintf("eval: dataset sample %d:", n-1))
+		})
 	}
-
-	d = mk()
-	d[n-1].ID = d[5].ID   // a duplicate found late…
-	d[n/2].ID = d[n/3].ID // …after one found earlier
-	_, _, err = checkSamples(d)
-	require.EqualError(t, err, fmt.Sprintf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", d[n/3].ID, n/3+1, n/2+1))
-
-	d = mk()
-	d[n-2].ID = ""
-	d[n-1].ID = d[0].ID
-	_, _, err = checkSamples(d)
-	require.ErrorContains(t, err, fmt.Sprintf("eval: dataset sample %d:", n-1))
 }
 
 func BenchmarkCheckSamples1M(b *testing.B) {
@@ -161,7 +180,7 @@ func BenchmarkCheckSamples1M(b *testing.B) {
 		d[i].ID = "t" + strconv.Itoa(i)
 	}
 	for b.Loop() {
-		if _, _, err := checkSamples(d); err != nil {
+		if _, err := checkSamples(d); err != nil {
 			b.Fatal(err)
 		}
 	}

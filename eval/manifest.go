@@ -34,8 +34,4 @@ const manifestSchema = manifest.Schema
 
 func writeManifest(log string, m *Manifest) error { return manifest.Write(log, m) }
 
-func datasetIdentity(n int, id func(int) string, input func(int) []byte) DatasetIdentity {
-	return manifest.Identity(n, id, input)
-}
-
 func proctorVersion() string { return manifest.Version() }

@@ -296,7 +296,7 @@ func (s *scheduler[T, O]) running() (int, []RunningEpisode) {
 	out := make([]RunningEpisode, len(top))
 	for k, e := range top {
 		idx := e.shown&(1<<48-1) - 1
-		out[k] = RunningEpisode{SampleID: s.samples[idx/epochs].ID, Epoch: int(idx % epochs),
+		out[k] = RunningEpisode{SampleID: s.samples.id(int(idx / epochs)), Epoch: int(idx % epochs),
 			Attempt: int(e.shown >> 48), Elapsed: time.Duration(max(now-e.since, 0))}
 	}
 	return n, out

@@ -16,7 +16,7 @@ import (
 // attempt used; out is nil when the harness produced none. Tokens and cost
 // are those of every attempt of the episode: earlier is what the attempts
 // before this one used.
-func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, out *O, earlier harness.Usage) (used harness.Usage) {
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, earlier harness.Usage) (used harness.Usage) {
 	used = ep.Usage()
 	u := used.Add(earlier)
 	*rec = sink.Record{
@@ -24,14 +24,11 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
 		Error: errMsg, ErrorKind: kind,
-		Input: encodeOf(&ep.Sample.Input),
-		Tags:  ep.Sample.Tags, StartedAt: start.UTC(),
+		Input: input, Output: output,
+		Tags: ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
 		Seed: ep.Seed, ParentRunID: s.parentRunID,
-	}
-	if out != nil {
-		rec.Output = encodeOf(out)
 	}
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0

@@ -33,24 +33,26 @@ type Recording struct {
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
 func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
-	cfg, samples, index, err := e.prepare(ctx, cfg)
+	cfg, samples, err := e.prepare(ctx, cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index}
-	setup.hashDataset() // the manifest workers check needs it now
-	r := &Recording{index: index, epochs: cfg.Epochs, ids: make([]string, len(samples))}
-	for i := range samples {
-		r.ids[i] = samples[i].ID
+	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples}
+	if _, err := setup.hashDataset(ctx); err != nil { // the manifest workers check needs it now
+		return nil, err
 	}
-	run, err := openRun(setup, r.fail)
+	r := &Recording{index: samples.index, epochs: cfg.Epochs, ids: make([]string, samples.len())}
+	for i := range r.ids {
+		r.ids[i] = samples.id(i)
+	}
+	run, err := openRun(ctx, setup, r.fail)
 	if err != nil {
 		return nil, err
 	}
 	r.run = run
 	m := newManifest(setup)
 	m.RunID = run.runID
-	m.Dataset = setup.hashDataset()
+	m.Dataset, _ = setup.hashDataset(ctx)
 	r.manifest = m
 	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, cfg.Concurrency)
@@ -62,13 +64,15 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 // dataset's identity (it loads and hashes the dataset). A worker compares
 // it with its coordinator's before it runs anything.
 func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*Manifest, error) {
-	cfg, samples, index, err := e.prepare(ctx, cfg)
+	cfg, samples, err := e.prepare(ctx, cfg, true)
 	if err != nil {
 		return nil, err
 	}
-	m := newManifest(&runSetup[T, O]{e: e, cfg: cfg, samples: samples, index: index})
+	m := newManifest(&runSetup[T, O]{e: e, cfg: cfg, samples: samples})
 	m.RunID = cfg.RunID
-	m.Dataset = identityOf(samples)
+	if m.Dataset, err = identityOf(ctx, samples); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -55,14 +55,14 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	}
 	cfg.Epochs = src.epochs
 	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](f, fromLog, src)}
-	samples, index, err := checkSamples(src.samples)
+	samples, err := checkSamples(src.samples)
 	if err != nil {
 		return nil, err
 	}
-	setup := &runSetup[T, O]{e: d, cfg: cfg, samples: samples, index: index, parentRunID: src.runID,
+	setup := &runSetup[T, O]{e: d, cfg: cfg, samples: samples, parentRunID: src.runID,
 		// Episodes with nothing to judge count as done.
 		skip: func(i, ep int) bool {
-			_, ok := src.outputs[sink.Key{SampleID: samples[i].ID, Epoch: ep}]
+			_, ok := src.outputs[sink.Key{SampleID: samples.id(i), Epoch: ep}]
 			return !ok
 		}}
 	if src.unjudgeable > 0 {

@@ -114,7 +114,7 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 					if !r.done.add(it.ep) {
 						continue // an episode the log holds twice: the first counts
 					}
-					if copyErr = c.copy(src, it.sample, &it.rec, setup.samples[it.sample].Tags); copyErr != nil {
+					if copyErr = c.copy(src, it.sample, &it.rec, setup.samples.tagsOf(it.sample)); copyErr != nil {
 						close(stop)
 					}
 					reused++
@@ -148,7 +148,7 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 	}
 	setup.reuse = ru
 	e := *setup.e
-	e.Harness = &replayHarness[T, O]{inner: setup.e.Harness, reuse: ru, index: setup.index, epochs: epochs}
+	e.Harness = &replayHarness[T, O]{inner: setup.e.Harness, reuse: ru, index: setup.samples.index, epochs: epochs}
 	setup.e = &e
 	return nil
 }
@@ -189,7 +189,7 @@ func scanSource[T, O any](setup *runSetup[T, O], src *reuseSource, done *doneSet
 		if src.runID == "" {
 			src.runID = e.RunID // before the first batch is sent: the receiver reads it after
 		}
-		i, ok := setup.index.get(e.SampleID)
+		i, ok := setup.samples.index.get(e.SampleID)
 		if !ok || e.Epoch < 0 || int64(e.Epoch) >= epochs {
 			continue
 		}
@@ -273,7 +273,7 @@ const (
 // An output is judged again when only the judge changed, or when the
 // judge failed (an error of kind judge, as a retry would).
 func reusable[T, O any](setup *runSetup[T, O], src *reuseSource, i int, rec *sink.Record) int {
-	s := &setup.samples[i]
+	s := &setup.samples.all[i] // a run that reuses holds its samples in memory
 	if rec.Eval != setup.e.Name || rec.Seed != episodeSeed(setup.cfg.Seed, s.ID, rec.Epoch) {
 		return reuseNone
 	}

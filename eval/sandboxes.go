@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -24,7 +25,7 @@ func (r *scheduler[T, O]) announceAll() {
 	if r.pool == nil {
 		return
 	}
-	for i := range r.samples {
+	for i := range r.samples.len() {
 		n := 0
 		for ep := range r.cfg.Epochs {
 			if !r.done.has(int64(i)*int64(r.cfg.Epochs) + int64(ep)) {
@@ -60,12 +61,12 @@ func (j *job) freeSandbox() {
 // environment, before the attempt's clock starts: waiting for a capacity
 // slot or for provisioning is not the agent's time. Provisioning and
 // forking have a bound of their own, the episode timeout (the pool's).
-func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job) (sb *sandbox.Sandbox, fault sink.ErrorKind, err error) {
+func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job, smp *dataset.Sample[T]) (sb *sandbox.Sandbox, fault sink.ErrorKind, err error) {
 	sb, err = r.pool.Fork(runCtx, strconv.Itoa(j.sample), func() sandbox.Spec {
 		if r.e.Sandbox == nil {
 			return sandbox.Spec{}
 		}
-		return r.e.Sandbox(r.samples[j.sample])
+		return r.e.Sandbox(*smp)
 	})
 	if err != nil {
 		fault = sink.KindSandbox

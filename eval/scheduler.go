@@ -8,6 +8,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -43,7 +44,8 @@ type scheduler[T, O any] struct {
 	cfg         Config
 	runID       string
 	parentRunID string // set when rejudging
-	samples     []dataset.Sample[T]
+	samples     *sampleTable[T]
+	stream      *sampleStream[T] // reads a streamed dataset again, while the workers run
 	out         committer
 	cancel      context.CancelCauseFunc // cancels the run (the ctx workers get)
 
@@ -93,7 +95,8 @@ type job struct {
 	// the recorder will get, filled in place rather than copied into it.
 	fin    *finished
 	events []harness.Event
-	usage  harness.Usage // of the attempts before the latest
+	input  json.RawMessage // the sample's input, encoded once for the records of all attempts
+	usage  harness.Usage   // of the attempts before the latest
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
 	kept      *kept
@@ -118,9 +121,9 @@ type kept struct {
 	sb  *sandbox.Sandbox // the sandbox the harness left, for the judge
 }
 
-func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples []dataset.Sample[T], done *doneSet) *scheduler[T, O] {
+func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], done *doneSet) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done, clock: time.Now(),
-		total: int64(len(samples)) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
+		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -142,6 +145,10 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 	if s.feed != nil {
 		workers = int64(s.cfg.Concurrency)
 	}
+	if s.samples.streamed() && s.feed == nil {
+		s.stream = newSampleStream(ctx, s.samples, s.pendingEpochs)
+		defer s.stream.close()
+	}
 	s.wg.Add(int(workers))
 	for range workers {
 		go s.worker(ctx, nil)
@@ -157,6 +164,30 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 	close(stopWatchdog)
 	<-watched
 	s.closePool()
+}
+
+// pendingEpochs counts the episodes of sample i not done yet.
+func (s *scheduler[T, O]) pendingEpochs(i int) int {
+	n, epochs := 0, int64(s.cfg.Epochs)
+	for ep := range epochs {
+		if !s.done.has(int64(i)*epochs + ep) {
+			n++
+		}
+	}
+	return n
+}
+
+// sample returns the sample of an episode to run. A streamed dataset that
+// does not read the same again stops the run.
+func (s *scheduler[T, O]) sample(i int) (*dataset.Sample[T], error) {
+	if s.stream == nil {
+		return &s.samples.all[i], nil
+	}
+	smp, err := s.stream.get(i)
+	if err != nil {
+		s.stop(err, true)
+	}
+	return smp, err
 }
 
 // worker runs jobs until none is left. A worker that replaces an abandoned
@@ -184,8 +215,18 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 		if s.progressClock != nil {
 			s.show(w, j)
 		}
-		if !s.attempt(ctx, base, w, j) {
-			return // abandoned: a replacement owns j and this worker's place
+		smp, err := s.sample(j.sample)
+		if err != nil {
+			s.unreadable(j, err)
+		} else {
+			if j.input == nil {
+				// Here, at the worker's shallowest: encoding/json needs a
+				// deep stack, and every worker's grows to its deepest call.
+				j.input = encodeOf(&smp.Input)
+			}
+			if !s.attempt(ctx, base, w, j, smp) {
+				return // abandoned: a replacement owns j and this worker's place
+			}
 		}
 		j = s.settle(ctx, w, j)
 	}
@@ -402,6 +443,9 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		s.out.commit(f)
 	}
 	s.closeEnv(j.sample)
+	if s.stream != nil {
+		s.stream.settled(j.sample)
+	}
 	return nil
 }
 

@@ -87,29 +87,31 @@ func (c Config) validateReuse() error {
 	return nil
 }
 
-// narrow applies cfg.Subset, then cfg.Select, to the dataset's samples.
-func narrow[T any](ctx context.Context, cfg Config, samples []dataset.Sample[T], index *sampleIndex) ([]dataset.Sample[T], *sampleIndex, error) {
+// narrow applies cfg.Subset, then cfg.Select, to the dataset's samples,
+// which are in memory when either is set.
+func narrow[T any](ctx context.Context, cfg Config, t *sampleTable[T]) (*sampleTable[T], error) {
 	if cfg.Subset.PerValue == 0 && cfg.Select == nil {
-		return samples, index, nil
+		return t, nil
 	}
+	samples := t.all
 	if cfg.Subset.PerValue > 0 {
 		sub := dataset.Stratified(dataset.Slice[T](samples), cfg.Subset.Tag, cfg.Subset.PerValue, cfg.Subset.Seed)
 		var err error
 		if samples, err = dataset.Collect(ctx, sub); err != nil {
-			return nil, nil, fmt.Errorf("eval: subset: %w", err)
+			return nil, fmt.Errorf("eval: subset: %w", err)
 		}
 	}
 	if cfg.Select != nil {
 		keep, err := cfg.Select.samples()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		before := len(samples)
 		samples = slices.DeleteFunc(slices.Clone(samples), func(s dataset.Sample[T]) bool {
 			return !keep(s.ID, s.Tags)
 		})
 		if len(samples) == 0 {
-			return nil, nil, fmt.Errorf("%w: %s selects none of the %d samples", ErrNothingSelected, cfg.Select, before)
+			return nil, fmt.Errorf("%w: %s selects none of the %d samples", ErrNothingSelected, cfg.Select, before)
 		}
 	}
 	return checkSamples(samples)

@@ -5,6 +5,7 @@ package eval
 // keys, merged afterwards.
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -41,8 +42,9 @@ func InShard(sampleID string, s Shard) bool {
 // shardRunID derives the run ID shards share without talking to each
 // other: from what the run is (eval, seed, epochs, versions, dataset), by
 // manifest.RunID.
-func shardRunID[T, O any](setup *runSetup[T, O]) string {
+func shardRunID[T, O any](ctx context.Context, setup *runSetup[T, O]) (string, error) {
 	m := newManifest(setup)
-	m.Dataset = setup.hashDataset()
-	return manifest.RunID(m)
+	var err error
+	m.Dataset, err = setup.hashDataset(ctx)
+	return manifest.RunID(m), err
 }

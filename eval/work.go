@@ -41,7 +41,7 @@ type Finished struct {
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's.
 func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
-	cfg, samples, index, err := e.prepare(ctx, cfg)
+	cfg, samples, err := e.prepare(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 			if !ok {
 				return
 			}
-			i, known := index.get(a.SampleID)
+			i, known := samples.index.get(a.SampleID)
 			if !known {
 				feedErr = fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
 				cancel(feedErr)

@@ -1,0 +1,322 @@
+package eval
+
+// The run's samples as the engine holds them. A dataset.Slice is in
+// memory already: the engine indexes it where it is. Any other dataset is
+// streamed: read once to check and index its IDs, keeping only each
+// sample's ID and tags, then read again, in order, as the workers claim
+// its samples, each input held from its sample's first claim to its last
+// episode. A million-sample dataset then costs the engine ~15 bytes a
+// sample, not the whole of its inputs.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"iter"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/proctor-evals/proctor/dataset"
+)
+
+// sampleTable is a run's dataset: every sample's ID and tags, its index
+// by ID, and the inputs: all in memory, or read again from src.
+type sampleTable[T any] struct {
+	all   []dataset.Sample[T] // in memory; nil when streamed
+	index *sampleIndex        // ID → position
+
+	// Streamed: src, read again; the IDs in one string, ends[i] the end of
+	// the i-th; tags nil until some sample has tags.
+	src  dataset.Dataset[T]
+	ids  string
+	ends []uint32
+	tags []map[string]string
+}
+
+func (t *sampleTable[T]) len() int {
+	if t.src != nil {
+		return len(t.ends)
+	}
+	return len(t.all)
+}
+
+func (t *sampleTable[T]) streamed() bool { return t.src != nil }
+
+func (t *sampleTable[T]) id(i int) string {
+	if t.src == nil {
+		return t.all[i].ID
+	}
+	start := uint32(0)
+	if i > 0 {
+		start = t.ends[i-1]
+	}
+	return t.ids[start:t.ends[i]]
+}
+
+func (t *sampleTable[T]) tagsOf(i int) map[string]string {
+	if t.src == nil {
+		return t.all[i].Tags
+	}
+	if i < len(t.tags) {
+		return t.tags[i]
+	}
+	return nil
+}
+
+// each calls f with every sample in order (a streamed dataset is read
+// again) until f returns false.
+func (t *sampleTable[T]) each(ctx context.Context, f func(i int, s *dataset.Sample[T]) bool) error {
+	if t.src == nil {
+		for i := range t.all {
+			if !f(i, &t.all[i]) {
+				break
+			}
+		}
+		return nil
+	}
+	i := 0
+	for s, err := range t.src.Samples(ctx) {
+		if err = cmp.Or(err, t.same(i, &s)); err != nil {
+			return rereadError(err)
+		}
+		if !f(i, &s) {
+			return nil
+		}
+		if i++; i == t.len() {
+			return nil // samples appended since (a growing file) are not this run's
+		}
+	}
+	if i != t.len() {
+		return rereadError(fmt.Errorf("it ended after %d samples, %d the first time", i, t.len()))
+	}
+	return nil
+}
+
+// same checks that sample i, read again, is the one read first.
+func (t *sampleTable[T]) same(i int, s *dataset.Sample[T]) error {
+	if s.ID != t.id(i) {
+		return fmt.Errorf("sample %d is %q, %q the first time", i+1, s.ID, t.id(i))
+	}
+	return nil
+}
+
+func rereadError(err error) error {
+	return fmt.Errorf("eval: reading the dataset again: %w (a dataset must yield the same samples each time it is read; dataset.Collect reads one into memory)", err)
+}
+
+// loadSamples reads the dataset and checks it before anything runs: a
+// dataset.Slice, or any dataset unless stream, into memory; any other
+// streamed (its IDs and tags kept).
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) (*sampleTable[T], error) {
+	if s, ok := d.(dataset.Slice[T]); ok {
+		return checkSamples(s)
+	}
+	if !stream {
+		var samples []dataset.Sample[T]
+		for s, err := range d.Samples(ctx) {
+			if err != nil {
+				return nil, fmt.Errorf("eval: reading dataset: %w", err)
+			}
+			samples = append(samples, s)
+		}
+		return checkSamples(samples)
+	}
+	t := &sampleTable[T]{src: d}
+	var ids []byte
+	for s, err := range d.Samples(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("eval: reading dataset: %w", err)
+		}
+		if len(ids)+len(s.ID) > math.MaxUint32 {
+			return nil, errors.New("eval: the dataset's sample IDs add up to more than 4 GiB")
+		}
+		if s.Tags != nil {
+			if t.tags == nil {
+				t.tags = make([]map[string]string, len(t.ends), cap(t.ends))
+			}
+			t.tags = append(t.tags, s.Tags)
+		} else if t.tags != nil {
+			t.tags = append(t.tags, nil)
+		}
+		ids = append(ids, s.ID...)
+		t.ends = append(t.ends, uint32(len(ids)))
+	}
+	t.ids = string(ids)
+	return t, t.check()
+}
+
+// checkSamples checks and indexes samples held in memory.
+func checkSamples[T any](samples []dataset.Sample[T]) (*sampleTable[T], error) {
+	t := &sampleTable[T]{all: samples}
+	return t, t.check()
+}
+
+// check rejects an empty dataset, bad IDs and duplicate IDs, and indexes
+// the samples by ID. A large dataset is checked and indexed on every core;
+// when that finds a bad sample, the serial scan names the first one, as it
+// always has.
+func (t *sampleTable[T]) check() error {
+	n := t.len()
+	if n == 0 {
+		return errors.New("eval: the dataset is empty")
+	}
+	if x, ok := indexInParallel(n, t.id); ok {
+		t.index = x
+		return nil
+	}
+	seen := newSampleIndex(n, 0, t.id)
+	for i := range n {
+		id := t.id(i)
+		if err := dataset.CheckID(id); err != nil {
+			return fmt.Errorf("eval: dataset sample %d: %w", i+1, err)
+		}
+		if prev, dup := seen.add(i); dup {
+			return fmt.Errorf("eval: duplicate sample ID %q (samples %d and %d): IDs key the log and resume", id, prev+1, i+1)
+		}
+	}
+	t.index = seen
+	return nil
+}
+
+// parallelIndexMin is the dataset size from which indexInParallel uses
+// more than one goroutine.
+const parallelIndexMin = 1 << 16
+
+// indexInParallel checks and indexes n samples on every core; ok is false
+// for a small dataset or one with a bad sample. First each goroutine
+// checks and hashes a range of samples; then each inserts, from the hashes
+// read in order, the samples of the parts of the index it owns (plain
+// stores, no lock or CAS: each insertion is a cache miss, and the misses of
+// one goroutine overlap).
+func indexInParallel(n int, id func(int) string) (x *sampleIndex, ok bool) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelIndexMin, 16)
+	if workers < 2 {
+		return nil, false
+	}
+	x = newSampleIndex(n, uint(bits.Len(uint(workers-1))), id)
+	hashes := make([]uint64, n)
+	var bad atomic.Bool
+	inParallel := func(f func(w int)) {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { f(w) })
+		}
+		wg.Wait()
+	}
+	chunk := (n + workers - 1) / workers
+	inParallel(func(w int) {
+		for i := w * chunk; i < min((w+1)*chunk, n); i++ {
+			id := id(i)
+			if dataset.CheckID(id) != nil {
+				bad.Store(true)
+				return
+			}
+			hashes[i] = maphash.String(x.seed, id)
+		}
+	})
+	if bad.Load() {
+		return nil, false
+	}
+	inParallel(func(w int) {
+		for i, h := range hashes {
+			part, s := x.part(h)
+			if int(part)%workers != w {
+				continue
+			}
+			if _, dup := x.addOwned(i, part, s); dup || i&1023 == 0 && bad.Load() {
+				bad.Store(true)
+				return
+			}
+		}
+	})
+	return x, !bad.Load()
+}
+
+// sampleStream reads a streamed dataset again as the workers claim its
+// samples, which they do in order: a sample read is held, with the count
+// of its episodes left to settle, until the last of them settles.
+type sampleStream[T any] struct {
+	t       *sampleTable[T]
+	pending func(i int) int // the episodes of sample i the run will settle
+
+	mu   sync.Mutex
+	next func() (dataset.Sample[T], error, bool)
+	stop func()
+	read int // samples read so far
+	held map[int]*heldSample[T]
+	err  error // sticky
+}
+
+type heldSample[T any] struct {
+	s    dataset.Sample[T]
+	left int // episodes not settled yet
+}
+
+func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func(i int) int) *sampleStream[T] {
+	next, stop := iter.Pull2(t.src.Samples(ctx))
+	return &sampleStream[T]{t: t, pending: pending, next: next, stop: stop, held: map[int]*heldSample[T]{}}
+}
+
+// get returns sample i, reading the dataset up to it if need be. An error
+// means the dataset does not read the same again: the run cannot go on.
+func (st *sampleStream[T]) get(i int) (*dataset.Sample[T], error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if h := st.held[i]; h != nil {
+		return &h.s, nil
+	}
+	for st.err == nil && st.read <= i {
+		s, err, ok := st.pull()
+		if !ok {
+			err = fmt.Errorf("it ended after %d samples, %d the first time", st.read, st.t.len())
+		}
+		if err = cmp.Or(err, st.t.same(st.read, &s)); err != nil {
+			st.err = rereadError(err)
+			break
+		}
+		if n := st.pending(st.read); n > 0 {
+			st.held[st.read] = &heldSample[T]{s: s, left: n}
+		}
+		st.read++
+	}
+	if h := st.held[i]; h != nil {
+		return &h.s, nil
+	}
+	if st.err == nil {
+		st.err = fmt.Errorf("eval: internal error: sample %d claimed with no episode pending", i+1)
+	}
+	return nil, st.err
+}
+
+// pull reads the next sample; a dataset that panics ends the run with an
+// error, as it would have ended its first reading, not the process.
+func (st *sampleStream[T]) pull() (s dataset.Sample[T], err error, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err, ok = fmt.Errorf("it panicked: %v", p), true
+		}
+	}()
+	return st.next()
+}
+
+// settled lets go of sample i once its last episode has settled.
+func (st *sampleStream[T]) settled(i int) {
+	st.mu.Lock()
+	if h := st.held[i]; h != nil {
+		if h.left--; h.left == 0 {
+			delete(st.held, i)
+		}
+	}
+	st.mu.Unlock()
+}
+
+func (st *sampleStream[T]) close() {
+	st.mu.Lock()
+	st.stop()
+	st.mu.Unlock()
+}
