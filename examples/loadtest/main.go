@@ -13,8 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
+	"iter"
 	"log"
 	"log/slog"
 	"os"
@@ -45,15 +45,33 @@ func main() {
 	logPath := flag.String("log", "", "JSONL log (resumes when it exists); default: none")
 	quiet := flag.Bool("quiet", false, "no progress line on stderr")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	stream := flag.Bool("stream", false, "make each sample as the engine reads it (a dataset.Func, which the engine streams) instead of holding them all in a slice")
 	flag.Parse()
 
 	if *epochs < 1 || *n%*epochs != 0 {
 		log.Fatalf("-n %d is not a multiple of -epochs %d", *n, *epochs)
 	}
-	samples := make(dataset.Slice[Task], *n / *epochs)
-	for i := range samples {
-		samples[i] = dataset.Sample[Task]{ID: "t" + strconv.Itoa(i),
-			Input: Task{Prompt: fmt.Sprintf("what is %d+1?", i), Expected: strconv.Itoa(i + 1)}}
+	sample := func(i int) dataset.Sample[Task] {
+		return dataset.Sample[Task]{ID: "t" + strconv.Itoa(i),
+			Input: Task{Prompt: "what is " + strconv.Itoa(i) + "+1?", Expected: strconv.Itoa(i + 1)}}
+	}
+	var samples dataset.Dataset[Task]
+	if *stream {
+		samples = dataset.Func[Task](func(context.Context) iter.Seq2[dataset.Sample[Task], error] {
+			return func(yield func(dataset.Sample[Task], error) bool) {
+				for i := range *n / *epochs {
+					if !yield(sample(i), nil) {
+						return
+					}
+				}
+			}
+		})
+	} else {
+		d := make(dataset.Slice[Task], *n / *epochs)
+		for i := range d {
+			d[i] = sample(i)
+		}
+		samples = d
 	}
 	start := time.Now()
 	if *cpuProfile != "" {
