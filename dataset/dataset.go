@@ -36,7 +36,10 @@ type Sample[T any] struct {
 
 // Dataset is a source of samples. Samples yields each sample once, in a
 // deterministic order, and stops at the first error it yields. It may be
-// called more than once; each call starts from the beginning.
+// called more than once; each call starts from the beginning and yields
+// the same samples (eval reads a dataset other than a Slice once to check
+// it and again to run it, keeping only IDs in between; Collect reads one
+// into a Slice).
 type Dataset[T any] interface {
 	Samples(ctx context.Context) iter.Seq2[Sample[T], error]
 }

@@ -238,39 +238,71 @@ func indexInParallel(n int, id func(int) string) (x *sampleIndex, ok bool) {
 }
 
 // sampleStream reads a streamed dataset again as the workers claim its
-// samples, which they do in order: a sample read is held, with the count
-// of its episodes left to settle, until the last of them settles.
+// samples, which they do in order. One worker at a time reads, a few
+// samples past the one it needs; every sample read is held, with the count
+// of its episodes left to settle, until the last of them settles. Held
+// samples sit in a ring indexed by position, found and let go of without
+// a lock; one still held when its slot comes round again (an episode that
+// outlives the ring's turn) goes to an overflow map instead.
 type sampleStream[T any] struct {
 	t       *sampleTable[T]
 	pending func(i int) int // the episodes of sample i the run will settle
+	ring    []atomic.Pointer[heldSample[T]]
+	readTo  atomic.Int64 // samples read and placed so far
 
-	mu   sync.Mutex
-	next func() (dataset.Sample[T], error, bool)
-	stop func()
-	read int // samples read so far
-	held map[int]*heldSample[T]
-	err  error // sticky
+	mu       sync.Mutex // reading; overflow
+	next     func() (dataset.Sample[T], error, bool)
+	stop     func()
+	read     int
+	overflow map[int]*heldSample[T]
+	err      error // sticky
 }
 
 type heldSample[T any] struct {
 	s    dataset.Sample[T]
-	left int // episodes not settled yet
+	pos  int
+	left atomic.Int64 // episodes not settled yet
 }
 
-func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func(i int) int) *sampleStream[T] {
+// readAhead is how many samples a reading worker reads past its own: the
+// next workers' claims then find theirs without taking the lock.
+const readAhead = 16
+
+func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func(i int) int, concurrency int) *sampleStream[T] {
 	next, stop := iter.Pull2(t.src.Samples(ctx))
-	return &sampleStream[T]{t: t, pending: pending, next: next, stop: stop, held: map[int]*heldSample[T]{}}
+	size := 1 << bits.Len(uint(2*(concurrency+readAhead)))
+	return &sampleStream[T]{t: t, pending: pending, next: next, stop: stop,
+		ring: make([]atomic.Pointer[heldSample[T]], size), overflow: map[int]*heldSample[T]{}}
 }
 
 // get returns sample i, reading the dataset up to it if need be. An error
 // means the dataset does not read the same again: the run cannot go on.
-func (st *sampleStream[T]) get(i int) (*dataset.Sample[T], error) {
+func (st *sampleStream[T]) get(i int) (*heldSample[T], error) {
+	if int64(i) < st.readTo.Load() {
+		if h := st.ring[i&(len(st.ring)-1)].Load(); h != nil && h.pos == i {
+			return h, nil
+		}
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if h := st.held[i]; h != nil {
-		return &h.s, nil
+	if st.read <= i {
+		st.readThrough(min(i+readAhead, st.t.len()-1))
 	}
-	for st.err == nil && st.read <= i {
+	if h := st.ring[i&(len(st.ring)-1)].Load(); h != nil && h.pos == i {
+		return h, nil
+	}
+	if h := st.overflow[i]; h != nil {
+		return h, nil
+	}
+	if st.err == nil {
+		st.err = fmt.Errorf("eval: internal error: sample %d claimed with no episode pending", i+1)
+	}
+	return nil, st.err
+}
+
+// readThrough reads the samples up to position last, under st.mu.
+func (st *sampleStream[T]) readThrough(last int) {
+	for st.err == nil && st.read <= last {
 		s, err, ok := st.pull()
 		if !ok {
 			err = fmt.Errorf("it ended after %d samples, %d the first time", st.read, st.t.len())
@@ -280,17 +312,15 @@ func (st *sampleStream[T]) get(i int) (*dataset.Sample[T], error) {
 			break
 		}
 		if n := st.pending(st.read); n > 0 {
-			st.held[st.read] = &heldSample[T]{s: s, left: n}
+			h := &heldSample[T]{s: s, pos: st.read}
+			h.left.Store(int64(n))
+			if !st.ring[st.read&(len(st.ring)-1)].CompareAndSwap(nil, h) {
+				st.overflow[st.read] = h
+			}
 		}
 		st.read++
 	}
-	if h := st.held[i]; h != nil {
-		return &h.s, nil
-	}
-	if st.err == nil {
-		st.err = fmt.Errorf("eval: internal error: sample %d claimed with no episode pending", i+1)
-	}
-	return nil, st.err
+	st.readTo.Store(int64(st.read))
 }
 
 // pull reads the next sample; a dataset that panics ends the run with an
@@ -304,15 +334,16 @@ func (st *sampleStream[T]) pull() (s dataset.Sample[T], err error, ok bool) {
 	return st.next()
 }
 
-// settled lets go of sample i once its last episode has settled.
-func (st *sampleStream[T]) settled(i int) {
-	st.mu.Lock()
-	if h := st.held[i]; h != nil {
-		if h.left--; h.left == 0 {
-			delete(st.held, i)
-		}
+// settled lets go of h once the last of its episodes has settled.
+func (st *sampleStream[T]) settled(h *heldSample[T]) {
+	if h.left.Add(-1) != 0 {
+		return
 	}
-	st.mu.Unlock()
+	if !st.ring[h.pos&(len(st.ring)-1)].CompareAndSwap(h, nil) {
+		st.mu.Lock()
+		delete(st.overflow, h.pos)
+		st.mu.Unlock()
+	}
 }
 
 func (st *sampleStream[T]) close() {

@@ -11,11 +11,9 @@ import (
 	"github.com/proctor-evals/proctor/dataset"
 )
 
-// A streamed sample is held from the reading that reaches it to the
-// settling of its last pending episode; a sample with nothing pending is
-// read past and not held.
-func TestSampleStreamHoldsASampleUntilItsLastEpisode(t *testing.T) {
-	d := make(dataset.Slice[int], 5)
+func streamedInts(t *testing.T, n int) *sampleTable[int] {
+	t.Helper()
+	d := make(dataset.Slice[int], n)
 	for i := range d {
 		d[i] = dataset.Sample[int]{ID: "s" + strconv.Itoa(i), Input: i * 10}
 	}
@@ -24,30 +22,78 @@ func TestSampleStreamHoldsASampleUntilItsLastEpisode(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tb.streamed())
 	require.Equal(t, "s3", tb.id(3))
+	return tb
+}
 
+func (st *sampleStream[T]) heldCount() int {
+	n := len(st.overflow)
+	for i := range st.ring {
+		if st.ring[i].Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// A streamed sample is held from the reading that reaches it to the
+// settling of its last pending episode; a sample with nothing pending is
+// read past and not held.
+func TestSampleStreamHoldsASampleUntilItsLastEpisode(t *testing.T) {
+	tb := streamedInts(t, 5)
 	pending := []int{2, 0, 1, 2, 2} // sample 1: every epoch done already
-	st := newSampleStream(context.Background(), tb, func(i int) int { return pending[i] })
+	st := newSampleStream(context.Background(), tb, func(i int) int { return pending[i] }, 4)
 	defer st.close()
 
-	s3, err := st.get(3) // a worker claimed sample 3 before others claimed 0 and 2
+	h3, err := st.get(3) // a worker claimed sample 3 before others claimed 0 and 2
 	require.NoError(t, err)
-	require.Equal(t, 30, s3.Input)
-	require.Equal(t, 4, st.read)
-	require.Len(t, st.held, 3, "0, 2 and 3 are held; 1 was read past")
+	require.Equal(t, 30, h3.s.Input)
+	require.Equal(t, 5, st.read, "read ahead, to the end")
+	require.Equal(t, 4, st.heldCount(), "0, 2, 3 and 4 are held; 1 was read past")
 
-	s0, err := st.get(0)
+	h0, err := st.get(0)
 	require.NoError(t, err)
-	require.Equal(t, 0, s0.Input)
-	st.settled(0)
-	require.Contains(t, st.held, 0, "one of sample 0's two episodes is left")
-	st.settled(0)
-	require.NotContains(t, st.held, 0)
-	st.settled(2)
-	require.NotContains(t, st.held, 2)
-	st.settled(3)
-	st.settled(3)
-	require.Empty(t, st.held)
+	require.Equal(t, 0, h0.s.Input)
+	st.settled(h0)
+	require.Equal(t, 4, st.heldCount(), "one of sample 0's two episodes is left")
+	st.settled(h0)
+	require.Equal(t, 3, st.heldCount())
+	h2, _ := st.get(2)
+	st.settled(h2)
+	st.settled(h3)
+	st.settled(h3)
+	h4, _ := st.get(4)
+	st.settled(h4)
+	st.settled(h4)
+	require.Zero(t, st.heldCount())
 
 	_, err = st.get(1)
 	require.ErrorContains(t, err, "sample 2 claimed with no episode pending")
+}
+
+// A sample still held when its ring slot comes round again (a hung
+// episode) does not lose its place: the later sample goes to the overflow
+// map, is found there and let go of from there.
+func TestSampleStreamOverflow(t *testing.T) {
+	const n = 300
+	tb := streamedInts(t, n)
+	st := newSampleStream(context.Background(), tb, func(int) int { return 1 }, 4)
+	defer st.close()
+	size := len(st.ring)
+	require.Less(t, 2*size, n)
+
+	hung, err := st.get(0)
+	require.NoError(t, err)
+	for i := 1; i < n; i++ {
+		h, err := st.get(i)
+		require.NoError(t, err)
+		require.Equal(t, i*10, h.s.Input)
+		if i%size == 0 {
+			require.Contains(t, st.overflow, i, "slot %d holds the hung sample", i%size)
+		}
+		st.settled(h)
+	}
+	require.Empty(t, st.overflow)
+	require.Equal(t, 1, st.heldCount())
+	st.settled(hung)
+	require.Zero(t, st.heldCount())
 }

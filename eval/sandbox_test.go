@@ -240,7 +240,9 @@ func TestEpisodesOfASampleShareOneEnvironmentInIsolatedForks(t *testing.T) {
 				}
 				return judge.Pass(""), nil
 			})
-			e := &eval.Eval[string, string]{Name: "forks", Dataset: d, Harness: h, Judge: j,
+			// Streamed (not a Slice): each environment's spec comes from its
+			// sample as the dataset is read again.
+			e := &eval.Eval[string, string]{Name: "forks", Dataset: &readCounter{d: d}, Harness: h, Judge: j,
 				Sandbox: func(s dataset.Sample[string]) sandbox.Spec {
 					return sandbox.Spec{Setup: []sandbox.Cmd{pc.writeFile("setup.txt", "provisioned "+s.ID)}}
 				}}

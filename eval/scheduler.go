@@ -96,6 +96,7 @@ type job struct {
 	fin    *finished
 	events []harness.Event
 	input  json.RawMessage // the sample's input, encoded once for the records of all attempts
+	held   any             // a streamed sample's *heldSample, from its first attempt
 	usage  harness.Usage   // of the attempts before the latest
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
@@ -146,7 +147,7 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 		workers = int64(s.cfg.Concurrency)
 	}
 	if s.samples.streamed() && s.feed == nil {
-		s.stream = newSampleStream(ctx, s.samples, s.pendingEpochs)
+		s.stream = newSampleStream(ctx, s.samples, s.pendingEpochs, s.cfg.Concurrency)
 		defer s.stream.close()
 	}
 	s.wg.Add(int(workers))
@@ -177,17 +178,22 @@ func (s *scheduler[T, O]) pendingEpochs(i int) int {
 	return n
 }
 
-// sample returns the sample of an episode to run. A streamed dataset that
-// does not read the same again stops the run.
-func (s *scheduler[T, O]) sample(i int) (*dataset.Sample[T], error) {
+// sample returns the sample of j. A streamed dataset that does not read
+// the same again stops the run.
+func (s *scheduler[T, O]) sample(j *job) (*dataset.Sample[T], error) {
 	if s.stream == nil {
-		return &s.samples.all[i], nil
+		return &s.samples.all[j.sample], nil
 	}
-	smp, err := s.stream.get(i)
+	if h, ok := j.held.(*heldSample[T]); ok {
+		return &h.s, nil // a retry
+	}
+	h, err := s.stream.get(j.sample)
 	if err != nil {
 		s.stop(err, true)
+		return nil, err
 	}
-	return smp, err
+	j.held = h
+	return &h.s, nil
 }
 
 // worker runs jobs until none is left. A worker that replaces an abandoned
@@ -215,7 +221,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 		if s.progressClock != nil {
 			s.show(w, j)
 		}
-		smp, err := s.sample(j.sample)
+		smp, err := s.sample(j)
 		if err != nil {
 			s.unreadable(j, err)
 		} else {
@@ -443,8 +449,8 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		s.out.commit(f)
 	}
 	s.closeEnv(j.sample)
-	if s.stream != nil {
-		s.stream.settled(j.sample)
+	if h, ok := j.held.(*heldSample[T]); ok {
+		s.stream.settled(h)
 	}
 	return nil
 }

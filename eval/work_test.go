@@ -51,10 +51,22 @@ func sameReport(t *testing.T, want, got *report.Report) {
 
 func TestShardsPartitionTheRunAndTheirUnionReportsAsOneMachine(t *testing.T) {
 	t.Parallel()
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {
+			t.Parallel()
+			testShardsPartitionTheRun(t, streamed)
+		})
+	}
+}
+
+func testShardsPartitionTheRun(t *testing.T, streamed bool) {
 	e := seeded(60)
 	cfg := eval.Config{Epochs: 3, Seed: 7, Concurrency: 4}
 	whole, err := e.Run(context.Background(), cfg)
 	require.NoError(t, err)
+	if streamed {
+		e.Dataset = &readCounter{d: e.Dataset.(dataset.Slice[string])}
+	}
 
 	dir := t.TempDir()
 	var all []sink.Record
