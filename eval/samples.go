@@ -264,9 +264,13 @@ type heldSample[T any] struct {
 	left atomic.Int64 // episodes not settled yet
 }
 
-// readAhead is how many samples a reading worker reads past its own: the
-// next workers' claims then find theirs without taking the lock.
-const readAhead = 16
+// readAhead is how far the reading goes past the latest claim: the next
+// workers' claims find their samples read, without taking the lock. A
+// worker whose claim finds the lead below half of it reads the next
+// stretch, if no other worker is reading, before it runs its own
+// episode, so that reading (serial: one iterator) overlaps the episodes
+// and claims seldom wait for it.
+const readAhead = 64
 
 func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func(i int) int, concurrency int) *sampleStream[T] {
 	next, stop := iter.Pull2(t.src.Samples(ctx))
@@ -278,7 +282,11 @@ func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func
 // get returns sample i, reading the dataset up to it if need be. An error
 // means the dataset does not read the same again: the run cannot go on.
 func (st *sampleStream[T]) get(i int) (*heldSample[T], error) {
-	if int64(i) < st.readTo.Load() {
+	if readTo := int(st.readTo.Load()); i < readTo {
+		if readTo-i < readAhead/2 && readTo < st.t.len() && st.mu.TryLock() {
+			st.readThrough(min(i+readAhead, st.t.len()-1))
+			st.mu.Unlock()
+		}
 		if h := st.ring[i&(len(st.ring)-1)].Load(); h != nil && h.pos == i {
 			return h, nil
 		}

@@ -74,7 +74,7 @@ func TestSampleStreamHoldsASampleUntilItsLastEpisode(t *testing.T) {
 // episode) does not lose its place: the later sample goes to the overflow
 // map, is found there and let go of from there.
 func TestSampleStreamOverflow(t *testing.T) {
-	const n = 300
+	const n = 1200
 	tb := streamedInts(t, n)
 	st := newSampleStream(context.Background(), tb, func(int) int { return 1 }, 4)
 	defer st.close()

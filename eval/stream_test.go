@@ -136,7 +136,7 @@ func TestStreamedDatasetIsReadLazily(t *testing.T) {
 		// bounds the claims behind it.
 		served := c.served.Load()
 		k := started.Add(1)
-		ahead := served - ((k+workers)/epochs + 1 + 16) // 16: the read-ahead
+		ahead := served - ((k+workers)/epochs + 1 + 64) // 64: the read-ahead
 		for w := worst.Load(); ahead > w && !worst.CompareAndSwap(w, ahead); w = worst.Load() {
 		}
 		return "ok", nil
