@@ -18,6 +18,8 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -128,6 +130,7 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 	}
 	t := &sampleTable[T]{src: d}
 	var ids []byte
+	var tags tagInterner
 	for s, err := range d.Samples(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("eval: reading dataset: %w", err)
@@ -135,11 +138,11 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 		if len(ids)+len(s.ID) > math.MaxUint32 {
 			return nil, errors.New("eval: the dataset's sample IDs add up to more than 4 GiB")
 		}
-		if s.Tags != nil {
+		if len(s.Tags) > 0 {
 			if t.tags == nil {
 				t.tags = make([]map[string]string, len(t.ends), cap(t.ends))
 			}
-			t.tags = append(t.tags, s.Tags)
+			t.tags = append(t.tags, tags.intern(s.Tags))
 		} else if t.tags != nil {
 			t.tags = append(t.tags, nil)
 		}
@@ -148,6 +151,35 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 	}
 	t.ids = string(ids)
 	return t, t.check()
+}
+
+// tagInterner keeps one map per distinct set of tags: a million samples
+// tagged from a few values hold a few maps, not a million.
+type tagInterner struct {
+	seen map[string]map[string]string
+	keys []string
+	buf  []byte
+}
+
+func (in *tagInterner) intern(tags map[string]string) map[string]string {
+	in.keys = in.keys[:0]
+	for k := range tags {
+		in.keys = append(in.keys, k)
+	}
+	slices.Sort(in.keys)
+	in.buf = in.buf[:0]
+	for _, k := range in.keys {
+		in.buf = strconv.AppendQuote(in.buf, k)
+		in.buf = strconv.AppendQuote(in.buf, tags[k])
+	}
+	if m, ok := in.seen[string(in.buf)]; ok {
+		return m
+	}
+	if in.seen == nil {
+		in.seen = map[string]map[string]string{}
+	}
+	in.seen[string(in.buf)] = tags
+	return tags
 }
 
 // checkSamples checks and indexes samples held in memory.

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"iter"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -96,4 +97,27 @@ func TestSampleStreamOverflow(t *testing.T) {
 	require.Equal(t, 1, st.heldCount())
 	st.settled(hung)
 	require.Zero(t, st.heldCount())
+}
+
+// A streamed dataset's tags are kept once per distinct set: samples with
+// equal tags share one map, whatever order their keys were written in.
+func TestStreamedTagsAreInterned(t *testing.T) {
+	d := make(dataset.Slice[int], 3000)
+	for i := range d {
+		d[i] = dataset.Sample[int]{ID: "s" + strconv.Itoa(i)}
+		if i%4 != 0 {
+			d[i].Tags = map[string]string{"level": []string{"easy", "hard", "x"}[i%3], "repo": "r" + strconv.Itoa(i%2)}
+		}
+	}
+	stream := dataset.Func[int](func(ctx context.Context) iter.Seq2[dataset.Sample[int], error] { return d.Samples(ctx) })
+	tb, err := loadSamples(context.Background(), stream, true)
+	require.NoError(t, err)
+	maps := map[uintptr]bool{}
+	for i := range d {
+		require.Equal(t, d[i].Tags, tb.tagsOf(i), "sample %d", i)
+		if m := tb.tagsOf(i); m != nil {
+			maps[reflect.ValueOf(m).Pointer()] = true
+		}
+	}
+	require.Len(t, maps, 6, "3 levels × 2 repos")
 }
