@@ -5,6 +5,8 @@
 //	go run ./examples/loadtest -n 100000 -c 5000 -latency 50ms -log /tmp/load.jsonl
 //
 // Running it again with the same -log resumes: only missing episodes run.
+// With -stream the samples are made as the engine reads them (a
+// dataset.Func, which it streams) instead of held in a slice.
 // It prints one JSON line: episodes, wall_s, episodes_per_s, peak_rss_mb…
 package main
 
