@@ -730,7 +730,12 @@ func scanValue(b []byte, i, depth int, clean bool) (int, bool) {
 		}
 		for {
 			if obj {
-				if i, _, ok = scanString(b, i, true); !ok || i >= len(b) || b[i] != ':' {
+				if clean {
+					i, ok = scanCleanString(b, i) // keys are escaped as values are
+				} else {
+					i, _, ok = scanString(b, i, true)
+				}
+				if !ok || i >= len(b) || b[i] != ':' {
 					return i, false
 				}
 				i++

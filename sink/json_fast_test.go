@@ -542,7 +542,8 @@ func rawCases() []string {
 	}
 	for _, s := range stringCases() {
 		q, _ := json.Marshal(s)
-		cases = append(cases, `"`+s+`"`, string(q), `{"`+s+`":["`+s+`"]}`)
+		// A key alone may hold what escaping changes (the fuzzer's find).
+		cases = append(cases, `"`+s+`"`, string(q), `{"`+s+`":["`+s+`"]}`, `{"`+s+`":[]}`, `{"a":1,`+string(q)+`:2}`)
 	}
 	return cases
 }
