@@ -24,39 +24,11 @@ import (
 // false when the attempt was abandoned (its harness or judge ignored the
 // expiry of its context, or called runtime.Goexit): then another goroutine
 // has taken over j.
-func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) bool {
-	ep := &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
-		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
-	// Read before the attempt is published: once it runs, the watchdog may
-	// abandon it and drop j.kept while the abandoned call still reads it.
-	k := j.kept
-	sbCtx := ctx
-	if s.tel.tracer != nil {
-		sbCtx, base = s.startAttempt(ctx, base, j, ep, k == nil && s.cfg.Sandbox != nil)
+func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) bool {
+	ctx, ep, k, start, phase := s.begin(runCtx, base, w, j, smp)
+	if ctx == nil {
+		return true // the sandbox could not be had: concluded already
 	}
-	if k != nil {
-		ep.Sandbox = k.sb // the judge sees the world the harness left
-	} else if s.cfg.Sandbox != nil {
-		opened := time.Now()
-		sb, kind, err := s.openSandbox(sbCtx, j, smp)
-		if err != nil {
-			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
-			return true
-		}
-		ep.Sandbox = sb
-	}
-	start := s.now()
-	actx, cancel := context.WithCancelCause(base)
-	runCtx := ctx
-	ctx = actx
-	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
-	if s.cfg.Timeout > 0 {
-		deadline := start.Add(s.cfg.Timeout)
-		ctx = &attemptCtx{Context: actx, deadline: deadline}
-		w.deadline.Store(deadline.UnixNano())
-	}
-	phase := (w.phase.Load()>>2+1)<<2 | running
-	w.phase.Store(phase)
 	res := &outcome[O]{}
 	returned := false
 	defer func() {
@@ -70,6 +42,48 @@ func (s *scheduler[T, O]) attempt(ctx, base context.Context, w *workerState[T], 
 	s.call(ctx, k, ep, res)
 	returned = true
 	return s.finish(w, phase, j, ep, start, res)
+}
+
+// begin readies an attempt: its episode, sandbox and context, published
+// to the watchdog as running. A nil ctx means the attempt ended before it
+// ran (no sandbox). It is out of line so that its temporaries are not on
+// the stack of every worker while its harness waits: thousands of
+// workers each hold attempt's frame, not begin's.
+//
+//go:noinline
+func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) (ctx context.Context, ep *harness.Episode[T], k *kept, start time.Time, phase uint64) {
+	ep = &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
+		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
+	// Read before the attempt is published: once it runs, the watchdog may
+	// abandon it and drop j.kept while the abandoned call still reads it.
+	k = j.kept
+	sbCtx := runCtx
+	if s.tel.tracer != nil {
+		sbCtx, base = s.startAttempt(runCtx, base, j, ep, k == nil && s.cfg.Sandbox != nil)
+	}
+	if k != nil {
+		ep.Sandbox = k.sb // the judge sees the world the harness left
+	} else if s.cfg.Sandbox != nil {
+		opened := time.Now()
+		sb, kind, err := s.openSandbox(sbCtx, j, smp)
+		if err != nil {
+			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
+			return nil, nil, nil, time.Time{}, 0
+		}
+		ep.Sandbox = sb
+	}
+	start = s.now()
+	actx, cancel := context.WithCancelCause(base)
+	ctx = actx
+	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
+	if s.cfg.Timeout > 0 {
+		deadline := start.Add(s.cfg.Timeout)
+		ctx = &attemptCtx{Context: actx, deadline: deadline}
+		w.deadline.Store(deadline.UnixNano())
+	}
+	phase = (w.phase.Load()>>2+1)<<2 | running
+	w.phase.Store(phase)
+	return ctx, ep, k, start, phase
 }
 
 // unreadable ends an attempt whose sample a streamed dataset failed to
