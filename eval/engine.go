@@ -232,14 +232,18 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	warnings := r.warnings
 	if r.opened != nil {
 		identity, err := r.identity(context.WithoutCancel(ctx))
-		if err == nil {
+		if err != nil {
+			// The records are all there; only the manifest keeps the
+			// identity it had (a resume adds it up again).
+			warnings = append(warnings, fmt.Sprintf("the manifest's dataset identity was not updated: %v", err))
+		} else {
 			var warning string
 			warning, err = r.opened.finishManifest(r.log, identity)
 			if warning != "" {
 				warnings = append(warnings, warning)
 			}
+			recErr = errors.Join(recErr, err)
 		}
-		recErr = errors.Join(recErr, err)
 	}
 	rep := r.agg.Final()
 	rep.Eval, rep.RunID = r.evalName, r.runID

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -117,6 +118,12 @@ func TestBadDatasets(t *testing.T) {
 		"duplicate IDs":                     {dataset.Slice[string]{{ID: "x"}, {ID: "x"}}, `duplicate sample ID "x"`},
 		"empty":                             {dataset.Slice[string]{}, "the dataset is empty"},
 		"missing file":                      {dataset.JSONL[string]{Path: filepath.Join(dir, "nope.jsonl")}, "no such file"},
+		"panics": {dataset.Func[string](func(context.Context) iter.Seq2[dataset.Sample[string], error] {
+			return func(yield func(dataset.Sample[string], error) bool) {
+				yield(dataset.Sample[string]{ID: "a"}, nil)
+				panic("a bug in the loader")
+			}
+		}), "eval: reading dataset: it panicked: a bug in the loader"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var calls atomic.Int32

@@ -72,7 +72,7 @@ func (t *sampleTable[T]) tagsOf(i int) map[string]string {
 
 // each calls f with every sample in order (a streamed dataset is read
 // again) until f returns false.
-func (t *sampleTable[T]) each(ctx context.Context, f func(i int, s *dataset.Sample[T]) bool) error {
+func (t *sampleTable[T]) each(ctx context.Context, f func(i int, s *dataset.Sample[T]) bool) (err error) {
 	if t.src == nil {
 		for i := range t.all {
 			if !f(i, &t.all[i]) {
@@ -81,6 +81,7 @@ func (t *sampleTable[T]) each(ctx context.Context, f func(i int, s *dataset.Samp
 		}
 		return nil
 	}
+	defer recoverDataset(&err, rereadError)
 	i := 0
 	for s, err := range t.src.Samples(ctx) {
 		if err = cmp.Or(err, t.same(i, &s)); err != nil {
@@ -107,6 +108,17 @@ func (t *sampleTable[T]) same(i int, s *dataset.Sample[T]) error {
 	return nil
 }
 
+// recoverDataset turns a panic of the dataset's iterator into *err: a
+// dataset that panics costs the run, as any bad dataset does, not the
+// process.
+func recoverDataset(err *error, wrap func(error) error) {
+	if p := recover(); p != nil {
+		*err = wrap(fmt.Errorf("it panicked: %v", p))
+	}
+}
+
+func readError(err error) error { return fmt.Errorf("eval: reading dataset: %w", err) }
+
 func rereadError(err error) error {
 	return fmt.Errorf("eval: reading the dataset again: %w (a dataset must yield the same samples each time it is read; dataset.Collect reads one into memory)", err)
 }
@@ -114,15 +126,16 @@ func rereadError(err error) error {
 // loadSamples reads the dataset and checks it before anything runs: a
 // dataset.Slice, or any dataset unless stream, into memory; any other
 // streamed (its IDs and tags kept).
-func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) (*sampleTable[T], error) {
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) (_ *sampleTable[T], err error) {
 	if s, ok := d.(dataset.Slice[T]); ok {
 		return checkSamples(s)
 	}
+	defer recoverDataset(&err, readError)
 	if !stream {
 		var samples []dataset.Sample[T]
 		for s, err := range d.Samples(ctx) {
 			if err != nil {
-				return nil, fmt.Errorf("eval: reading dataset: %w", err)
+				return nil, readError(err)
 			}
 			samples = append(samples, s)
 		}
@@ -133,7 +146,7 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 	var tags tagInterner
 	for s, err := range d.Samples(ctx) {
 		if err != nil {
-			return nil, fmt.Errorf("eval: reading dataset: %w", err)
+			return nil, readError(err)
 		}
 		if len(ids)+len(s.ID) > math.MaxUint32 {
 			return nil, errors.New("eval: the dataset's sample IDs add up to more than 4 GiB")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,4 +242,33 @@ func TestStreamedDatasetThatGrowsRunsWhatItHadAtTheStart(t *testing.T) {
 	require.Less(t, rep.Episodes, 300)
 	require.Equal(t, int64(3), reads.Load())
 	require.Equal(t, identityOf(t, d[:300]), manifestIdentity(t, log))
+}
+
+// A streamed dataset that cannot be read again at the end of a run, when
+// the samples no worker ran are hashed for the manifest (here: a resume
+// with nothing left to run), costs the manifest's update, not the run:
+// the run succeeds with a warning, and the manifest keeps the identity it
+// had.
+func TestStreamedDatasetUnreadableAtTheEndWarns(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	d := manySamples(50)
+	e := &eval.Eval[string, string]{Name: "end", Dataset: d, Harness: echo, Judge: wantOK}
+	_, err := e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	before := manifestIdentity(t, log)
+
+	c := &readCounter{d: d, alter: func(reading, i int, _ *dataset.Sample[string]) bool {
+		if reading == 3 && i == 10 {
+			panic("the file is gone")
+		}
+		return false
+	}}
+	e.Dataset = c
+	rep, err := e.Run(context.Background(), eval.Config{Log: log})
+	require.NoError(t, err)
+	require.Equal(t, 50, rep.Resumed)
+	require.Equal(t, int64(3), c.reads.Load(), "to index, to run (nothing), to hash what no worker ran")
+	require.Contains(t, strings.Join(rep.Warnings, "\n"), "the manifest's dataset identity was not updated: eval: reading the dataset again: it panicked: the file is gone")
+	require.Equal(t, before, manifestIdentity(t, log))
 }
