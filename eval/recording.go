@@ -18,7 +18,8 @@ import (
 type Recording struct {
 	run      *run
 	index    *sampleIndex
-	ids      []string
+	samples  int
+	id       func(i int) string
 	epochs   int
 	manifest *Manifest
 	progress *progressTracker
@@ -33,7 +34,9 @@ type Recording struct {
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
 func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
-	cfg, samples, err := e.prepare(ctx, cfg, false)
+	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
+	// unless reusing earlier results compares their inputs.
+	cfg, samples, err := e.prepare(ctx, cfg, len(cfg.ReuseFrom) == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -41,10 +44,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	if _, err := setup.hashDataset(ctx); err != nil { // the manifest workers check needs it now
 		return nil, err
 	}
-	r := &Recording{index: samples.index, epochs: cfg.Epochs, ids: make([]string, samples.len())}
-	for i := range r.ids {
-		r.ids[i] = samples.id(i)
-	}
+	r := &Recording{index: samples.index, samples: samples.len(), id: samples.id, epochs: cfg.Epochs}
 	run, err := openRun(ctx, setup, r.fail)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (r *Recording) Manifest() *Manifest { return r.manifest }
 // pending).
 func (r *Recording) Pending() []Assignment {
 	var out []Assignment
-	for i, id := range r.ids {
+	for i := range r.samples {
 		var eps []int
 		for ep := range r.epochs {
 			if !r.run.done.has(int64(i)*int64(r.epochs) + int64(ep)) {
@@ -104,7 +104,7 @@ func (r *Recording) Pending() []Assignment {
 			}
 		}
 		if len(eps) > 0 {
-			out = append(out, Assignment{SampleID: id, Epochs: eps})
+			out = append(out, Assignment{SampleID: r.id(i), Epochs: eps})
 		}
 	}
 	return out

@@ -117,10 +117,25 @@ func TestParseShard(t *testing.T) {
 // twice.
 func TestWorkFeedingARecordingReportsAsRun(t *testing.T) {
 	t.Parallel()
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {
+			t.Parallel()
+			testWorkFeedingARecording(t, streamed)
+		})
+	}
+}
+
+// testWorkFeedingARecording: streamed, the coordinator keeps the dataset's
+// IDs only; the worker, which runs samples in any order, reads it into
+// memory.
+func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	e := seeded(40)
 	cfg := eval.Config{Epochs: 2, Seed: 11, Concurrency: 8}
 	whole, err := e.Run(context.Background(), cfg)
 	require.NoError(t, err)
+	if streamed {
+		e.Dataset = &readCounter{d: e.Dataset.(dataset.Slice[string])}
+	}
 
 	c := cfg
 	c.Log = filepath.Join(t.TempDir(), "coord.jsonl")
