@@ -38,8 +38,9 @@ type Eval[T, O any] struct {
 	// the same samples (as the Dataset contract says); one that does not
 	// stops the run with an error, and what ran stays in the log. A run
 	// that narrows the dataset (Config.Subset, Config.Select) or reuses
-	// results (Config.ReuseFrom), and a distributed worker or coordinator,
-	// read it into memory instead; so does dataset.Collect.
+	// results (Config.ReuseFrom), and a distributed worker (Work), which
+	// runs samples in any order, read it into memory instead; so does
+	// dataset.Collect. A coordinator (Open) keeps only the IDs.
 	Dataset dataset.Dataset[T]
 	Harness harness.Harness[T, O]
 	Judge   judge.Judge[T, O]
