@@ -30,6 +30,26 @@ func identityOf(t *testing.T, d dataset.Slice[string]) manifest.DatasetIdentity 
 	})
 }
 
+// cancelAt returns a harness that answers "ok" and cancels the run at its
+// k-th call. Later calls wait until that cancel has returned: until then
+// the run's context may not be done (cancel can be preempted while it
+// walks the context's children), and the other workers, their episodes
+// done at once, would go on claiming — a whole run's worth under load.
+func cancelAt(k int64, cancel context.CancelFunc) harness.Func[string, string] {
+	var n atomic.Int64
+	cancelled := make(chan struct{})
+	return func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
+		switch v := n.Add(1); {
+		case v == k:
+			cancel()
+			close(cancelled)
+		case v > k:
+			<-cancelled
+		}
+		return "ok", nil
+	}
+}
+
 func manifestIdentity(t *testing.T, log string) manifest.DatasetIdentity {
 	t.Helper()
 	m, err := eval.ReadManifest(log)
@@ -80,14 +100,7 @@ func testRunAddsUpTheDatasetIdentity(t *testing.T, form func(dataset.Slice[strin
 		t.Parallel()
 		log := filepath.Join(t.TempDir(), "run.jsonl")
 		ctx, cancel := context.WithCancel(context.Background())
-		var n atomic.Int64
-		stopping := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
-			if n.Add(1) == 200 {
-				cancel()
-			}
-			return "ok", nil
-		})
-		e := &eval.Eval[string, string]{Name: "id", Dataset: form(d), Harness: stopping, Judge: wantOK}
+		e := &eval.Eval[string, string]{Name: "id", Dataset: form(d), Harness: cancelAt(200, cancel), Judge: wantOK}
 		rep, err := e.Run(ctx, eval.Config{Log: log, Epochs: 2, Concurrency: 4})
 		require.Error(t, err)
 		require.Less(t, rep.Episodes, 600, "the first run stopped early (%d episodes, %d cancelled)", rep.Episodes, rep.Cancelled)

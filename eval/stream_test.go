@@ -228,15 +228,10 @@ func TestStreamedDatasetThatGrowsRunsWhatItHadAtTheStart(t *testing.T) {
 		return d[:min(k, len(d))].Samples(ctx)
 	})
 	log := filepath.Join(t.TempDir(), "run.jsonl")
+	// Canceled, so that the run reads the dataset a third time, to hash the
+	// samples no worker ran.
 	ctx, cancel := context.WithCancel(context.Background())
-	var n atomic.Int64
-	stopping := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
-		if n.Add(1) == 100 {
-			cancel() // so the run reads the dataset a third time, to hash the samples no worker ran
-		}
-		return "ok", nil
-	})
-	e := &eval.Eval[string, string]{Name: "growing", Dataset: growing, Harness: stopping, Judge: wantOK}
+	e := &eval.Eval[string, string]{Name: "growing", Dataset: growing, Harness: cancelAt(100, cancel), Judge: wantOK}
 	rep, err := e.Run(ctx, eval.Config{Log: log, Concurrency: 4})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Less(t, rep.Episodes, 300)
