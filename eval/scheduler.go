@@ -214,6 +214,9 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 	for {
 		if j == nil {
 			if j = s.claim(ctx, &w.job); j == nil {
+				// Shows nothing before the run may count it gone: the run's
+				// last progress snapshot can come before it unregisters.
+				w.shown.Store(0)
 				s.wg.Done()
 				return
 			}
