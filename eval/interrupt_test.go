@@ -63,15 +63,19 @@ func TestInterruptOnceStopsGracefullyTwiceAtOnce(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	t.Parallel()
-	start := func(log, mode string) (*exec.Cmd, *lockedBuf, chan struct{}) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// start runs a child; eof is closed once its stdout is read to the
+	// end, which must come before cmd.Wait: Wait closes the pipe, and a
+	// line still unread is lost.
+	start := func(log, mode string) (cmd *exec.Cmd, all *lockedBuf, running, eof chan struct{}) {
+		cmd = exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), interruptChildEnv+"="+log+","+mode)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		all := &lockedBuf{}
-		running := make(chan struct{})
+		all = &lockedBuf{}
+		running, eof = make(chan struct{}), make(chan struct{})
 		go func() {
+			defer close(eof)
 			buf := make([]byte, 4096)
 			once := false
 			for {
@@ -86,17 +90,18 @@ func TestInterruptOnceStopsGracefullyTwiceAtOnce(t *testing.T) {
 				}
 			}
 		}()
-		return cmd, all, running
+		return cmd, all, running, eof
 	}
 	dir := t.TempDir()
 
 	// Once: the run stops gracefully, reports what it cancelled, and a
 	// second run resumes to the end with every episode once.
 	log := filepath.Join(dir, "once.jsonl")
-	cmd, out, running := start(log, "normal")
+	cmd, out, running, eof := start(log, "normal")
 	<-running
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	<-eof
 	require.NoError(t, cmd.Wait(), "a graceful stop exits normally")
 	require.Contains(t, out.String(), "err=interrupt signal received")
 	require.Regexp(t, `cancelled=[1-9]`, out.String(), "episodes in flight end as cancelled")
@@ -112,7 +117,7 @@ func TestInterruptOnceStopsGracefullyTwiceAtOnce(t *testing.T) {
 	// the second interrupt ends the process at once; the log is still
 	// resumable.
 	log = filepath.Join(dir, "twice.jsonl")
-	cmd, out, running = start(log, "stubborn")
+	cmd, out, running, eof = start(log, "stubborn")
 	<-running
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	for !strings.Contains(out.String(), "err=") { // the run returned: its harness was abandoned
@@ -120,7 +125,10 @@ func TestInterruptOnceStopsGracefullyTwiceAtOnce(t *testing.T) {
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		<-eof
+		done <- cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
