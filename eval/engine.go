@@ -201,14 +201,7 @@ func trackIdentity[T, O any](ctx context.Context, r *run, setup *runSetup[T, O])
 	} else {
 		go func() {
 			defer close(notRun)
-			hashSamples(ctx, r.ident, samples, func(i int) bool {
-				for ep := range epochs {
-					if !r.done.has(int64(i)*int64(epochs) + int64(ep)) {
-						return false
-					}
-				}
-				return true
-			})
+			hashSamples(ctx, r.ident, samples, func(i int) bool { return r.done.left(i, epochs) == 0 })
 		}()
 	}
 	r.identity = func(ctx context.Context) (DatasetIdentity, error) {

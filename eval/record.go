@@ -13,7 +13,7 @@ import (
 )
 
 // buildRecord fills rec with an attempt's outcome and returns what the
-// attempt used; out is nil when the harness produced none. Tokens and cost
+// attempt used; output is nil when the harness produced none. Tokens and cost
 // are those of every attempt of the episode: earlier is what the attempts
 // before this one used.
 func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, earlier harness.Usage) (used harness.Usage) {

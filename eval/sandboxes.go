@@ -26,13 +26,7 @@ func (r *scheduler[T, O]) announceAll() {
 		return
 	}
 	for i := range r.samples.len() {
-		n := 0
-		for ep := range r.cfg.Epochs {
-			if !r.done.has(int64(i)*int64(r.cfg.Epochs) + int64(ep)) {
-				n++
-			}
-		}
-		if n > 0 {
+		if n := r.done.left(i, r.cfg.Epochs); n > 0 {
 			r.pool.Add(strconv.Itoa(i), n)
 		}
 	}

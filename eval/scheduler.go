@@ -147,7 +147,7 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 		workers = int64(s.cfg.Concurrency)
 	}
 	if s.samples.streamed() && s.feed == nil {
-		s.stream = newSampleStream(ctx, s.samples, s.pendingEpochs, s.cfg.Concurrency)
+		s.stream = newSampleStream(ctx, s.samples, func(i int) int { return s.done.left(i, s.cfg.Epochs) }, s.cfg.Concurrency)
 		defer s.stream.close()
 	}
 	s.wg.Add(int(workers))
@@ -165,17 +165,6 @@ func (s *scheduler[T, O]) run(ctx context.Context) {
 	close(stopWatchdog)
 	<-watched
 	s.closePool()
-}
-
-// pendingEpochs counts the episodes of sample i not done yet.
-func (s *scheduler[T, O]) pendingEpochs(i int) int {
-	n, epochs := 0, int64(s.cfg.Epochs)
-	for ep := range epochs {
-		if !s.done.has(int64(i)*epochs + ep) {
-			n++
-		}
-	}
-	return n
 }
 
 // sample returns the sample of j. A streamed dataset that does not read
@@ -532,6 +521,17 @@ func (d *doneSet) add(i int64) bool {
 }
 
 func (d *doneSet) has(i int64) bool { return d.words[i/64].Load()&(1<<(i%64)) != 0 }
+
+// left counts the episodes of sample i, of epochs each, not marked.
+func (d *doneSet) left(i, epochs int) int {
+	n := 0
+	for ep := range epochs {
+		if !d.has(int64(i)*int64(epochs) + int64(ep)) {
+			n++
+		}
+	}
+	return n
+}
 
 func (d *doneSet) count() int64 { return d.n.Load() }
 
