@@ -22,7 +22,7 @@
 // # The packages
 //
 //   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms.
-//   - harness: Episode (with its trace and usage recorder), Harness, Func,
+//   - harness: Episode (with its transcript and usage recorder), Harness, Func,
 //     Command (an agent CLI run in the sandbox).
 //   - judge: Verdict, Judge, Func, Unscored; combinators (All, Any,
 //     Weighted, Cascade, Subsample, Vote); model-graded Rubric judges over a
@@ -38,7 +38,7 @@
 //     size, Holm.
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
 //     log), sink/parquet, sink/sinktest (the conformance suite).
-//   - eval: Eval, Config, Run, Rejudge, ReadTrace;
+//   - eval: Eval, Config, Run, Rejudge, ReadTranscript;
 //     eval/report: Report, FromRecords, Aggregator, Compare (the analysis
 //     half, without the engine); eval/evaltest: the `go test` gate.
 //   - cmd/proctor: report, compare, export and trace from the command line.

@@ -144,7 +144,7 @@ func baseline(t *testing.T, s shape) *report.Report {
 
 // sameReport compares what a run's report says about the agent: counts,
 // rates, intervals, pass@k, tags and usage (not wall time, latency, run
-// IDs, warnings or trace links).
+// IDs, warnings or transcript links).
 func sameReport(t *testing.T, want, got *report.Report) {
 	t.Helper()
 	opts := []cmp.Option{
@@ -691,7 +691,7 @@ func TestLargeResultsArriveWhole(t *testing.T) {
 		if err := json.Unmarshal(r.Output, &got); err != nil || len(got) != s.Big {
 			t.Fatalf("%s epoch %d: output of %d bytes arrived as %d (%v)", r.SampleID, r.Epoch, s.Big, len(got), err)
 		}
-		tr, err := eval.ReadTrace(r.Trace, filepath.Dir(log))
+		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
 		if err != nil {
 			t.Fatalf("%s: its transcript: %v", r.SampleID, err)
 		}

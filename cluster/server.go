@@ -83,7 +83,7 @@ func newToken() string {
 }
 
 // storeDir is where the embedded server of the run logged at log keeps
-// its streams: beside the log, named as its manifest and trace store are
+// its streams: beside the log, named as its manifest and transcript store are
 // (runs/x.jsonl → runs/x.nats/).
 func storeDir(log string) string {
 	return log[:len(log)-len(filepath.Ext(log))] + ".nats"

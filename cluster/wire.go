@@ -28,8 +28,8 @@ const blobHeader = "Proctor-Blob"
 // encodeResult appends the wire form of f to b.
 func encodeResult(b []byte, f *eval.Finished) ([]byte, error) {
 	b = f.Record.AppendJSON(b)
-	if len(f.Trace) > 0 {
-		tr, err := json.Marshal(f.Trace)
+	if len(f.Transcript) > 0 {
+		tr, err := json.Marshal(f.Transcript)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: encoding the transcript of %s epoch %d: %w", f.Record.SampleID, f.Record.Epoch, err)
 		}
@@ -63,7 +63,7 @@ func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error
 		if err := json.Unmarshal(trace, &events); err != nil {
 			return f, fmt.Errorf("cluster: result transcript of sample %q epoch %d: %w", sampleID, epoch, err)
 		}
-		f.Trace = events
+		f.Transcript = events
 	}
 	return f, nil
 }

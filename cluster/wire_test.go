@@ -18,7 +18,7 @@ func TestResultRoundTrip(t *testing.T) {
 	f := eval.Finished{
 		Record: sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "a.b c/\n", Epoch: 2, Status: sink.Pass, Score: 1,
 			Output: json.RawMessage(`{"x":"line\nbreak"}`), StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Worker: "h:1"},
-		Trace: []harness.Event{{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: "note", Output: json.RawMessage(`"hi"`)}},
+		Transcript: []harness.Event{{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: "note", Output: json.RawMessage(`"hi"`)}},
 	}
 	b, err := encodeResult(nil, &f)
 	if err != nil {

@@ -155,10 +155,10 @@ func (d JSONL[T]) decodeLine(b []byte, n int) (Sample[T], *RowError) {
 		return s, nil
 	}
 	var row struct {
-		ID    *string           `json:"id"`
-		Input json.RawMessage   `json:"input"`
-		Tags  map[string]string `json:"tags"`
-		Trace string            `json:"trace"` // where the sample came from (proctor export -failures); not loaded
+		ID         *string           `json:"id"`
+		Input      json.RawMessage   `json:"input"`
+		Tags       map[string]string `json:"tags"`
+		Transcript string            `json:"trace"` // where the sample came from (proctor export -failures); not loaded
 	}
 	if err := decode(b, &row, !d.AllowUnknownFields); err != nil {
 		return Sample[T]{}, jsonError(err)

@@ -152,7 +152,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 		}
 		r.opened = l
 		trackIdentity(ctx, r, setup)
-		r.rec.log, r.rec.traces, logSize = l.w, l.traces, l.size
+		r.rec.log, r.rec.transcripts, logSize = l.w, l.transcripts, l.size
 		r.runID = l.runID
 		r.warnings = append(r.warnings, l.warnings...)
 	}
@@ -260,10 +260,10 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 
 // openedLog is a log recovered for a run.
 type openedLog struct {
-	w, traces *jsonl.Writer
-	size      int64 // committed bytes when the run started
-	runID     string
-	warnings  []string
+	w, transcripts *jsonl.Writer
+	size           int64 // committed bytes when the run started
+	runID          string
+	warnings       []string
 	// The manifest as written when the run started, and the dataset
 	// identity it holds: the identity of this run's dataset (a hash of
 	// every input) is computed while the run goes on, not before.
@@ -316,8 +316,8 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	l := &openedLog{w: w, size: w.Size(), runID: cfg.RunID}
 	fail := func(err error) (*openedLog, error) {
 		w.Close(context.Background())
-		if l.traces != nil {
-			l.traces.Close(context.Background())
+		if l.transcripts != nil {
+			l.transcripts.Close(context.Background())
 		}
 		return nil, err
 	}
@@ -354,11 +354,11 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	if rec.Dropped > 0 {
 		cfg.Logger.Info("proctor: retrying errored episodes from the log", "log", cfg.Log, "episodes", rec.Dropped)
 	}
-	traces, err := jsonl.Append(tracePath(cfg.Log), nil)
+	traces, err := jsonl.Append(transcriptPath(cfg.Log), nil)
 	if err != nil {
-		return fail(fmt.Errorf("eval: opening the trace store: %w", err))
+		return fail(fmt.Errorf("eval: opening the transcript store: %w", err))
 	}
-	l.traces = traces
+	l.transcripts = traces
 	w.FlushFirst(traces)
 	return l, nil
 }
@@ -383,9 +383,9 @@ func identityOf[T any](ctx context.Context, samples *sampleTable[T]) (DatasetIde
 	return t.sum.Identity(samples.len()), err
 }
 
-// tracePath is where the transcripts of the run logged at log go: one
+// transcriptPath is where the transcripts of the run logged at log go: one
 // append-only file beside the log, not one file per episode.
-func tracePath(log string) string {
+func transcriptPath(log string) string {
 	return trimExt(log) + ".traces.jsonl"
 }
 

@@ -1,6 +1,6 @@
 package eval
 
-// The recorder: the single writer of a run. It owns the log, the trace
+// The recorder: the single writer of a run. It owns the log, the transcript
 // store, the sinks, the exactly-once index and the aggregator. Workers do
 // the expensive part of recording in parallel (the transcript, encoding
 // the record's line); the recorder's goroutine only appends lines, marks
@@ -23,13 +23,13 @@ import (
 )
 
 type recorder struct {
-	log    *jsonl.Writer // nil without a log
-	traces *jsonl.Writer
-	sinks  []sink.Sink
-	done   *doneSet // exactly once: a key already marked is dropped
-	epochs int64
-	agg    *report.Aggregator
-	fail   func(error) // stops the run when results cannot be recorded
+	log         *jsonl.Writer // nil without a log
+	transcripts *jsonl.Writer
+	sinks       []sink.Sink
+	done        *doneSet // exactly once: a key already marked is dropped
+	epochs      int64
+	agg         *report.Aggregator
+	fail        func(error) // stops the run when results cannot be recorded
 
 	queue   commitQueue
 	batch   []*finished   // the recorder's, reused
@@ -137,12 +137,12 @@ func (q *commitQueue) ready(head uint64) bool {
 // commit is called by workers, concurrently: it stores the transcript,
 // encodes the record and queues it for the recorder's goroutine.
 func (r *recorder) commit(f *finished) {
-	if r.traces != nil && len(f.events) > 0 {
+	if r.transcripts != nil && len(f.events) > 0 {
 		line, err := json.Marshal(Trace{RunID: f.rec.RunID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
 		if err == nil {
 			var off int64
-			off, err = r.traces.WriteLine(line)
-			f.rec.Trace = traceLink(r.traces.Path(), off)
+			off, err = r.transcripts.WriteLine(line)
+			f.rec.Transcript = transcriptLink(r.transcripts.Path(), off)
 		}
 		if err != nil {
 			r.fail(fmt.Errorf("eval: recording a transcript: %w", err))
@@ -289,7 +289,7 @@ func (r *recorder) setErr(err error) {
 }
 
 // close waits for every queued record, then flushes and closes the log,
-// the trace store and the sinks.
+// the transcript store and the sinks.
 func (r *recorder) close(ctx context.Context) error {
 	r.closing.Store(true)
 	select {
@@ -299,7 +299,7 @@ func (r *recorder) close(ctx context.Context) error {
 	<-r.stopped
 	errs := []error{r.err}
 	if r.log != nil {
-		errs = append(errs, r.log.Close(ctx), r.traces.Close(ctx))
+		errs = append(errs, r.log.Close(ctx), r.transcripts.Close(ctx))
 	}
 	for _, s := range r.sinks {
 		errs = append(errs, s.Close(ctx))

@@ -13,7 +13,7 @@ import (
 // Recording is an open run fed with finished episodes from elsewhere: the
 // coordinator of a distributed run. It owns what Run's recorder owns — the
 // log (the truth: what is committed there is done), its manifest and lock,
-// the trace store, the sinks, the exactly-once index and the report — and
+// the transcript store, the sinks, the exactly-once index and the report — and
 // runs nothing itself.
 type Recording struct {
 	run      *run
@@ -142,7 +142,7 @@ func (r *Recording) Commit(f Finished) error {
 	rec := f.Record
 	rec.RunID = r.run.runID
 	fin := getFinished()
-	fin.sample, fin.rec, fin.events = i, rec, f.Trace
+	fin.sample, fin.rec, fin.events = i, rec, f.Transcript
 	r.run.rec.commit(fin)
 	return nil
 }
@@ -175,7 +175,7 @@ func (r *Recording) SetStopped(cancelled int, budgetExhausted bool) {
 	r.run.cancelled, r.run.budgetHit = cancelled, budgetExhausted
 }
 
-// Close writes what was committed, closes the log, the trace store and the
+// Close writes what was committed, closes the log, the transcript store and the
 // sinks, and returns the report of the run. No Commit may run concurrently
 // with Close, or after it.
 func (r *Recording) Close(ctx context.Context) (*report.Report, error) {

@@ -66,7 +66,7 @@ func TestRejudgeRunsOnlyTheJudge(t *testing.T) {
 	for _, r := range recs {
 		require.Equal(t, first.RunID, r.ParentRunID)
 		require.Equal(t, origSeeds[r.Key()], r.Seed, "episodes keep their seeds")
-		tr, err := eval.ReadTrace(r.Trace, dir)
+		tr, err := eval.ReadTranscript(r.Transcript, dir)
 		require.NoError(t, err)
 		var link map[string]string
 		require.NoError(t, json.Unmarshal(tr.Events[0].Input, &link))

@@ -232,11 +232,11 @@ func TestKill9AtRandomMomentsThenResume(t *testing.T) {
 		if r.Status == sink.Error {
 			errored++
 		}
-		require.NotEmpty(t, r.Trace)
+		require.NotEmpty(t, r.Transcript)
 	}
 	// With no retries, errors that the last run produced are all that remain.
 	require.Less(t, errored, crashSamples*crashEpochs/4)
-	tr, err := eval.ReadTrace(recs[len(recs)-1].Trace, filepath.Dir(log))
+	tr, err := eval.ReadTranscript(recs[len(recs)-1].Transcript, filepath.Dir(log))
 	require.NoError(t, err)
 	require.Equal(t, recs[len(recs)-1].SampleID, tr.SampleID)
 	require.Equal(t, "step", tr.Events[0].Name)

@@ -48,8 +48,8 @@ type reuseSource struct {
 	runID string
 	// judgeOnly: the log's judge version differs from this eval's, the
 	// harness and sandbox versions do not: its outputs are judged again.
-	judgeOnly bool
-	traces    map[string]*windowReader // trace stores opened, by path
+	judgeOnly   bool
+	transcripts map[string]*windowReader // transcript stores opened, by path
 }
 
 type reuseLoc struct {
@@ -76,7 +76,7 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 			if r.opened != nil {
 				ctx := context.Background()
 				r.opened.w.Close(ctx)
-				r.opened.traces.Close(ctx)
+				r.opened.transcripts.Close(ctx)
 			}
 		}
 	}()
@@ -133,7 +133,7 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 	}
 	c.closeTraces(ru)
 	if c.missing > 0 {
-		r.warnings = append(r.warnings, fmt.Sprintf("%d reused records' transcripts could not be read (the first: %s): they are kept without a trace link", c.missing, c.firstMissing))
+		r.warnings = append(r.warnings, fmt.Sprintf("%d reused records' transcripts could not be read (the first: %s): they are kept without a transcript link", c.missing, c.firstMissing))
 	}
 	// An episode planned for a rejudge and then reused whole from a later
 	// log is done: it needs no plan.
@@ -237,7 +237,7 @@ func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource
 	case m.Versions.Sandbox != v.Sandbox:
 		return nil, fmt.Sprintf("sandbox version %q there, %q now", m.Versions.Sandbox, v.Sandbox), nil
 	}
-	src := &reuseSource{path: path, runID: m.RunID, judgeOnly: m.Versions.Judge != v.Judge, traces: map[string]*windowReader{}}
+	src := &reuseSource{path: path, runID: m.RunID, judgeOnly: m.Versions.Judge != v.Judge, transcripts: map[string]*windowReader{}}
 	if src.judgeOnly && cfg.Sandbox != nil {
 		return nil, fmt.Sprintf("judge version %q there, %q now, and episodes have sandboxes: a judge may need the world the harness left, which a log does not keep, so they run again", m.Versions.Judge, v.Judge), nil
 	}
@@ -319,14 +319,14 @@ type reuseCopier struct {
 // copy writes the earlier record rec as a record of this run: its result,
 // attempt, timing and usage as they were (they are what the result took),
 // its run ID this run's, reused_from the run that produced it, its tags
-// this dataset's, its transcript copied into this run's trace store.
+// this dataset's, its transcript copied into this run's transcript store.
 func (c *reuseCopier) copy(src *reuseSource, i int, rec *sink.Record, tags map[string]string) error {
 	r := c.r
 	rec.ReusedFrom = cmp.Or(rec.ReusedFrom, rec.RunID)
 	rec.RunID = r.runID
 	rec.Tags = tags
-	if rec.Trace != "" {
-		rec.Trace = c.copyTrace(src, rec)
+	if rec.Transcript != "" {
+		rec.Transcript = c.copyTranscript(src, rec)
 	}
 	if r.rec.log != nil {
 		c.line = rec.AppendJSON(c.line[:0])
@@ -343,20 +343,20 @@ func (c *reuseCopier) copy(src *reuseSource, i int, rec *sink.Record, tags map[s
 	return nil
 }
 
-// copyTrace copies the transcript rec's link points to into this run's
-// trace store and returns its new link. Without a store (a run without a
+// copyTranscript copies the transcript rec's link points to into this run's
+// transcript store and returns its new link. Without a store (a run without a
 // log) the link points into the earlier store, by absolute path. A
 // transcript that cannot be read is left out, and counted.
-func (c *reuseCopier) copyTrace(src *reuseSource, rec *sink.Record) string {
-	path, off, err := jsonl.ResolveTrace(src.path, rec.Trace)
-	if err == nil && c.r.rec.traces == nil {
+func (c *reuseCopier) copyTranscript(src *reuseSource, rec *sink.Record) string {
+	path, off, err := jsonl.ResolveTranscript(src.path, rec.Transcript)
+	if err == nil && c.r.rec.transcripts == nil {
 		if abs, aerr := filepath.Abs(path); aerr == nil {
 			return abs + "#" + strconv.FormatInt(off, 10)
 		}
 	}
 	var w *windowReader
 	if err == nil {
-		w, err = src.trace(path)
+		w, err = src.transcript(path)
 	}
 	var line []byte
 	if err == nil {
@@ -366,7 +366,7 @@ func (c *reuseCopier) copyTrace(src *reuseSource, rec *sink.Record) string {
 		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
 	}
 	if err == nil {
-		off, err = c.r.rec.traces.WriteLine(line)
+		off, err = c.r.rec.transcripts.WriteLine(line)
 	}
 	if err != nil {
 		if c.missing == 0 {
@@ -375,10 +375,10 @@ func (c *reuseCopier) copyTrace(src *reuseSource, rec *sink.Record) string {
 		c.missing++
 		return ""
 	}
-	return traceLink(c.r.rec.traces.Path(), off)
+	return transcriptLink(c.r.rec.transcripts.Path(), off)
 }
 
-// closeTraces closes the trace stores the copies read: a rejudge links
+// closeTraces closes the transcript stores the copies read: a rejudge links
 // to transcripts, it does not read them.
 func (c *reuseCopier) closeTraces(ru *reuse) {
 	for _, s := range ru.sources {
@@ -387,24 +387,24 @@ func (c *reuseCopier) closeTraces(ru *reuse) {
 }
 
 func (s *reuseSource) closeTraces() {
-	for _, w := range s.traces {
+	for _, w := range s.transcripts {
 		if w != nil {
 			w.f.Close()
 		}
 	}
-	s.traces = nil
+	s.transcripts = nil
 }
 
-func (s *reuseSource) trace(path string) (*windowReader, error) {
-	w, ok := s.traces[path]
+func (s *reuseSource) transcript(path string) (*windowReader, error) {
+	w, ok := s.transcripts[path]
 	if !ok {
 		f, err := os.Open(path)
 		if err != nil {
-			s.traces[path] = nil
+			s.transcripts[path] = nil
 			return nil, err
 		}
 		w = &windowReader{f: f}
-		s.traces[path] = w
+		s.transcripts[path] = w
 	}
 	if w == nil {
 		return nil, fmt.Errorf("%s cannot be opened", path)
@@ -532,9 +532,9 @@ func replayed[O any](line []byte, path string, offset int64, out *O) (*sink.Reco
 // recorded by an earlier run: a link to that run and its transcript (an
 // absolute link, so that it resolves from anywhere).
 func rejudgedNote(log string, rec *sink.Record) harness.Event {
-	link := map[string]string{"run_id": cmp.Or(rec.ReusedFrom, rec.RunID), "trace": rec.Trace}
-	if rec.Trace != "" {
-		if path, off, err := jsonl.ResolveTrace(log, rec.Trace); err == nil {
+	link := map[string]string{"run_id": cmp.Or(rec.ReusedFrom, rec.RunID), "trace": rec.Transcript}
+	if rec.Transcript != "" {
+		if path, off, err := jsonl.ResolveTranscript(log, rec.Transcript); err == nil {
 			if abs, err := filepath.Abs(path); err == nil {
 				link["trace"] = abs + "#" + strconv.FormatInt(off, 10)
 			}

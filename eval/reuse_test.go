@@ -192,7 +192,7 @@ func TestFullyReusedRunKeepsEpochsAndPassAtK(t *testing.T) {
 	require.Greater(t, first.Passed, 0)
 	c.reset()
 
-	// The new run's log lives in another directory: its trace links must
+	// The new run's log lives in another directory: its transcript links must
 	// resolve from there.
 	log := filepath.Join(dir, "elsewhere", "new.jsonl")
 	rep, err := e.Run(context.Background(), eval.Config{Epochs: 4, Seed: 3, Log: log, ReuseFrom: []string{base}})
@@ -219,12 +219,12 @@ func TestFullyReusedRunKeepsEpochsAndPassAtK(t *testing.T) {
 		require.Equal(t, o.Status, r.Status, "%v keeps its own outcome", r.Key())
 		require.Equal(t, o.Seed, r.Seed)
 		require.Equal(t, o.DurationMS, r.DurationMS)
-		tr, err := eval.ReadTrace(r.Trace, filepath.Dir(log))
+		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
 		require.NoError(t, err, "the copied transcript resolves from the new log")
-		otr, err := eval.ReadTrace(o.Trace, dir)
+		otr, err := eval.ReadTranscript(o.Transcript, dir)
 		require.NoError(t, err)
 		require.Equal(t, otr, tr)
-		require.NotEqual(t, o.Trace, r.Trace)
+		require.NotEqual(t, o.Transcript, r.Transcript)
 	}
 	// The report read back from the log is the run's.
 	fromLog := reportOf(t, log)
@@ -470,12 +470,12 @@ func TestRejudgedTranscriptsLinkToTheOriginal(t *testing.T) {
 	require.Equal(t, 1, rep.Rejudged)
 	require.Zero(t, rep.Usage.CostUSD, "the agent's cost is not spent again")
 	r := logRecords(t, log)[0]
-	tr, err := eval.ReadTrace(r.Trace, filepath.Dir(log))
+	tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
 	require.NoError(t, err)
 	var link map[string]string
 	require.NoError(t, json.Unmarshal(tr.Events[0].Input, &link))
 	require.Equal(t, first.RunID, link["run_id"])
-	orig, err := eval.ReadTrace(link["trace"], "/nonexistent")
+	orig, err := eval.ReadTranscript(link["trace"], "/nonexistent")
 	require.NoError(t, err, "the link is absolute")
 	require.Equal(t, "agent", orig.Events[0].Name)
 }

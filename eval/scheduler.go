@@ -33,7 +33,7 @@ type finished struct {
 	sample int // index in the scheduler's samples
 	rec    sink.Record
 	events []harness.Event
-	line   []byte // rec encoded, with its trace link, by the worker
+	line   []byte // rec encoded, with its transcript link, by the worker
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,

@@ -285,7 +285,7 @@ func TestInvalidConfigIsAConfigError(t *testing.T) {
 	}
 }
 
-func TestTraceLinksSurviveMovingTheRunsDirectory(t *testing.T) {
+func TestTranscriptLinksSurviveMovingTheRunsDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
@@ -298,8 +298,8 @@ func TestTraceLinksSurviveMovingTheRunsDirectory(t *testing.T) {
 	require.NoError(t, os.Rename(filepath.Join(dir, "runs"), filepath.Join(dir, "moved")))
 	log := filepath.Join(dir, "moved", "a.jsonl")
 	for _, r := range logRecords(t, log) {
-		require.False(t, filepath.IsAbs(r.Trace), r.Trace)
-		tr, err := eval.ReadTrace(r.Trace, filepath.Dir(log))
+		require.False(t, filepath.IsAbs(r.Transcript), r.Transcript)
+		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
 		require.NoError(t, err)
 		require.Equal(t, "hello "+r.SampleID, tr.Events[0].Name)
 	}

@@ -24,8 +24,8 @@ type Assignment struct {
 // Finished is an episode with its final record and its transcript (nil
 // when the harness recorded none).
 type Finished struct {
-	Record sink.Record
-	Trace  []harness.Event
+	Record     sink.Record
+	Transcript []harness.Event
 }
 
 // Work runs the episodes of the assignments it receives, on this machine,
@@ -105,7 +105,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 // workCommitter hands a worker's finished episodes to its caller.
 type workCommitter func(Finished)
 
-func (w workCommitter) commit(f *finished) { w(Finished{Record: f.rec, Trace: f.events}) }
+func (w workCommitter) commit(f *finished) { w(Finished{Record: f.rec, Transcript: f.events}) }
 
 // check rejects an Eval that cannot run.
 func (e *Eval[T, O]) check() error {

@@ -33,7 +33,7 @@ type CommandOutput struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// Run writes the files, runs the command and records it in the trace.
+// Run writes the files, runs the command and records it in the transcript.
 func (c Command[T]) Run(ctx context.Context, ep *Episode[T]) (CommandOutput, error) {
 	if ep.Sandbox == nil {
 		return CommandOutput{}, errors.New("harness: Command needs a sandbox provider in the eval's config")

@@ -1,5 +1,5 @@
 // Package harness defines how an agent is run on one episode: the [Episode]
-// it receives (sample, epoch, seed, sandbox, and a recorder for its trace and
+// it receives (sample, epoch, seed, sandbox, and a recorder for its transcript and
 // token usage), the [Harness] interface, the [Func] adapter, and [Command],
 // a harness that runs an external agent CLI in the episode's sandbox.
 package harness
@@ -53,8 +53,8 @@ type Event struct {
 	Error    string          `json:"error,omitempty"`
 }
 
-// Transcript is an episode's events as the run's trace store keeps them
-// beside its log, one JSON line each; a record's trace link points to it.
+// Transcript is an episode's events as the run's transcript store keeps them
+// beside its log, one JSON line each; a record's transcript link points to it.
 type Transcript struct {
 	RunID    string  `json:"run_id"`
 	SampleID string  `json:"sample_id"`
@@ -63,7 +63,7 @@ type Transcript struct {
 	Events   []Event `json:"events"`
 }
 
-// Record appends ev to the episode's trace and adds its usage to the
+// Record appends ev to the episode's transcript and adds its usage to the
 // episode's totals. A zero ev.Time is set to now. Safe for concurrent use.
 func (ep *Episode[T]) Record(ev Event) {
 	if ev.Time.IsZero() {
@@ -75,7 +75,7 @@ func (ep *Episode[T]) Record(ev Event) {
 	ep.mu.Unlock()
 }
 
-// AddUsage adds u to the episode's totals without a trace event.
+// AddUsage adds u to the episode's totals without a transcript event.
 func (ep *Episode[T]) AddUsage(u Usage) {
 	ep.mu.Lock()
 	ep.usage = ep.usage.Add(u)
@@ -89,7 +89,7 @@ func (ep *Episode[T]) Usage() Usage {
 	return ep.usage
 }
 
-// Events returns a copy of the episode's trace so far.
+// Events returns a copy of the episode's transcript so far.
 func (ep *Episode[T]) Events() []Event {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()

@@ -81,7 +81,7 @@ type RubricOptions[T any] struct {
 	// PassAt is the score at and above which a grade passes; 0: the
 	// highest score of Grades (only the best grade passes).
 	PassAt float64
-	// Name names the judge in trace events; "": "rubric".
+	// Name names the judge in transcript events; "": "rubric".
 	Name string
 }
 
@@ -104,7 +104,7 @@ type RubricOptions[T any] struct {
 // unavailable, which is infrastructure. Wrap m with [Retry] for transient
 // faults.
 //
-// Each call records a trace event of Kind "judge" with the prompt as Input,
+// Each call records a transcript event of Kind "judge" with the prompt as Input,
 // the answer as Output, and the call's usage, which ep.Record adds to the
 // episode's tokens and cost.
 //

@@ -25,7 +25,7 @@ import (
 // sandbox failed, not the agent (the engine classifies one wrapping
 // sandbox.ErrUnavailable as a sandbox fault and retries the episode).
 //
-// Each run is recorded as a trace event of Kind "command", Name "exit_code",
+// Each run is recorded as a transcript event of Kind "command", Name "exit_code",
 // with the command as Input and the exit code and output tails as Output.
 func ExitCode[T, O any](cmd func(T) sandbox.Cmd) judge.Judge[T, O] {
 	return judge.Func[T, O](func(ctx context.Context, ep *harness.Episode[T], _ O) (judge.Verdict, error) {

@@ -140,7 +140,7 @@ const (
 	fOutputTokens
 	fCostUSD
 	fSeed
-	fTrace
+	fTranscript
 	fParentRunID
 	fReusedFrom
 	fWorker
@@ -193,7 +193,7 @@ var fields = [nFields]struct {
 	fOutputTokens: {`,"output_tokens":`, kInt, false},
 	fCostUSD:      {`,"cost_usd":`, kFloat, false},
 	fSeed:         {`,"seed":`, kUint, false},
-	fTrace:        {`,"trace":`, kString, true},
+	fTranscript:   {`,"trace":`, kString, true},
 	fParentRunID:  {`,"parent_run_id":`, kString, true},
 	fReusedFrom:   {`,"reused_from":`, kString, true},
 	fWorker:       {`,"worker":`, kString, true},
@@ -299,7 +299,7 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTrace, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 		n += l.spans[f][1] - l.spans[f][0]
 	}
 	if !o.NoMaps {
@@ -359,7 +359,7 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	r.OutputTokens = l.i64[fOutputTokens]
 	l.float(fCostUSD, &r.CostUSD)
 	r.Seed = l.seed
-	l.optStr(b, fTrace, &r.Trace, &short)
+	l.optStr(b, fTranscript, &r.Transcript, &short)
 	l.optStr(b, fParentRunID, &r.ParentRunID, &short)
 	l.optStr(b, fReusedFrom, &r.ReusedFrom, &short)
 	l.optStr(b, fWorker, &r.Worker, &short)

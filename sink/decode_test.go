@@ -71,7 +71,7 @@ func roundTripRecords() []Record {
 		OutputTokens: math.MinInt64,
 		CostUSD:      1e21,
 		Seed:         math.MaxUint64,
-		Trace:        "https://example.com/t?a=1&b=2",
+		Transcript:   "https://example.com/t?a=1&b=2",
 		ParentRunID:  "parent \"run\" é",
 		ReusedFrom:   "run-<prev>&\u2028",
 		Worker:       "host-\x01:4242",
@@ -91,7 +91,7 @@ func roundTripRecords() []Record {
 		{Schema: 1, Worker: "w"},
 		{Schema: 1, TraceID: "t"},
 		{Schema: 1, SpanID: "s"},
-		{Schema: 1, Trace: "x", Worker: "w"},
+		{Schema: 1, Transcript: "x", Worker: "w"},
 		{Schema: 1, ParentRunID: "p", SpanID: "s"},
 		{Schema: 1, ReusedFrom: "r", TraceID: "t"},
 	}
@@ -666,7 +666,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		r := Record{Schema: 1, RunID: id, Eval: id, SampleID: sample, Epoch: int(n), Attempt: int(n >> 3), Status: Status(status),
 			Score: score, Scores: map[string]float64{tk: score}, Weight: score, Reason: reason, Error: reason, ErrorKind: ErrorKind(kind),
 			Input: raw, Output: raw, Tags: map[string]string{tk: tv}, StartedAt: time.Unix(0, ns).UTC(), DurationMS: score,
-			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Trace: tv, ParentRunID: tk,
+			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Transcript: tv, ParentRunID: tk,
 			// Drawn from separate arguments, so that each is present or
 			// absent independently of the others.
 			ReusedFrom: kind, Worker: status, TraceID: reason, SpanID: tv}

@@ -75,7 +75,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendFloat(b, r.CostUSD)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
-	b = appendOptString(b, `,"trace":`, r.Trace)
+	b = appendOptString(b, `,"trace":`, r.Transcript)
 	b = appendOptString(b, `,"parent_run_id":`, r.ParentRunID)
 	b = appendOptString(b, `,"reused_from":`, r.ReusedFrom)
 	b = appendOptString(b, `,"worker":`, r.Worker)

@@ -75,7 +75,7 @@ func appendJSONReference(r *Record, b []byte) []byte {
 	b = refAppendFloat(b, r.CostUSD)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
-	b = refOptString(b, "trace", r.Trace)
+	b = refOptString(b, "trace", r.Transcript)
 	b = refOptString(b, "parent_run_id", r.ParentRunID)
 	b = refOptString(b, "reused_from", r.ReusedFrom)
 	b = refOptString(b, "worker", r.Worker)

@@ -66,7 +66,7 @@ type Record struct {
 	OutputTokens int64              `json:"output_tokens"`
 	CostUSD      float64            `json:"cost_usd"`
 	Seed         uint64             `json:"seed"`
-	Trace        string             `json:"trace,omitempty"` // a link that resolves to the episode's transcript
+	Transcript   string             `json:"trace,omitempty"` // a link that resolves to the episode's transcript
 	// ParentRunID names the run this record was derived from (a rejudged
 	// run links to the run whose outputs it judged again).
 	ParentRunID string `json:"parent_run_id,omitempty"`

@@ -110,7 +110,7 @@ type plainRecord struct {
 	OutputTokens int64              `json:"output_tokens"`
 	CostUSD      float64            `json:"cost_usd"`
 	Seed         uint64             `json:"seed"`
-	Trace        string             `json:"trace,omitempty"`
+	Transcript   string             `json:"trace,omitempty"`
 	ParentRunID  string             `json:"parent_run_id,omitempty"`
 	ReusedFrom   string             `json:"reused_from,omitempty"`
 	Worker       string             `json:"worker,omitempty"`
@@ -135,7 +135,7 @@ func fullRecord() sink.Record {
 		Input: json.RawMessage(`{"q":1}`), Output: json.RawMessage(`[1,"two",null]`),
 		Tags:      map[string]string{"z": "last", "a": "first", "m": ""},
 		StartedAt: time.Date(2025, 6, 1, 12, 34, 56, 789012345, time.UTC), DurationMS: 1234.5,
-		InputTokens: 100, OutputTokens: 20, CostUSD: 0.0042, Seed: math.MaxUint64, Trace: "file:///t/1",
+		InputTokens: 100, OutputTokens: 20, CostUSD: 0.0042, Seed: math.MaxUint64, Transcript: "file:///t/1",
 		ParentRunID: "run-0", ReusedFrom: "run-prev", Worker: "host-a:4242",
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
 	}
@@ -148,7 +148,7 @@ func TestAppendJSON(t *testing.T) {
 	t.Parallel()
 	str := func(s string) func(*sink.Record) {
 		return func(r *sink.Record) {
-			r.RunID, r.Reason, r.Error, r.Trace = s, s, s, s
+			r.RunID, r.Reason, r.Error, r.Transcript = s, s, s, s
 			r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s, s
 			r.Tags = map[string]string{s: s}
 			r.Scores = map[string]float64{s: 1}
@@ -258,7 +258,7 @@ func TestAppendJSON(t *testing.T) {
 // set.
 func onlyTail(set func(*sink.Record)) func(*sink.Record) {
 	return func(r *sink.Record) {
-		r.Trace, r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = "", "", "", "", "", ""
+		r.Transcript, r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = "", "", "", "", "", ""
 		set(r)
 	}
 }

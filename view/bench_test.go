@@ -22,7 +22,7 @@ import (
 
 // writeLog1M writes the 1M-record log of the scale target: 100k samples
 // × 10 epochs over two tags (report's P7 shape), realistic lines (input,
-// output, trace link, usage, about 420 bytes each).
+// output, transcript link, usage, about 420 bytes each).
 func writeLog1M(b *testing.B, path string) {
 	w, err := jsonl.Create(path, nil)
 	if err != nil {
@@ -49,7 +49,7 @@ func writeLog1M(b *testing.B, path string) {
 				Output:    []byte(`"` + strconv.Itoa(s+1) + `"`),
 				StartedAt: start.Add(time.Duration(n) * time.Millisecond), DurationMS: float64(s%997) + 0.5,
 				InputTokens: 120, OutputTokens: 8, CostUSD: 0.0001 * float64(1+s%7), Seed: uint64(n) * 0x9e3779b97f4a7c15,
-				Trace: "bench.jsonl.traces.jsonl#" + strconv.Itoa(n*300)}
+				Transcript: "bench.jsonl.traces.jsonl#" + strconv.Itoa(n*300)}
 			if err := w.Write(context.Background(), r); err != nil {
 				b.Fatal(err)
 			}

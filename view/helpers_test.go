@@ -30,7 +30,7 @@ const (
 )
 
 // writeRun writes a run's log with the real JSONL writer, and its
-// transcripts to the trace store beside it as the engine does (one line
+// transcripts to the transcript store beside it as the engine does (one line
 // each, linked from the record as a path relative to the log): 30 samples
 // × 3 epochs over two tags, passing with probability skill, a transcript
 // holding hostile content, some errors, OpenTelemetry IDs, workers and
@@ -59,7 +59,7 @@ func writeRun(t testing.TB, log string, skill float64, seed uint64) int {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.Trace = fmt.Sprintf("%s#%d", filepath.Base(log)+".traces.jsonl", off)
+			r.Transcript = fmt.Sprintf("%s#%d", filepath.Base(log)+".traces.jsonl", off)
 			if err := w.Write(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}

@@ -94,7 +94,7 @@ func (fs *failures) add(r *sink.Record) {
 		reason, _, _ = strings.Cut(r.Error, "\n")
 	}
 	fs.list = append(fs.list, failure{report.Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status,
-		ErrorKind: r.ErrorKind, Reason: reason, Trace: r.Trace}, r.TraceID, r.SpanID})
+		ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript}, r.TraceID, r.SpanID})
 }
 
 func (fs *failures) merge(o *failures) {

@@ -249,7 +249,7 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		fr := failureRow{Failure: f}
 		if !static {
 			fr.Sample = sampleURL(snap.ID, f.SampleID)
-			if f.Trace != "" {
+			if f.Transcript != "" {
 				fr.Transcript = transcriptURL(snap.ID, f.SampleID, f.Epoch)
 			}
 		}
@@ -412,7 +412,7 @@ func sampleData(l *logState, id string, recs []located, o *Options) *sampleBody 
 			sc, _ := json.Marshal(r.Scores)
 			e.Scores = string(sc)
 		}
-		if r.Trace != "" {
+		if r.Transcript != "" {
 			e.Transcript = transcriptURL(l.id, id, r.Epoch)
 		}
 		e.OTel = report.TraceURL(o.TraceURL, r.TraceID, r.SpanID)
@@ -439,7 +439,7 @@ func pretty(raw json.RawMessage) string {
 
 type transcript = harness.Transcript
 
-// errOutside refuses a trace link that leaves its log's directory.
+// errOutside refuses a transcript link that leaves its log's directory.
 var errOutside = errors.New("view: the transcript is outside the log's directory")
 
 // readTranscript reads the transcript a record links to, from a file in
@@ -449,7 +449,7 @@ func readTranscript(logPath, link string) (*transcript, error) {
 	if link == "" {
 		return nil, nil
 	}
-	path, off, err := jsonl.ResolveTrace(logPath, link)
+	path, off, err := jsonl.ResolveTranscript(logPath, link)
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +498,7 @@ type eventRow struct {
 }
 
 func transcriptData(r *sink.Record, t *transcript, err error) *transcriptBody {
-	b := &transcriptBody{Sample: r.SampleID, Epoch: r.Epoch, Link: r.Trace}
+	b := &transcriptBody{Sample: r.SampleID, Epoch: r.Epoch, Link: r.Transcript}
 	switch {
 	case err != nil:
 		b.Err = err.Error()

@@ -339,7 +339,7 @@ func (s *Server) transcriptPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such episode in the run", http.StatusNotFound)
 		return
 	}
-	t, err := readTranscript(l.path, recs[i].Trace)
+	t, err := readTranscript(l.path, recs[i].Transcript)
 	if errors.Is(err, errOutside) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return

@@ -118,7 +118,7 @@ func TestTraceURL(t *testing.T) {
 
 // TestHostileContent: what agents wrote is shown as text; the policy
 // forbids inline script; the handler only reads; requests reach only the
-// served logs, and a log's trace links only its own directory.
+// served logs, and a log's transcript links only its own directory.
 func TestHostileContent(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -132,7 +132,7 @@ func TestHostileContent(t *testing.T) {
 	w, err := jsonl.Append(log, nil)
 	require.NoError(t, err)
 	for i, link := range []string{secret + "#0", "../secret.jsonl#0", "file://" + secret + "#0"} {
-		r := sink.Record{Schema: 1, RunID: "run-1", Eval: "arith", SampleID: fmt.Sprintf("evil-%d", i), Status: sink.Fail, Trace: link, StartedAt: time.Now()}
+		r := sink.Record{Schema: 1, RunID: "run-1", Eval: "arith", SampleID: fmt.Sprintf("evil-%d", i), Status: sink.Fail, Transcript: link, StartedAt: time.Now()}
 		require.NoError(t, w.Write(context.Background(), r))
 	}
 	require.NoError(t, w.Close(context.Background()))
@@ -140,7 +140,7 @@ func TestHostileContent(t *testing.T) {
 	require.NoError(t, os.Symlink(secret, filepath.Join(dir, "link.traces.jsonl")))
 	w, err = jsonl.Append(log, nil)
 	require.NoError(t, err)
-	require.NoError(t, w.Write(context.Background(), sink.Record{Schema: 1, RunID: "run-1", Eval: "arith", SampleID: "evil-3", Status: sink.Fail, Trace: "link.traces.jsonl#0"}))
+	require.NoError(t, w.Write(context.Background(), sink.Record{Schema: 1, RunID: "run-1", Eval: "arith", SampleID: "evil-3", Status: sink.Fail, Transcript: "link.traces.jsonl#0"}))
 	require.NoError(t, w.Close(context.Background()))
 
 	_, ts := serve(t, []string{dir}, nil)
@@ -299,7 +299,7 @@ func TestBadLogs(t *testing.T) {
 	_, _, body = get(t, ts.URL+"/")
 	contains(t, body, ">good.jsonl<")
 	notContains(t, body, "dataset.jsonl", "a dataset is not a run")
-	notContains(t, body, "traces.jsonl", "a trace store is not a run")
+	notContains(t, body, "traces.jsonl", "a transcript store is not a run")
 	code, _, body := get(t, ts.URL+"/run/dataset.jsonl")
 	require.Equal(t, 200, code)
 	contains(t, body, "not a proctor log")

@@ -48,7 +48,7 @@ episodes failed as a dataset file instead, ready to add to a suite:
 OUT is JSON Lines, one sample per line, {"id", "input", "tags", "trace"},
 which dataset.JSONL loads (into the eval's input type: replay.Case for a
 run over production traces, which keeps the trace and span IDs of the
-recorded operation). trace links the failing episode's transcript (an
+recorded operation). transcript links the failing episode's transcript (an
 absolute PATH#OFFSET that 'proctor trace' prints; empty when the run kept
 none). A sample appears once however many of its epochs failed, with the
 input and tags of its first failing record; an episode's last record in
@@ -221,10 +221,10 @@ func parseStatuses(list string) (map[sink.Status]bool, error) {
 // datasetLine is a line of an exported dataset: dataset.JSONL's shape,
 // with the link to the episode the sample failed in.
 type datasetLine struct {
-	ID    string            `json:"id"`
-	Input json.RawMessage   `json:"input,omitempty"`
-	Tags  map[string]string `json:"tags,omitempty"`
-	Trace string            `json:"trace"`
+	ID         string            `json:"id"`
+	Input      json.RawMessage   `json:"input,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Transcript string            `json:"trace"`
 }
 
 // exportFailures writes the samples of src with an episode whose final
@@ -293,11 +293,11 @@ func exportFailures(src, out string, want map[sink.Status]bool, force bool, stde
 				continue
 			}
 			written[r.SampleID] = struct{}{}
-			line := datasetLine{ID: r.SampleID, Input: r.Input, Tags: r.Tags, Trace: r.Trace}
-			if resolveLinks && r.Trace != "" {
-				if path, off, err := jsonl.ResolveTrace(src, r.Trace); err == nil {
+			line := datasetLine{ID: r.SampleID, Input: r.Input, Tags: r.Tags, Transcript: r.Transcript}
+			if resolveLinks && r.Transcript != "" {
+				if path, off, err := jsonl.ResolveTranscript(src, r.Transcript); err == nil {
 					if abs, err := filepath.Abs(path); err == nil {
-						line.Trace = abs + "#" + strconv.FormatInt(off, 10)
+						line.Transcript = abs + "#" + strconv.FormatInt(off, 10)
 					}
 				}
 			}

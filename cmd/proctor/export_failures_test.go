@@ -98,7 +98,7 @@ func TestExportFailuresRoundTrip(t *testing.T) {
 	}
 	require.Zero(t, fileMode(t, out)&0o044^0o044, "readable like any file the user writes")
 
-	// The trace link resolves, from anywhere, to the failing episode.
+	// The transcript link resolves, from anywhere, to the failing episode.
 	lines := readLines(t, out)
 	require.Len(t, lines, 8)
 	for _, l := range lines {

@@ -341,7 +341,7 @@ func TestExportIsAtomic(t *testing.T) {
 	require.Equal(t, 1, code, "a file is never replaced")
 }
 
-// TestTraceLink: a record's trace link (relative to the log's directory)
+// TestTraceLink: a record's transcript link (relative to the log's directory)
 // resolves against the log's directory when given with the log, against
 // the current directory when given alone, and from anywhere after the runs
 // directory moved.
@@ -353,7 +353,7 @@ func TestTraceLink(t *testing.T) {
 	for r, err := range jsonl.Records(log) {
 		require.NoError(t, err)
 		if r.SampleID == "s04" && r.Epoch == 1 {
-			link = r.Trace
+			link = r.Transcript
 		}
 	}
 	require.NotEmpty(t, link)
@@ -386,7 +386,7 @@ func TestTraceLink(t *testing.T) {
 
 	code, _, errs = cli("trace", "run.traces.jsonl#notanumber")
 	require.Equal(t, 2, code)
-	require.Contains(t, errs, "not a trace link")
+	require.Contains(t, errs, "not a transcript link")
 	code, _, errs = cli("trace", "elsewhere.jsonl#0")
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "elsewhere.jsonl")

@@ -29,8 +29,8 @@ that is not an error is kept over an error record, and otherwise the first
 in the order the LOGs are given; the others are counted as duplicates
 dropped. Records are written by sample ID (digits compared by value), then
 by epoch, so that the same shards merge to the same bytes in any order.
-Each record's transcript is copied into OUT's trace store
-(OUT.traces.jsonl) and its trace link rewritten to it.
+Each record's transcript is copied into OUT's transcript store
+(OUT.traces.jsonl) and its transcript link rewritten to it.
 
 Merge refuses logs of different runs: logs whose manifests differ in run
 ID, eval, seed, epochs, component versions or dataset, or whose records

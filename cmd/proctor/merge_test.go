@@ -63,7 +63,7 @@ func comparable(r *report.Report) *report.Report {
 	c.RunID, c.StartedAt, c.Wall, c.Latency, c.Resumed, c.Warnings = "", time.Time{}, 0, report.Latency{}, 0, nil
 	c.Failures = slices.Clone(c.Failures)
 	for i := range c.Failures {
-		c.Failures[i].Trace = "" // a link into the store of its own log
+		c.Failures[i].Transcript = "" // a link into the store of its own log
 	}
 	slices.SortFunc(c.Failures, func(a, b report.Failure) int {
 		return strings.Compare(fmt.Sprint(a.SampleID, a.Epoch), fmt.Sprint(b.SampleID, b.Epoch))
@@ -112,7 +112,7 @@ func TestMergeShardsReportsAsOneMachine(t *testing.T) {
 	// Every transcript link of the merged log resolves.
 	for r, err := range jsonl.Records(out) {
 		require.NoError(t, err)
-		tr, err := eval.ReadTrace(r.Trace, dir)
+		tr, err := eval.ReadTranscript(r.Transcript, dir)
 		require.NoError(t, err)
 		require.Equal(t, r.SampleID, tr.SampleID)
 	}

@@ -26,7 +26,7 @@ Trace prints the record and the transcript (model calls, tool calls,
 commands, with their timing and usage) of the episodes of SAMPLE in LOG,
 or of one epoch when EPOCH is given.
 
-It also takes a record's trace link, PATH#OFFSET, as the trace column of a
+It also takes a record's transcript link, PATH#OFFSET, as the trace column of a
 report, a log or a Parquet file shows it. A relative PATH is resolved
 against LOG's directory when LOG is given (records link their transcripts
 relative to the log, so that a moved runs directory keeps them), and
@@ -39,7 +39,7 @@ against the current directory when the link is given alone.`,
 			}
 			if len(pos) == 1 {
 				if _, _, ok := parseLink(pos[0]); !ok {
-					return 0, usageError("%q is not a trace link (PATH#OFFSET); with a LOG, give a SAMPLE", pos[0])
+					return 0, usageError("%q is not a transcript link (PATH#OFFSET); with a LOG, give a SAMPLE", pos[0])
 				}
 				return 0, printLink(stdout, pos[0], ".", *asJSON)
 			}
@@ -62,7 +62,7 @@ against the current directory when the link is given alone.`,
 				if r.SampleID == sample && (epoch < 0 || r.Epoch == epoch) {
 					found = append(found, r)
 				}
-				if r.Trace == sample && epoch < 0 {
+				if r.Transcript == sample && epoch < 0 {
 					linked = append(linked, r)
 				}
 			}
@@ -77,7 +77,7 @@ against the current directory when the link is given alone.`,
 				return 0, fmt.Errorf("no episode of sample %q%s in %s", sample, epochText(epoch), logPath)
 			}
 			for _, r := range found {
-				if err := printTrace(stdout, r, dir, *asJSON); err != nil {
+				if err := printTranscript(stdout, r, dir, *asJSON); err != nil {
 					return 0, err
 				}
 			}
@@ -88,7 +88,7 @@ against the current directory when the link is given alone.`,
 
 type transcript = harness.Transcript
 
-// parseLink splits a trace link, PATH#OFFSET.
+// parseLink splits a transcript link, PATH#OFFSET.
 func parseLink(link string) (path string, off int64, ok bool) {
 	i := strings.LastIndexByte(link, '#')
 	if i <= 0 {
@@ -101,13 +101,13 @@ func parseLink(link string) (path string, off int64, ok bool) {
 	return link[:i], off, true
 }
 
-// readTrace resolves a trace link, a relative path against dir. (The
+// readTranscript resolves a transcript link, a relative path against dir. (The
 // engine's eval.ReadTrace does the same; the command does not link the
 // engine for it.)
-func readTrace(link, dir string) (*transcript, error) {
+func readTranscript(link, dir string) (*transcript, error) {
 	path, off, ok := parseLink(link)
 	if !ok {
-		return nil, fmt.Errorf("%q is not a trace link (PATH#OFFSET)", link)
+		return nil, fmt.Errorf("%q is not a transcript link (PATH#OFFSET)", link)
 	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)
@@ -125,14 +125,14 @@ func readTrace(link, dir string) (*transcript, error) {
 
 // printLink prints the transcript a link names, without its record.
 func printLink(w io.Writer, link, dir string, asJSON bool) error {
-	tr, err := readTrace(link, dir)
+	tr, err := readTranscript(link, dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && dir != "." {
 			return fmt.Errorf("%w (a relative link is resolved against the log's directory, %s)", err, dir)
 		}
 		return err
 	}
-	r := sink.Record{RunID: tr.RunID, SampleID: tr.SampleID, Epoch: tr.Epoch, Attempt: tr.Attempt, Trace: link}
+	r := sink.Record{RunID: tr.RunID, SampleID: tr.SampleID, Epoch: tr.Epoch, Attempt: tr.Attempt, Transcript: link}
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{"trace": tr})
 	}
@@ -151,13 +151,13 @@ func epochText(epoch int) string {
 	return fmt.Sprintf(" epoch %d", epoch)
 }
 
-// printTrace prints r and its transcript, whose link is resolved against
+// printTranscript prints r and its transcript, whose link is resolved against
 // dir (the log's directory).
-func printTrace(w io.Writer, r sink.Record, dir string, asJSON bool) error {
+func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error {
 	var tr *transcript
-	if r.Trace != "" {
+	if r.Transcript != "" {
 		var err error
-		if tr, err = readTrace(r.Trace, dir); err != nil {
+		if tr, err = readTranscript(r.Transcript, dir); err != nil {
 			return err
 		}
 	}

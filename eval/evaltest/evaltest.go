@@ -36,7 +36,7 @@ type Gate struct {
 
 // Run runs e with cfg inside t and checks the gate. When cfg.Log is empty
 // the log goes to a directory under os.TempDir() that outlives the test, so
-// that the trace links printed for failures still resolve afterwards. The
+// that the transcript links printed for failures still resolve afterwards. The
 // report is logged with t.Log and returned.
 func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *report.Report {
 	t.Helper()
@@ -111,8 +111,8 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 				fmt.Fprintf(&b, "/%s", f.ErrorKind)
 			}
 			fmt.Fprintf(&b, ": %s", firstLine(f.Reason))
-			if f.Trace != "" {
-				fmt.Fprintf(&b, "\n      trace: %s", f.Trace)
+			if f.Transcript != "" {
+				fmt.Fprintf(&b, "\n      trace: %s", f.Transcript)
 			}
 			b.WriteByte('\n')
 		}

@@ -80,7 +80,7 @@ func TestGateUsesTheLowerBoundNotThePointEstimate(t *testing.T) {
 	msg := rec.errors[0]
 	require.Contains(t, msg, "lower bound under the gate's 77.0%")
 	require.Contains(t, msg, "q0 epoch 0: fail")
-	require.Contains(t, msg, "trace: ", "failures come with their trace links")
+	require.Contains(t, msg, "trace: ", "failures come with their transcript links")
 	require.Contains(t, msg, ".traces.jsonl#")
 
 	// The same run passes a gate its lower bound clears.

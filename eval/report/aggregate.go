@@ -233,7 +233,7 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		if r.Error != "" {
 			reason = firstLine(r.Error)
 		}
-		a.addFailure(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Trace: r.Trace,
+		a.addFailure(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
 			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)})
 	}
 }

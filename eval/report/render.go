@@ -147,7 +147,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 			if f.ErrorKind != "" {
 				status += "/" + string(f.ErrorKind)
 			}
-			cells := []string{f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Trace}
+			cells := []string{f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Transcript}
 			if links {
 				link := f.TraceURL
 				if md && link != "" {

@@ -164,13 +164,13 @@ type Latency struct {
 
 // Failure is one episode that did not pass.
 type Failure struct {
-	SampleID  string         `json:"sample_id"`
-	Epoch     int            `json:"epoch"`
-	Attempt   int            `json:"attempt"`
-	Status    sink.Status    `json:"status"`
-	ErrorKind sink.ErrorKind `json:"error_kind,omitempty"`
-	Reason    string         `json:"reason"`
-	Trace     string         `json:"trace,omitempty"`
+	SampleID   string         `json:"sample_id"`
+	Epoch      int            `json:"epoch"`
+	Attempt    int            `json:"attempt"`
+	Status     sink.Status    `json:"status"`
+	ErrorKind  sink.ErrorKind `json:"error_kind,omitempty"`
+	Reason     string         `json:"reason"`
+	Transcript string         `json:"trace,omitempty"`
 	// TraceID and SpanID are the episode's OpenTelemetry trace and span;
 	// TraceURL is their link, from Options.TraceURL.
 	TraceID  string `json:"trace_id,omitempty"`

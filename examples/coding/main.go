@@ -46,7 +46,7 @@
 // The stand-in agent is deterministic given the episode's seed: it applies
 // the right patch with a probability that falls with the task's
 // difficulty, and a plausible but wrong one otherwise, recording its steps
-// as trace events.
+// as transcript events.
 package main
 
 import (

@@ -48,7 +48,7 @@ func checkRun(t *testing.T, o Options, wantSamples int) {
 		if want == sink.Fail {
 			require.Contains(t, r.Reason, "FAIL", "the reason is the tail of the test output")
 		}
-		require.NotEmpty(t, r.Trace, "the agent's steps are in the trace")
+		require.NotEmpty(t, r.Transcript, "the agent's steps are in the transcript")
 	}
 	require.Equal(t, wantSamples*3, n)
 }

@@ -24,7 +24,7 @@ import (
 // MergeOptions tune Merge. The zero value (or nil) never replaces an
 // existing output.
 type MergeOptions struct {
-	// Force replaces an existing output log, and its trace store, when it
+	// Force replaces an existing output log, and its transcript store, when it
 	// is a proctor log (an earlier merge, say); any other file is left as
 	// it is and the merge fails.
 	Force bool
@@ -37,7 +37,7 @@ type Merged struct {
 	Duplicates int              // records of an episode already kept, dropped
 	Torn       []*TornTailError // torn tails of inputs: cut from what was read, never written
 	// Warnings say what was kept with less than it had: a transcript that
-	// could not be read is left out and the record's trace link cleared.
+	// could not be read is left out and the record's transcript link cleared.
 	Warnings []string
 }
 
@@ -67,8 +67,8 @@ func (e *RunMismatchError) Error() string {
 //     compared by value ("q5" before "q10"), then by epoch. The bytes
 //     written depend only on the records kept, so logs without
 //     conflicting duplicates merge to the same bytes in any order.
-//   - Each record's transcript is copied into out's trace store (out's
-//     name with ".traces.jsonl" for its extension) and its trace link
+//   - Each record's transcript is copied into out's transcript store (out's
+//     name with ".traces.jsonl" for its extension) and its transcript link
 //     rewritten to it, so that every link of out resolves.
 //   - A torn tail of an input (a shard killed mid-write) is reported in
 //     Merged.Torn and left out; any other line that is not a record (a
@@ -264,7 +264,7 @@ func notInUse(path string) error {
 }
 
 // writeMerged writes the kept records, in order, to a temporary log and
-// their transcripts to a temporary trace store, then renames both into
+// their transcripts to a temporary transcript store, then renames both into
 // place: the store first, so that no link of the log ever dangles.
 func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged) (err error) {
 	dir := filepath.Dir(out)
@@ -322,16 +322,16 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 		if err := r.UnmarshalJSON(buf); err != nil { // indexLog accepted it: changed since
 			return fmt.Errorf("jsonl: merge: %s at offset %d: the log changed while being merged: %w", logs[k.log], k.offset, err)
 		}
-		if r.Trace != "" {
-			tbuf, err = readTranscript(logs[k.log], r.Trace, traceFiles, tbuf)
+		if r.Transcript != "" {
+			tbuf, err = readTranscript(logs[k.log], r.Transcript, traceFiles, tbuf)
 			if err != nil {
 				if missing == 0 {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("transcript of %s epoch %d in %s: %v", r.SampleID, r.Epoch, logs[k.log], err))
 				}
 				missing++
-				r.Trace = ""
+				r.Transcript = ""
 			} else {
-				r.Trace = storeName + "#" + strconv.FormatInt(storeSize, 10)
+				r.Transcript = storeName + "#" + strconv.FormatInt(storeSize, 10)
 				sw.Write(tbuf)
 				sw.WriteByte('\n')
 				storeSize += int64(len(tbuf) + 1)
@@ -344,7 +344,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 		}
 	}
 	if missing > 1 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d transcripts could not be read in all: their records are kept without a trace link", missing))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d transcripts could not be read in all: their records are kept without a transcript link", missing))
 	}
 	for _, step := range []func() error{
 		sw.Flush, lw.Flush,
@@ -364,10 +364,10 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 	return nil
 }
 
-// readTranscript reads the transcript a record's trace link points to.
-// files caches the trace stores opened (nil for one that failed to).
+// readTranscript reads the transcript a record's transcript link points to.
+// files caches the transcript stores opened (nil for one that failed to).
 func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]byte, error) {
-	path, off, err := ResolveTrace(log, link)
+	path, off, err := ResolveTranscript(log, link)
 	if err != nil {
 		return buf, err
 	}
@@ -390,7 +390,7 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 	return buf, err
 }
 
-// json0 reports whether b looks like a JSON object: a trace link that
+// json0 reports whether b looks like a JSON object: a transcript link that
 // points into the middle of a line reads garbage.
 func json0(b []byte) bool {
 	b = bytes.TrimSpace(b)

@@ -31,7 +31,7 @@ type transcript struct {
 	From     string `json:"from"`
 }
 
-// writeShard writes a log with its trace store, as the engine does: each
+// writeShard writes a log with its transcript store, as the engine does: each
 // record links to its transcript, "NAME#OFFSET" relative to the log.
 func writeShard(t testing.TB, path string, recs ...sink.Record) {
 	t.Helper()
@@ -47,7 +47,7 @@ func writeShard(t testing.TB, path string, recs ...sink.Record) {
 		require.NoError(t, err)
 		off, err := traces.WriteLine(line)
 		require.NoError(t, err)
-		r.Trace = fmt.Sprintf("%s#%d", filepath.Base(store), off)
+		r.Transcript = fmt.Sprintf("%s#%d", filepath.Base(store), off)
 		require.NoError(t, w.Write(ctx, r))
 	}
 	require.NoError(t, w.Close(ctx))
@@ -67,7 +67,7 @@ func mergedRecords(t *testing.T, path string) []sink.Record {
 // resolve reads the transcript a merged record links to.
 func resolve(t *testing.T, log string, r sink.Record) transcript {
 	t.Helper()
-	path, off, err := jsonl.ResolveTrace(log, r.Trace)
+	path, off, err := jsonl.ResolveTranscript(log, r.Transcript)
 	require.NoError(t, err)
 	line, err := jsonl.ReadLineAt(path, off)
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestMergeShards(t *testing.T) {
 	for i, r := range got {
 		require.Equal(t, fmt.Sprintf("q%d", i/2), r.SampleID, "natural order: q2 before q10")
 		require.Equal(t, i%2, r.Epoch)
-		require.True(t, strings.HasPrefix(r.Trace, "run.traces.jsonl#"), r.Trace)
+		require.True(t, strings.HasPrefix(r.Transcript, "run.traces.jsonl#"), r.Transcript)
 		tr := resolve(t, out, r)
 		require.Equal(t, transcript{r.SampleID, r.Epoch, r.Reason}, tr, "the link resolves to this record's transcript")
 	}
@@ -256,7 +256,7 @@ func TestMergeIsDeterministic(t *testing.T) {
 	}
 	for i := 1; i < len(logBytes); i++ {
 		require.Equal(t, string(logBytes[0]), string(logBytes[i]), "log of argument order %d", i)
-		require.Equal(t, string(storeBytes[0]), string(storeBytes[i]), "trace store of argument order %d", i)
+		require.Equal(t, string(storeBytes[0]), string(storeBytes[i]), "transcript store of argument order %d", i)
 	}
 }
 
@@ -340,7 +340,7 @@ func TestMergeKeepsARecordWhoseTranscriptIsGone(t *testing.T) {
 	require.Contains(t, res.Warnings[1], "14 transcripts could not be read")
 	for _, r := range mergedRecords(t, out) {
 		if r.Reason == "shard-0" {
-			require.Empty(t, r.Trace, "no link to a transcript that is not there")
+			require.Empty(t, r.Transcript, "no link to a transcript that is not there")
 		} else {
 			require.Equal(t, r.SampleID, resolve(t, out, r).SampleID)
 		}

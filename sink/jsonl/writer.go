@@ -82,7 +82,7 @@ type Writer struct {
 	unsynced int           // records appended since the last fsync
 	lastSync time.Time
 	size     int64   // bytes in the file plus the buffer: the next line's offset
-	first    *Writer // flushed before this one: the trace store a record links to
+	first    *Writer // flushed before this one: the transcript store a record links to
 	err      error   // sticky: the first I/O error fails every later call
 	closed   bool
 	stop     chan struct{}

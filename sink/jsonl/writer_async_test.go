@@ -227,13 +227,13 @@ func TestConcurrentWritersOrderAndOffsets(t *testing.T) {
 	require.True(t, bytes.Equal(want.Bytes(), data), "the file is not exactly the lines at their offsets")
 }
 
-// A log line must never be in the file before the trace line it links to,
+// A log line must never be in the file before the transcript line it links to,
 // also when syncLoop writes the log's full buffers.
 func TestFlushFirstOrderWithBackgroundWrites(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tracePath, logPath := filepath.Join(dir, "traces.jsonl"), filepath.Join(dir, "log.jsonl")
-	// The trace store's buffer outlasts many of the log's: only FlushFirst
+	// The transcript store's buffer outlasts many of the log's: only FlushFirst
 	// puts its lines in the file in time.
 	traces, err := Create(tracePath, &Options{BufferSize: 64 << 10, SyncInterval: time.Hour})
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestFlushFirstOrderWithBackgroundWrites(t *testing.T) {
 	require.NoError(t, err)
 	log.FlushFirst(traces)
 
-	// check reads the log before the trace store: a trace line on disk
+	// check reads the log before the transcript store: a transcript line on disk
 	// before the log line that links to it is still there after.
 	check := func() error {
 		logData, err := os.ReadFile(logPath)
@@ -267,7 +267,7 @@ func TestFlushFirstOrderWithBackgroundWrites(t *testing.T) {
 			prefix := `{"trace":` + is + `,`
 			if off >= int64(len(traceData)) || !bytes.HasPrefix(traceData[off:], []byte(prefix)) ||
 				!bytes.Contains(traceData[off:], []byte("\n")) {
-				return fmt.Errorf("log line %d is in the file before its trace line at offset %d (trace store: %d bytes)", i, off, len(traceData))
+				return fmt.Errorf("log line %d is in the file before its transcript line at offset %d (transcript store: %d bytes)", i, off, len(traceData))
 			}
 		}
 		return nil

@@ -48,7 +48,7 @@ func benchRecords(n int) []sink.Record {
 			OutputTokens: int64(50 + i%100),
 			CostUSD:      0.0001 * float64(1+i%50),
 			Seed:         uint64(i) * 0x9E3779B97F4A7C15,
-			Trace:        "https://traces.example.com/t/" + strconv.Itoa(i),
+			Transcript:   "https://traces.example.com/t/" + strconv.Itoa(i),
 		}
 	}
 	return recs

@@ -48,7 +48,7 @@ type independentRow struct {
 	OutputTokens int64              `parquet:"output_tokens"`
 	CostUSD      float64            `parquet:"cost_usd"`
 	Seed         uint64             `parquet:"seed"`
-	Trace        string             `parquet:"trace"`
+	Transcript   string             `parquet:"trace"`
 	ParentRunID  string             `parquet:"parent_run_id"`
 	ReusedFrom   string             `parquet:"reused_from"`
 	Worker       string             `parquet:"worker"`
@@ -184,7 +184,7 @@ func expectedRow(r sink.Record) independentRow {
 		Score: r.Score, Scores: r.Scores, Weight: r.Weight, Reason: r.Reason, Error: r.Error,
 		ErrorKind: string(r.ErrorKind), Tags: r.Tags, StartedAt: r.StartedAt.UnixMicro(),
 		DurationMS: r.DurationMS, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-		CostUSD: r.CostUSD, Seed: r.Seed, Trace: r.Trace, ParentRunID: r.ParentRunID,
+		CostUSD: r.CostUSD, Seed: r.Seed, Transcript: r.Transcript, ParentRunID: r.ParentRunID,
 		ReusedFrom: r.ReusedFrom, Worker: r.Worker, TraceID: r.TraceID, SpanID: r.SpanID,
 	}
 	if len(r.Input) > 0 {
@@ -229,7 +229,7 @@ type v1Row struct {
 	OutputTokens int64              `parquet:"output_tokens"`
 	CostUSD      float64            `parquet:"cost_usd"`
 	Seed         uint64             `parquet:"seed"`
-	Trace        string             `parquet:"trace"`
+	Transcript   string             `parquet:"trace"`
 	ParentRunID  string             `parquet:"parent_run_id"`
 }
 
@@ -255,7 +255,7 @@ func TestReadsFilesWithoutNewerColumns(t *testing.T) {
 			Attempt: row.Attempt, Status: row.Status, Score: row.Score, Scores: row.Scores, Weight: row.Weight,
 			Reason: row.Reason, Error: row.Error, ErrorKind: row.ErrorKind, Input: row.Input, Output: row.Output,
 			Tags: row.Tags, StartedAt: row.StartedAt, DurationMS: row.DurationMS, InputTokens: row.InputTokens,
-			OutputTokens: row.OutputTokens, CostUSD: row.CostUSD, Seed: row.Seed, Trace: row.Trace, ParentRunID: row.ParentRunID,
+			OutputTokens: row.OutputTokens, CostUSD: row.CostUSD, Seed: row.Seed, Transcript: row.Transcript, ParentRunID: row.ParentRunID,
 		}})
 		require.NoError(t, err)
 	}

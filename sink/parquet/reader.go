@@ -311,7 +311,7 @@ func (d *decoder) record() (r sink.Record, err error) {
 	r.OutputTokens = i64(leafOutputTokens)
 	r.CostUSD = f64(leafCostUSD)
 	r.Seed = uint64(i64(leafSeed))
-	r.Trace = txt(leafTrace)
+	r.Transcript = txt(leafTranscript)
 	r.ParentRunID = txt(leafParentRunID)
 	r.ReusedFrom = txt(leafReusedFrom)
 	r.Worker = txt(leafWorker)

@@ -41,7 +41,7 @@ const (
 	leafOutputTokens
 	leafCostUSD
 	leafSeed
-	leafTrace
+	leafTranscript
 	leafParentRunID
 	leafReusedFrom
 	leafWorker
@@ -85,7 +85,7 @@ const (
 	strOutput
 	strTagKey
 	strTagValue
-	strTrace
+	strTranscript
 	strParentRunID
 	strReusedFrom
 	strWorker
@@ -137,7 +137,7 @@ var leaves = [numLeaves]leaf{
 	leafOutputTokens: {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
 	leafCostUSD:      {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
 	leafSeed:         {"seed", pq.Types.Int64, i64Seed, levelsNone},
-	leafTrace:        {"trace", pq.Types.ByteArray, strTrace, levelsNone},
+	leafTranscript:   {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
 	leafParentRunID:  {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
 	leafReusedFrom:   {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
 	leafWorker:       {"worker", pq.Types.ByteArray, strWorker, levelsNone},

@@ -626,7 +626,7 @@ func (w *Writer) append(r *sink.Record) {
 	g.i64[i64OutputTokens] = append(g.i64[i64OutputTokens], r.OutputTokens)
 	g.f64[f64CostUSD] = append(g.f64[f64CostUSD], r.CostUSD)
 	g.i64[i64Seed] = append(g.i64[i64Seed], int64(r.Seed))
-	w.appendString(strTrace, r.Trace)
+	w.appendString(strTranscript, r.Transcript)
 	w.appendString(strParentRunID, r.ParentRunID)
 	w.appendString(strReusedFrom, r.ReusedFrom)
 	w.appendString(strWorker, r.Worker)

@@ -237,7 +237,7 @@ var cases = []testCase{
 		rule: "optional fields (maps, input, output, error…) absent in one record and present in the next do not leak between records",
 		run: func(t tb, h *Target) {
 			a, b := full(0), full(1)
-			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Trace = nil, nil, nil, nil, "", "", "", ""
+			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Transcript = nil, nil, nil, nil, "", "", "", ""
 			b.ParentRunID, b.ReusedFrom, b.Worker, b.TraceID, b.SpanID = "", "", "", "", ""
 			// The optional strings after seed, one at a time.
 			c, d, e := full(3), full(4), full(5)
@@ -254,7 +254,7 @@ var cases = []testCase{
 			var recs []sink.Record
 			for i, s := range unicodeStrings {
 				r := full(i)
-				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Trace, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
+				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Transcript, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
 				r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s
 				r.Scores = map[string]float64{s: 0.5, "plain": 1}
 				r.Tags = map[string]string{s: s, "k": s}
@@ -273,14 +273,14 @@ var cases = []testCase{
 			for i, s := range bad {
 				r := full(i)
 				r.SampleID = fmt.Sprintf("s%d", i)
-				r.RunID, r.Reason, r.Error, r.Trace = s, s, s, s
+				r.RunID, r.Reason, r.Error, r.Transcript = s, s, s, s
 				r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s, s
 				r.Scores = map[string]float64{s: 1}
 				r.Tags = map[string]string{s: s}
 				recs = append(recs, r)
 				if h.InvalidUTF8 == InvalidUTF8Replaced {
 					v := replaced(s)
-					r.RunID, r.Reason, r.Error, r.Trace = v, v, v, v
+					r.RunID, r.Reason, r.Error, r.Transcript = v, v, v, v
 					r.ParentRunID, r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = v, v, v, v, v
 					r.Scores = map[string]float64{v: 1}
 					r.Tags = map[string]string{v: v}
@@ -629,7 +629,7 @@ func full(i int) sink.Record {
 		OutputTokens: int64(200 + i),
 		CostUSD:      0.0123 * float64(i+1),
 		Seed:         uint64(i)*0x9E3779B97F4A7C15 + 1,
-		Trace:        fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
+		Transcript:   fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
 		ParentRunID:  []string{"", "run-2025-05-01"}[i%2],
 		ReusedFrom:   fmt.Sprintf("run-2025-05-%02d", 1+i%28),
 		Worker:       fmt.Sprintf("worker-%d.cluster.local:%d", i%4, 40000+i),
@@ -809,7 +809,7 @@ func quickEqual(a, b *sink.Record) bool {
 		a.ErrorKind == b.ErrorKind && bytes.Equal(a.Input, b.Input) && bytes.Equal(a.Output, b.Output) &&
 		maps.Equal(a.Tags, b.Tags) && a.StartedAt.Equal(b.StartedAt) && a.DurationMS == b.DurationMS &&
 		a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens && a.CostUSD == b.CostUSD &&
-		a.Seed == b.Seed && a.Trace == b.Trace && a.ParentRunID == b.ParentRunID &&
+		a.Seed == b.Seed && a.Transcript == b.Transcript && a.ParentRunID == b.ParentRunID &&
 		a.ReusedFrom == b.ReusedFrom && a.Worker == b.Worker && a.TraceID == b.TraceID && a.SpanID == b.SpanID
 }
 

@@ -14,25 +14,25 @@ import (
 // Trace is an episode's transcript, as stored beside the run's log.
 type Trace = harness.Transcript
 
-// traceLink is a record's trace field: the trace store's file name and the
+// transcriptLink is a record's trace field: the transcript store's file name and the
 // transcript's byte offset in it, "NAME#OFFSET". The name is relative to
 // the log's directory (the store lives beside the log), so that moving a
 // runs directory keeps every link working. Resolving it is one seek.
-func traceLink(path string, offset int64) string {
+func transcriptLink(path string, offset int64) string {
 	return filepath.Base(path) + "#" + strconv.FormatInt(offset, 10)
 }
 
-// ReadTrace resolves a record's trace link to the transcript. A relative
+// ReadTranscript resolves a record's transcript link to the transcript. A relative
 // path in the link is taken relative to dir (the log's directory).
-func ReadTrace(link, dir string) (*Trace, error) {
+func ReadTranscript(link, dir string) (*Trace, error) {
 	i := strings.LastIndexByte(link, '#')
 	if i < 0 {
-		return nil, fmt.Errorf("eval: %q is not a trace link (PATH#OFFSET)", link)
+		return nil, fmt.Errorf("eval: %q is not a transcript link (PATH#OFFSET)", link)
 	}
 	path := link[:i]
 	off, err := strconv.ParseInt(link[i+1:], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("eval: %q is not a trace link (PATH#OFFSET)", link)
+		return nil, fmt.Errorf("eval: %q is not a transcript link (PATH#OFFSET)", link)
 	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)

@@ -11,7 +11,7 @@ import (
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
-func TestResolveTrace(t *testing.T) {
+func TestResolveTranscript(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "run.traces.jsonl")
@@ -30,7 +30,7 @@ func TestResolveTrace(t *testing.T) {
 		store + "#" + itoa(off),             // absolute: what older logs hold
 		"file://" + store + "#" + itoa(off), // a URL of the same file
 	} {
-		path, o, err := jsonl.ResolveTrace(log, link)
+		path, o, err := jsonl.ResolveTranscript(log, link)
 		require.NoError(t, err, link)
 		require.Equal(t, store, path, link)
 		require.Equal(t, off, o, link)
@@ -40,26 +40,26 @@ func TestResolveTrace(t *testing.T) {
 	}
 
 	// Relative links survive moving the runs directory; nested ones too.
-	path, _, err := jsonl.ResolveTrace("/moved/runs/run.jsonl", "traces/run.traces.jsonl#7")
+	path, _, err := jsonl.ResolveTranscript("/moved/runs/run.jsonl", "traces/run.traces.jsonl#7")
 	require.NoError(t, err)
 	require.Equal(t, filepath.FromSlash("/moved/runs/traces/run.traces.jsonl"), path)
 
 	for _, bad := range []string{"", "no-offset", "#12", "x#", "x#-1", "x#1e3", "x#12a"} {
-		_, _, err := jsonl.ResolveTrace(log, bad)
-		require.ErrorContains(t, err, "jsonl: trace link", bad)
+		_, _, err := jsonl.ResolveTranscript(log, bad)
+		require.ErrorContains(t, err, "jsonl: transcript link", bad)
 	}
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
 
-// FuzzResolveTrace: any link either fails with an error or resolves to a
+// FuzzResolveTranscript: any link either fails with an error or resolves to a
 // path and the offset it ends with.
-func FuzzResolveTrace(f *testing.F) {
+func FuzzResolveTranscript(f *testing.F) {
 	for _, s := range []string{"run.traces.jsonl#12", "/abs/t.jsonl#0", "file:///t#3", "#", "a#b#4", "x#-1", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, link string) {
-		path, off, err := jsonl.ResolveTrace("/runs/run.jsonl", link)
+		path, off, err := jsonl.ResolveTranscript("/runs/run.jsonl", link)
 		if err != nil {
 			return
 		}
