@@ -8,7 +8,7 @@
 // die, pause, or lose the server cost a redelivery, never a second record.
 //
 // [Main] gives the user's binary three commands: run (one machine, as
-// eval.Main), coordinate and work. [Coordinate] and [Work] are the library
+// cli.Main), coordinate and work. [Coordinate] and [Work] are the library
 // functions behind them. Package eval never imports this one: importing
 // eval links no NATS.
 package cluster

@@ -16,12 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/cli"
 	"github.com/proctor-evals/proctor/view"
 )
 
 // Main runs e as a command with three subcommands, and exits:
 //
-//	myeval run        [run flags]   one machine (eval.Main's run)
+//	myeval run        [run flags]   one machine (cli.Main's run)
 //	myeval coordinate -log L [-listen 127.0.0.1:4222] [-token T | -nats URL] [-store DIR] [-ack-wait D] [run flags]
 //	myeval work       -join nats://host:port [-token T] [-concurrency N]
 //
@@ -50,13 +51,13 @@ func MainArgs[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config
 			return 0
 		}
 	}
-	return eval.MainArgs(ctx, e, cfg, args, stdout, stderr)
+	return cli.MainArgs(ctx, e, cfg, args, stdout, stderr)
 }
 
 func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coordinate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	eval.BindFlags(fs, &cfg)
+	cli.BindFlags(fs, &cfg)
 	var o CoordinatorOptions
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "`host:port` the embedded NATS server listens on (0.0.0.0:4222 for other machines)")
 	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "`token` workers present (default $PROCTOR_TOKEN, else generated and printed)")
@@ -93,13 +94,13 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 		}
 	}
 	rep, err := c.Wait(ctx)
-	return eval.PrintOutcome(stdout, stderr, rep, err, *asJSON)
+	return cli.PrintOutcome(stdout, stderr, rep, err, *asJSON)
 }
 
 func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("work", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	eval.BindFlags(fs, &cfg)
+	cli.BindFlags(fs, &cfg)
 	var o WorkerOptions
 	fs.StringVar(&o.Join, "join", "", "`URL` of the run's NATS server (nats://host:port), as the coordinator printed")
 	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "the coordinator's `token` (default $PROCTOR_TOKEN)")

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/cli"
 )
 
 // WorkerOptions tune a worker. Join is required.
@@ -99,7 +100,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	const reconnectWait = 250 * time.Millisecond
 	lost := make(chan struct{})
 	var lostOnce sync.Once
-	copts := []nats.Option{nats.Name("proctor worker " + eval.WorkerID()),
+	copts := []nats.Option{nats.Name("proctor worker " + cli.WorkerID()),
 		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
 		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) })}
 	if o.Token != "" {
@@ -124,7 +125,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	defer nc.Close()
 
-	w := &worker{nc: nc, log: o.Logger, id: eval.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*held{}, slot: make(chan struct{}, 1)}
+	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*held{}, slot: make(chan struct{}, 1)}
 	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(30*time.Second),
 		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
 	if err != nil {

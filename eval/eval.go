@@ -114,7 +114,7 @@ type Config struct {
 	// equals one machine's.
 	Shard Shard
 	// Worker is written in each record's worker field: where the episode
-	// ran ("host:pid"). Main sets it for shards and cluster workers.
+	// ran ("host:pid"). cli.Main sets it for shards and cluster workers.
 	Worker string
 	// AllowChanged resumes a log whose manifest names another eval, seed
 	// or component versions, instead of refusing it.

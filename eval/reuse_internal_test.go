@@ -2,9 +2,6 @@ package eval
 
 import (
 	"bytes"
-	"errors"
-	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,25 +40,3 @@ func FuzzWindowReader(f *testing.F) {
 	})
 }
 
-// FuzzReuseFlags: the flags of reuse and selection accept a value or say
-// why not; what they accept is a valid Config.
-func FuzzReuseFlags(f *testing.F) {
-	f.Add("failed,errored", "tier=hard", "3")
-	f.Add("bogus", "novalue", "-1")
-	f.Add("passed, unscored", "a==b", "x")
-	f.Fuzz(func(t *testing.T, only, tag, smoke string) {
-		var cfg Config
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		bindReuseFlags(fs, &cfg)
-		if err := fs.Parse([]string{"-from", "x.jsonl", "-only", only, "-only-tag", tag, "-smoke", smoke}); err != nil {
-			return
-		}
-		if err := cfg.validate(); err != nil {
-			var ce *ConfigError
-			if !errors.As(err, &ce) || cfg.Subset.PerValue >= 0 {
-				t.Fatalf("flags accepted %q %q %q into an invalid Config: %v", only, tag, smoke, err)
-			}
-		}
-	})
-}

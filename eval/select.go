@@ -6,9 +6,7 @@ package eval
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"iter"
 	"maps"
 	"math"
@@ -152,7 +150,7 @@ func (s *Selection) samples() (func(id string, tags map[string]string) bool, err
 	}, nil
 }
 
-// String describes the selection as the flags of Main would.
+// String describes the selection as the flags of cli.Main would.
 func (s *Selection) String() string {
 	var parts []string
 	if s.From != "" {
@@ -216,83 +214,4 @@ func CompareFrom(fromLog string, head *report.Report, opts *report.CompareOption
 		return nil, fmt.Errorf("eval: comparing with %s: %w", fromLog, err)
 	}
 	return report.Compare(base, head, opts), nil
-}
-
-// bindReuseFlags defines the flags of reuse and selection on fs (see
-// BindFlags). Selection flags fill a copy of cfg.Select, never the
-// caller's.
-func bindReuseFlags(fs *flag.FlagSet, cfg *Config) {
-	if cfg.Select != nil {
-		c := *cfg.Select
-		c.Status, c.Tags = slices.Clone(c.Status), maps.Clone(c.Tags)
-		cfg.Select = &c
-	}
-	sel := func() *Selection {
-		if cfg.Select == nil {
-			cfg.Select = &Selection{}
-		}
-		return cfg.Select
-	}
-	fs.Func("reuse-from", "reuse the matching results of the earlier `log` (repeatable; see Config.ReuseFrom)", func(v string) error {
-		if v == "" {
-			return errors.New("want the path of a log")
-		}
-		cfg.ReuseFrom = append(slices.Clip(cfg.ReuseFrom), v)
-		return nil
-	})
-	fs.Func("from", "derive the run from the earlier run in `log`: its samples, narrowed by -only, -only-tag, -flipped-against", func(v string) error {
-		sel().From = v
-		return nil
-	})
-	fs.Func("only", "with -from: only the samples with an episode that `ended` so: failed,unscored,errored,passed", func(v string) error {
-		s := sel()
-		for name := range strings.SplitSeq(v, ",") {
-			st, ok := statusNames[strings.TrimSpace(name)]
-			if !ok {
-				return fmt.Errorf("%q: want failed, unscored, errored or passed", name)
-			}
-			if !slices.Contains(s.Status, st) {
-				s.Status = append(s.Status, st)
-			}
-		}
-		return nil
-	})
-	fs.Func("only-tag", "only the samples tagged `key=value` (repeatable: all must hold)", func(v string) error {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("%q: want key=value", v)
-		}
-		s := sel()
-		if s.Tags == nil {
-			s.Tags = map[string]string{}
-		}
-		s.Tags[k] = val
-		return nil
-	})
-	fs.Func("flipped-against", "with -from: only the samples whose pass/fail flipped between the baseline `log` and the -from run", func(v string) error {
-		sel().FlippedAgainst = v
-		return nil
-	})
-	fs.IntVar(&cfg.Subset.PerValue, "smoke", cfg.Subset.PerValue, "a smoke run: `N` samples per value of -smoke-tag (N in all without it), seeded by -smoke-seed")
-	fs.StringVar(&cfg.Subset.Tag, "smoke-tag", cfg.Subset.Tag, "the `tag` whose values -smoke stratifies by")
-	fs.Uint64Var(&cfg.Subset.Seed, "smoke-seed", cfg.Subset.Seed, "the `seed` of the -smoke draw")
-}
-
-var statusNames = map[string]sink.Status{
-	"failed": sink.Fail, "fail": sink.Fail,
-	"unscored": sink.Unscored,
-	"errored":  sink.Error, "error": sink.Error,
-	"passed": sink.Pass, "pass": sink.Pass,
-}
-
-// writeComparisonWithFrom prints, after the report of a run derived from
-// an earlier one, the paired comparison with it over the samples run.
-func writeComparisonWithFrom(stdout, stderr io.Writer, from string, rep *report.Report) {
-	c, err := CompareFrom(from, rep, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", progName(), err)
-		return
-	}
-	fmt.Fprintf(stdout, "\ncompared with the run in %s, over the %d samples run again:\n", from, len(rep.SampleResults()))
-	c.WriteText(stdout)
 }

@@ -1,13 +1,11 @@
 package eval_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -180,46 +178,3 @@ func TestSmokeSubsetIsStratifiedAndStable(t *testing.T) {
 	require.NotEqual(t, a, ran(2))
 }
 
-// TestMainFlagsSelectReuseAndSmoke drives the flags of eval.Main.
-func TestMainFlagsSelectReuseAndSmoke(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	c := &calls{}
-	e := outcomeEval(c, "pass", "fail", "error", "pass", "fail", "pass")
-	from := filepath.Join(dir, "from.jsonl")
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := eval.MainArgs(context.Background(), e, eval.Config{Retries: -1}, args, &out, &errOut)
-		return code, out.String(), errOut.String()
-	}
-	code, _, stderr := run("-log", from)
-	require.Equal(t, 0, code, stderr)
-	c.reset()
-
-	code, out, stderr := run("-log", filepath.Join(dir, "rerun.jsonl"), "-from", from, "-only", "failed,errored", "-only-tag", "tier=hard")
-	require.Equal(t, 0, code, stderr)
-	h, _ := c.reset()
-	require.Empty(t, cmp.Diff(keys(0, 1, "s1"), h), "s1 is the hard failure; s4 is easy")
-	require.Contains(t, out, "compared with the run in "+from)
-
-	code, out, stderr = run("-log", filepath.Join(dir, "reused.jsonl"), "-reuse-from", from, "-reuse-from", filepath.Join(dir, "rerun.jsonl"))
-	require.Equal(t, 0, code, stderr)
-	h, _ = c.reset()
-	require.Empty(t, cmp.Diff(keys(0, 1, "s2"), h), "the error runs again; the rest is reused")
-	require.Contains(t, out, "5 episodes (earlier results reused")
-
-	code, _, stderr = run("-smoke", "1", "-smoke-tag", "tier", "-smoke-seed", "4")
-	require.Equal(t, 0, code, stderr)
-	h, _ = c.reset()
-	require.Len(t, h, 2, "one sample per tier")
-
-	code, _, stderr = run("-from", filepath.Join(dir, "reused.jsonl"), "-only", "unscored")
-	require.Equal(t, 0, code, "nothing to run is not a failure")
-	require.Contains(t, stderr, "nothing to run")
-
-	code, _, stderr = run("-only", "broken")
-	require.Equal(t, 2, code)
-	require.True(t, strings.Contains(stderr, "want failed, unscored, errored or passed"), stderr)
-	code, _, _ = run("-only-tag", "novalue")
-	require.Equal(t, 2, code)
-}

@@ -1,9 +1,7 @@
 package eval_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -198,32 +196,3 @@ func TestWorkRefusesAnAssignmentItsDatasetLacks(t *testing.T) {
 	require.ErrorContains(t, err, `"elsewhere" is not in this worker's dataset`)
 }
 
-func TestMainArgs(t *testing.T) {
-	e := seeded(10)
-	dir := t.TempDir()
-	var out, errOut bytes.Buffer
-	code := eval.MainArgs(context.Background(), e, eval.Config{}, []string{"run", "-log", filepath.Join(dir, "a.jsonl"), "-epochs", "2", "-seed", "18446744073709551615", "-json"}, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-	var rep report.Report
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	require.Equal(t, 20, rep.Episodes)
-
-	out.Reset()
-	require.Equal(t, 2, eval.MainArgs(context.Background(), e, eval.Config{}, []string{"coordinate"}, &out, &errOut))
-	require.Contains(t, errOut.String(), "cluster.Main")
-	require.Equal(t, 2, eval.MainArgs(context.Background(), e, eval.Config{}, []string{"-shard", "3/3"}, &out, &errOut))
-
-	// A Kubernetes Indexed Job names the shard in the environment.
-	t.Setenv("JOB_COMPLETION_INDEX", "1")
-	t.Setenv("JOB_COMPLETIONS", "2")
-	out.Reset()
-	log := filepath.Join(dir, "shard.jsonl")
-	require.Equal(t, 0, eval.MainArgs(context.Background(), e, eval.Config{}, []string{"-log", log}, &out, &errOut), errOut.String())
-	recs := logRecords(t, log)
-	require.NotEmpty(t, recs)
-	require.Less(t, len(recs), 10)
-	for _, r := range recs {
-		require.True(t, eval.InShard(r.SampleID, eval.Shard{Index: 1, Count: 2}))
-		require.NotEmpty(t, r.Worker, "shard records say where they ran")
-	}
-}

@@ -29,20 +29,23 @@ func TestImportWeight(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	const mod = "github.com/proctor-evals/proctor"
+	// What importing the engine never links.
+	engineForbids := []string{
+		"github.com/apache/arrow-go", "github.com/parquet-go", // Arrow, Parquet
+		"github.com/moby", "github.com/docker", // Docker
+		"google.golang.org/grpc", "google.golang.org/protobuf",
+		"github.com/nats-io",                                                 // NATS
+		"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", // OTLP
+		"go.opentelemetry.io/proto", mod + "/telemetry", // OTLP payloads, the SDK wiring
+	}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string // packages, and the packages under them
 		exact     []string // packages only
 		max       int      // packages, standard library included
 	}{
-		{mod + "/eval", []string{
-			"github.com/apache/arrow-go", "github.com/parquet-go", // Arrow, Parquet
-			"github.com/moby", "github.com/docker", // Docker
-			"google.golang.org/grpc", "google.golang.org/protobuf",
-			"github.com/nats-io",                                                 // NATS
-			"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", // OTLP
-			"go.opentelemetry.io/proto", mod + "/telemetry", // OTLP payloads, the SDK wiring
-		}, nil, 300},
+		{mod + "/eval", engineForbids, nil, 300},
+		{mod + "/eval/cli", engineForbids, nil, 300}, // the command line of eval: no more than eval
 		{mod + "/cmd/proctor", []string{
 			"google.golang.org/grpc", "github.com/apache/arrow-go/v18/arrow/flight",
 			"github.com/apache/arrow-go/v18/parquet/pqarrow",
