@@ -32,6 +32,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
@@ -547,7 +548,7 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	m, err := eval.ReadManifest(log)
+	m, err := manifest.Read(log)
 	if err != nil {
 		t.Fatal(err)
 	}

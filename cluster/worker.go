@@ -16,6 +16,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/cli"
+	"github.com/proctor-evals/proctor/eval/manifest"
 )
 
 // WorkerOptions tune a worker. Join is required.
@@ -58,7 +59,7 @@ func joinDiffs(d []string) string {
 
 // compareManifests lists what differs between the run's manifest and a
 // worker's.
-func compareManifests(run, mine *eval.Manifest) []string {
+func compareManifests(run, mine *manifest.Manifest) []string {
 	var d []string
 	add := func(what string, theirs, ours any) {
 		if theirs != ours {
@@ -147,7 +148,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 			return context.Cause(ctx)
 		}
 	}
-	var m eval.Manifest
+	var m manifest.Manifest
 	if err := json.Unmarshal(entry.Value(), &m); err != nil {
 		return fmt.Errorf("cluster: run %s: its manifest: %w", runID, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -31,12 +32,12 @@ type runSetup[T, O any] struct {
 	reuse       *reuse // what Config.ReuseFrom gave: set by openRun
 	// identity is the dataset's, when computed before the run opens (a
 	// coordinator's manifest, a shard's run ID): hashed once.
-	identity *DatasetIdentity
+	identity *manifest.DatasetIdentity
 }
 
 // hashDataset returns the dataset's identity, hashing it the first
 // time.
-func (s *runSetup[T, O]) hashDataset(ctx context.Context) (DatasetIdentity, error) {
+func (s *runSetup[T, O]) hashDataset(ctx context.Context) (manifest.DatasetIdentity, error) {
 	if s.identity == nil {
 		id, err := identityOf(ctx, s.samples)
 		if err != nil {
@@ -91,7 +92,7 @@ type run struct {
 	log      string
 	// identity returns the dataset's identity once the run's episodes are
 	// done (identity.go): the manifest gets it at the end.
-	identity  func(context.Context) (DatasetIdentity, error)
+	identity  func(context.Context) (manifest.DatasetIdentity, error)
 	ident     *identityTracker // when the identity is added up as the run goes
 	runID     string
 	warnings  []string
@@ -190,7 +191,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 func trackIdentity[T, O any](ctx context.Context, r *run, setup *runSetup[T, O]) {
 	if setup.identity != nil {
 		id := *setup.identity
-		r.identity = func(context.Context) (DatasetIdentity, error) { return id, nil }
+		r.identity = func(context.Context) (manifest.DatasetIdentity, error) { return id, nil }
 		return
 	}
 	samples, epochs := setup.samples, setup.cfg.Epochs
@@ -204,7 +205,7 @@ func trackIdentity[T, O any](ctx context.Context, r *run, setup *runSetup[T, O])
 			hashSamples(ctx, r.ident, samples, func(i int) bool { return r.done.left(i, epochs) == 0 })
 		}()
 	}
-	r.identity = func(ctx context.Context) (DatasetIdentity, error) {
+	r.identity = func(ctx context.Context) (manifest.DatasetIdentity, error) {
 		<-notRun
 		err := hashSamples(ctx, r.ident, samples, func(int) bool { return true })
 		return r.ident.sum.Identity(samples.len()), err
@@ -267,14 +268,14 @@ type openedLog struct {
 	// The manifest as written when the run started, and the dataset
 	// identity it holds: the identity of this run's dataset (a hash of
 	// every input) is computed while the run goes on, not before.
-	manifest   *Manifest
-	oldDataset DatasetIdentity
+	manifest   *manifest.Manifest
+	oldDataset manifest.DatasetIdentity
 }
 
 // finishManifest records the identity of the run's dataset in its
 // manifest once known, warning when it differs from the one the log was
 // written with.
-func (l *openedLog) finishManifest(log string, identity DatasetIdentity) (warning string, err error) {
+func (l *openedLog) finishManifest(log string, identity manifest.DatasetIdentity) (warning string, err error) {
 	if identity == l.oldDataset {
 		return "", nil
 	}
@@ -294,14 +295,14 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	if err := os.MkdirAll(filepath.Dir(cfg.Log), 0o755); err != nil {
 		return nil, fmt.Errorf("eval: the log's directory: %w", err)
 	}
-	old, err := ReadManifest(cfg.Log)
+	old, err := manifest.Read(cfg.Log)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	m := newManifest(setup)
 	if old != nil {
 		if d := m.Diff(old); len(d) > 0 && !cfg.AllowChanged {
-			return nil, &ManifestMismatchError{Log: cfg.Log, Diffs: d}
+			return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d}
 		}
 	}
 	epochs := int64(cfg.Epochs)
@@ -363,13 +364,13 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	return l, nil
 }
 
-func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
+func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	samples := setup.samples
-	m := &Manifest{
+	m := &manifest.Manifest{
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
-		Dataset: DatasetIdentity{Samples: samples.len()},
+		Dataset: manifest.DatasetIdentity{Samples: samples.len()},
 	}
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()
@@ -377,7 +378,7 @@ func newManifest[T, O any](setup *runSetup[T, O]) *Manifest {
 	return m
 }
 
-func identityOf[T any](ctx context.Context, samples *sampleTable[T]) (DatasetIdentity, error) {
+func identityOf[T any](ctx context.Context, samples *sampleTable[T]) (manifest.DatasetIdentity, error) {
 	t := newIdentityTracker(samples.len())
 	err := hashSamples(ctx, t, samples, func(int) bool { return true })
 	return t.sum.Identity(samples.len()), err

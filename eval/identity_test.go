@@ -52,7 +52,7 @@ func cancelAt(k int64, cancel context.CancelFunc) harness.Func[string, string] {
 
 func manifestIdentity(t *testing.T, log string) manifest.DatasetIdentity {
 	t.Helper()
-	m, err := eval.ReadManifest(log)
+	m, err := manifest.Read(log)
 	require.NoError(t, err)
 	return m.Dataset
 }
@@ -161,7 +161,7 @@ func TestResumeALogWithAnOlderDatasetHash(t *testing.T) {
 	_, err := e.Run(context.Background(), eval.Config{Log: log})
 	require.NoError(t, err)
 	older := func() {
-		m, err := eval.ReadManifest(log)
+		m, err := manifest.Read(log)
 		require.NoError(t, err)
 		m.Dataset.Hash = strings.Repeat("0f", 32) // bare hex: the ordered SHA-256 of before
 		require.NoError(t, manifest.Write(log, m))

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -138,7 +139,7 @@ func (q *commitQueue) ready(head uint64) bool {
 // encodes the record and queues it for the recorder's goroutine.
 func (r *recorder) commit(f *finished) {
 	if r.transcripts != nil && len(f.events) > 0 {
-		line, err := json.Marshal(Trace{RunID: f.rec.RunID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
+		line, err := json.Marshal(harness.Transcript{RunID: f.rec.RunID, SampleID: f.rec.SampleID, Epoch: f.rec.Epoch, Attempt: f.rec.Attempt, Events: f.events})
 		if err == nil {
 			var off int64
 			off, err = r.transcripts.WriteLine(line)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 )
 
@@ -21,7 +22,7 @@ type Recording struct {
 	samples  int
 	id       func(i int) string
 	epochs   int
-	manifest *Manifest
+	manifest *manifest.Manifest
 	progress *progressTracker
 	reporter *progressReporter // nil when nothing shows progress
 
@@ -63,7 +64,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 // Manifest returns what a run of e with cfg is: its manifest, with the
 // dataset's identity (it loads and hashes the dataset). A worker compares
 // it with its coordinator's before it runs anything.
-func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*Manifest, error) {
+func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*manifest.Manifest, error) {
 	cfg, samples, err := e.prepare(ctx, cfg, true)
 	if err != nil {
 		return nil, err
@@ -89,7 +90,7 @@ func (r *Recording) RunID() string { return r.run.runID }
 
 // Manifest returns the run's manifest (with its dataset identity), for
 // workers to check theirs against.
-func (r *Recording) Manifest() *Manifest { return r.manifest }
+func (r *Recording) Manifest() *manifest.Manifest { return r.manifest }
 
 // Pending returns, per sample in dataset order, the epochs without a final
 // record: a snapshot (results committed but not yet written count as

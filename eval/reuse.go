@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -218,7 +219,7 @@ func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource
 	if cfg.Log != "" && sameFile(path, cfg.Log) {
 		return nil, "", &ConfigError{fmt.Sprintf("Config.ReuseFrom names the run's own log %s: running with the same log resumes it", path)}
 	}
-	m, err := ReadManifest(path)
+	m, err := manifest.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat(path); serr != nil {
 			return nil, "", fmt.Errorf("eval: reusing results: %w", serr)

@@ -39,4 +39,3 @@ func FuzzWindowReader(f *testing.F) {
 		}
 	})
 }
-

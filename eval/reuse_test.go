@@ -352,7 +352,7 @@ func TestReuseAcrossShardsAndMergedLogs(t *testing.T) {
 	require.NoError(t, err)
 	// As `proctor merge` does: the merged log's manifest is the shards',
 	// without a shard.
-	m, err := eval.ReadManifest(shards[0])
+	m, err := manifest.Read(shards[0])
 	require.NoError(t, err)
 	m.Shard = ""
 	require.NoError(t, manifest.Write(merged, m))
@@ -438,7 +438,7 @@ func TestReuseRefusesWhatItCannotCheck(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Contains(t, err.Error(), "own log")
 
-	require.NoError(t, os.Remove(eval.ManifestPath(log)))
+	require.NoError(t, os.Remove(manifest.Path(log)))
 	c.reset()
 	rep, err := e.Run(context.Background(), eval.Config{Log: filepath.Join(dir, "new.jsonl"), ReuseFrom: []string{log}})
 	require.NoError(t, err)

@@ -177,4 +177,3 @@ func TestSmokeSubsetIsStratifiedAndStable(t *testing.T) {
 	require.Equal(t, a, ran(1), "the same seed draws the same samples")
 	require.NotEqual(t, a, ran(2))
 }
-

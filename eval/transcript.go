@@ -11,9 +11,6 @@ import (
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
-// Trace is an episode's transcript, as stored beside the run's log.
-type Trace = harness.Transcript
-
 // transcriptLink is a record's trace field: the transcript store's file name and the
 // transcript's byte offset in it, "NAME#OFFSET". The name is relative to
 // the log's directory (the store lives beside the log), so that moving a
@@ -24,7 +21,7 @@ func transcriptLink(path string, offset int64) string {
 
 // ReadTranscript resolves a record's transcript link to the transcript. A relative
 // path in the link is taken relative to dir (the log's directory).
-func ReadTranscript(link, dir string) (*Trace, error) {
+func ReadTranscript(link, dir string) (*harness.Transcript, error) {
 	i := strings.LastIndexByte(link, '#')
 	if i < 0 {
 		return nil, fmt.Errorf("eval: %q is not a transcript link (PATH#OFFSET)", link)
@@ -41,7 +38,7 @@ func ReadTranscript(link, dir string) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	var t Trace
+	var t harness.Transcript
 	if err := json.Unmarshal(line, &t); err != nil {
 		return nil, fmt.Errorf("eval: trace at %s: %w", link, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
@@ -31,7 +32,7 @@ func TestResumeRefusesALogOfAnotherEvalOrVersion(t *testing.T) {
 		Versions: eval.Versions{Judge: "v1"}}
 	_, err := e.Run(context.Background(), eval.Config{Log: log})
 	require.NoError(t, err)
-	m, err := eval.ReadManifest(log)
+	m, err := manifest.Read(log)
 	require.NoError(t, err)
 	require.Equal(t, "first", m.Eval)
 	require.Equal(t, 2, m.Dataset.Samples)
@@ -40,7 +41,7 @@ func TestResumeRefusesALogOfAnotherEvalOrVersion(t *testing.T) {
 	other := *e
 	other.Name = "second"
 	_, err = other.Run(context.Background(), eval.Config{Log: log})
-	var mm *eval.ManifestMismatchError
+	var mm *manifest.MismatchError
 	require.ErrorAs(t, err, &mm)
 	require.Contains(t, err.Error(), `eval: "first" in the log, "second" now`)
 
@@ -56,7 +57,7 @@ func TestResumeRefusesALogOfAnotherEvalOrVersion(t *testing.T) {
 	rep, err := changed.Run(context.Background(), eval.Config{Log: log, AllowChanged: true})
 	require.NoError(t, err, "an explicit opt-in resumes it")
 	require.Equal(t, 2, rep.Resumed)
-	m, err = eval.ReadManifest(log)
+	m, err = manifest.Read(log)
 	require.NoError(t, err)
 	require.Equal(t, "v2", m.Versions.Judge, "the opt-in records the versions now in force")
 }

@@ -195,4 +195,3 @@ func TestWorkRefusesAnAssignmentItsDatasetLacks(t *testing.T) {
 	err := seeded(3).Work(context.Background(), eval.Config{}, work, func(eval.Finished) { t.Error("nothing runs") })
 	require.ErrorContains(t, err, `"elsewhere" is not in this worker's dataset`)
 }
-
