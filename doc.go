@@ -37,7 +37,7 @@
 //     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
 //     size, Holm.
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
-//     log), sink/parquet, sink/sinktest (the conformance suite).
+//     log), sink/parquetsink, sink/sinktest (the conformance suite).
 //   - eval: Eval, Config, Run, Rejudge, ReadTranscript;
 //     eval/report: Report, FromRecords, Aggregator, Compare (the analysis
 //     half, without the engine); eval/evaltest: the `go test` gate.

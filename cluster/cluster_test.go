@@ -107,11 +107,11 @@ func testEval(s shape) *eval.Eval[input, string] {
 			}
 			ep.AddUsage(harness.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: s.CostUSD})
 			if ep.Sample.Input.N%4 == 0 {
-				ep.Record(harness.Event{Kind: "note", Name: "thought", Output: json.RawMessage(`"` + ep.Sample.ID + `"`)})
+				ep.AddEvent(harness.Event{Kind: "note", Name: "thought", Output: json.RawMessage(`"` + ep.Sample.ID + `"`)})
 			}
 			if s.Big > 0 && ep.Sample.Input.N%8 == 1 {
 				big := strings.Repeat("x", s.Big)
-				ep.Record(harness.Event{Kind: "note", Name: "big", Output: json.RawMessage(`"` + big + `"`)})
+				ep.AddEvent(harness.Event{Kind: "note", Name: "big", Output: json.RawMessage(`"` + big + `"`)})
 				return big, nil
 			}
 			return strconv.FormatUint(ep.Seed%5, 10), nil

@@ -1,7 +1,7 @@
 // Package dataset holds the samples an evaluation runs on: the [Sample] type,
 // the [Dataset] source interface, [Slice] (an in-memory dataset), loaders for
 // JSONL and CSV files, a [Mapping] from flat rows to samples (for JSONL here
-// and Parquet in dataset/parquet, so published files load as they are), and
+// and Parquet in dataset/parquetdataset, so published files load as they are), and
 // transforms (filter, limit, seeded shuffle, stratified subset, shard).
 //
 // # Malformed files

@@ -12,7 +12,7 @@ import (
 )
 
 // Row is one flat record of a dataset file: field name → JSON value. A JSONL
-// line is one; dataset/parquet turns each Parquet row into one.
+// line is one; dataset/parquetdataset turns each Parquet row into one.
 type Row map[string]json.RawMessage
 
 // Mapping says which fields of a flat row make a [Sample], so that a file

@@ -166,14 +166,14 @@ type Config struct {
 	// Logger receives warnings (a torn log tail that was cut, dropped error
 	// records); default slog.Default().
 	Logger *slog.Logger
-	// Tracer receives one OpenTelemetry trace per episode; nil means the
+	// TracerProvider receives one OpenTelemetry trace per episode; nil means the
 	// global provider (otel.GetTracerProvider) as Run starts. With none
 	// installed, tracing costs nothing.
-	Tracer trace.TracerProvider
-	// Events receives each verdict as a gen_ai.evaluation.result event
+	TracerProvider trace.TracerProvider
+	// LoggerProvider receives each verdict as a gen_ai.evaluation.result event
 	// (the OpenTelemetry Logs API); nil means the global provider
 	// (otel.GetLoggerProvider) as Run starts.
-	Events log.LoggerProvider
+	LoggerProvider log.LoggerProvider
 }
 
 // Defaults.

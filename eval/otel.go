@@ -2,7 +2,7 @@ package eval
 
 // OpenTelemetry, through the API only: one trace per episode, and each
 // verdict as a gen_ai.evaluation.result event. Nothing here runs until a
-// provider is configured (Config.Tracer, Config.Events, or the globals):
+// provider is configured (Config.TracerProvider, Config.LoggerProvider, or the globals):
 // the scheduler checks one nil field per attempt, and starts no span,
 // builds no attribute and allocates nothing when it is nil.
 //
@@ -59,14 +59,14 @@ type telemetry struct {
 // A global that nobody installed, or a no-op provider, is off.
 func newTelemetry(cfg *Config) telemetry {
 	var t telemetry
-	tp := cfg.Tracer
+	tp := cfg.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
 	if !unsetProvider(tp) {
 		t.tracer = tp.Tracer(scopeName, trace.WithInstrumentationVersion(proctorVersion()), trace.WithSchemaURL(semconv.SchemaURL))
 	}
-	lp := cfg.Events
+	lp := cfg.LoggerProvider
 	if lp == nil {
 		lp = otel.GetLoggerProvider()
 	}

@@ -33,7 +33,7 @@ func BenchmarkNoOpTracing(b *testing.B) {
 				lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(discardLogs{})))
 				defer tp.Shutdown(context.Background())
 				defer lp.Shutdown(context.Background())
-				cfg.Tracer, cfg.Events = tp, lp
+				cfg.TracerProvider, cfg.LoggerProvider = tp, lp
 			}
 			cpu := cpuTime()
 			b.ResetTimer()

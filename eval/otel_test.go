@@ -176,7 +176,7 @@ func TestTracingOneTracePerEpisode(t *testing.T) {
 	t.Parallel()
 	oc := newOtelCapture(t)
 	mem := &memSink{}
-	rep, err := tracedEval(t).Run(context.Background(), eval.Config{Tracer: oc.tp, Events: oc.lp,
+	rep, err := tracedEval(t).Run(context.Background(), eval.Config{TracerProvider: oc.tp, LoggerProvider: oc.lp,
 		Sandbox: (&sandboxtest.Fake{}).Provider(), Retries: 1, Backoff: time.Millisecond, Sinks: []sink.Sink{mem},
 		Report: report.Options{TraceURL: "http://jaeger:16686/trace/{trace_id}?uiFind={span_id}"}})
 	require.NoError(t, err)
@@ -324,9 +324,9 @@ func TestVerdictEventJoinsTheReplayedTrace(t *testing.T) {
 		t.Run(fmt.Sprintf("tracing=%v", traced), func(t *testing.T) {
 			t.Parallel()
 			oc := newOtelCapture(t)
-			cfg := eval.Config{Events: oc.lp, Sinks: []sink.Sink{&memSink{}}}
+			cfg := eval.Config{LoggerProvider: oc.lp, Sinks: []sink.Sink{&memSink{}}}
 			if traced {
-				cfg.Tracer = oc.tp
+				cfg.TracerProvider = oc.tp
 			}
 			mem := cfg.Sinks[0].(*memSink)
 			e := &eval.Eval[replayed, string]{Name: "replay",
@@ -404,7 +404,7 @@ func TestTracingTimeoutEndsSpans(t *testing.T) {
 			return judge.Pass(""), nil
 		})}
 	mem := &memSink{}
-	_, err := e.Run(context.Background(), eval.Config{Tracer: oc.tp, Timeout: 20 * time.Millisecond, Retries: -1, Sinks: []sink.Sink{mem}})
+	_, err := e.Run(context.Background(), eval.Config{TracerProvider: oc.tp, Timeout: 20 * time.Millisecond, Retries: -1, Sinks: []sink.Sink{mem}})
 	require.NoError(t, err)
 	require.Len(t, mem.recs, 1)
 	require.Equal(t, sink.KindTimeout, mem.recs[0].ErrorKind)

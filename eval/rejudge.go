@@ -132,7 +132,7 @@ func replay[T, O any](f *os.File, path string, idx *outputIndex[T]) harness.Harn
 			return out, err
 		}
 		ep.Seed = rec.Seed // the judge sees the original episode's seed
-		ep.Record(rejudgedNote(path, rec))
+		ep.AddEvent(rejudgedNote(path, rec))
 		return out, nil
 	})
 }

@@ -83,7 +83,7 @@ func TestRejudgeRunsOnlyTheJudge(t *testing.T) {
 func TestBudgetStopsScheduling(t *testing.T) {
 	t.Parallel()
 	costly := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
-		ep.Record(harness.Event{Kind: "model", Usage: harness.Usage{InputTokens: 100, CostUSD: 1}})
+		ep.AddEvent(harness.Event{Kind: "model", Usage: harness.Usage{InputTokens: 100, CostUSD: 1}})
 		return ep.Sample.Input, nil
 	})
 	inputs := make([]string, 100)

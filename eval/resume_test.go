@@ -165,7 +165,7 @@ func crashChild(log string) {
 	}
 	h := harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
 		time.Sleep(time.Duration(ep.Seed%2000) * time.Microsecond)
-		ep.Record(harness.Event{Kind: "note", Name: "step"})
+		ep.AddEvent(harness.Event{Kind: "note", Name: "step"})
 		if ep.Seed%7 == 0 && ep.Attempt == 0 {
 			return "", errors.New("flaky")
 		}

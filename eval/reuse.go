@@ -513,7 +513,7 @@ func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (
 	if rec.SampleID != ep.Sample.ID || rec.Epoch != ep.Epoch {
 		return out, fmt.Errorf("reading the output to judge again: %s at offset %d holds %s epoch %d, not %s epoch %d", src.path, loc.offset, rec.SampleID, rec.Epoch, ep.Sample.ID, ep.Epoch)
 	}
-	ep.Record(rejudgedNote(src.path, rec))
+	ep.AddEvent(rejudgedNote(src.path, rec))
 	return out, nil
 }
 

@@ -35,7 +35,7 @@ func reuseBenchEval(n int, latency time.Duration) *eval.Eval[benchTask, string] 
 				return "", ctx.Err()
 			}
 		}
-		ep.Record(harness.Event{Kind: "model", Name: "agent", Usage: harness.Usage{InputTokens: 900, OutputTokens: 120, CostUSD: 0.002}})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "agent", Usage: harness.Usage{InputTokens: 900, OutputTokens: 120, CostUSD: 0.002}})
 		return ep.Sample.Input.Expected, nil
 	})
 	return &eval.Eval[benchTask, string]{Name: "reuse-bench", Dataset: d, Harness: h,

@@ -73,7 +73,7 @@ func reuseEval(c *calls, inputs ...string) *eval.Eval[string, string] {
 	}
 	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
 		c.add(&c.harness, ep.Sample.ID, ep.Epoch)
-		ep.Record(harness.Event{Kind: "model", Name: "agent", Usage: harness.Usage{InputTokens: 10, CostUSD: 0.25}})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "agent", Usage: harness.Usage{InputTokens: 10, CostUSD: 0.25}})
 		return ep.Sample.Input + "/" + strconv.FormatUint(ep.Seed%3, 10), nil
 	})
 	j := judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {

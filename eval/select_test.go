@@ -113,7 +113,7 @@ func TestSelectedRunPairsWithTheRunItCameFrom(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, cmpd.Paired, "paired over the samples run again")
 	require.Empty(t, cmpd.OnlyBase, "the samples left out are not missing")
-	require.Equal(t, 2, cmpd.HeadOnly, "two failures fixed")
+	require.Equal(t, 2, cmpd.Improvements, "two failures fixed")
 }
 
 // TestNothingSelected is an error a caller can tell apart: nothing failed.

@@ -290,7 +290,7 @@ func TestTranscriptLinksSurviveMovingTheRunsDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
-		ep.Record(harness.Event{Kind: "note", Name: "hello " + ep.Sample.ID})
+		ep.AddEvent(harness.Event{Kind: "note", Name: "hello " + ep.Sample.ID})
 		return ep.Sample.Input, nil
 	})
 	e := &eval.Eval[string, string]{Name: "move", Dataset: samples("ok", "ok"), Harness: h, Judge: wantOK}

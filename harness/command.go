@@ -59,7 +59,7 @@ func (c Command[T]) Run(ctx context.Context, ep *Episode[T]) (CommandOutput, err
 	if err != nil {
 		ev.Error = err.Error()
 	}
-	ep.Record(ev)
+	ep.AddEvent(ev)
 	return out, err
 }
 

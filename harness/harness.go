@@ -63,9 +63,9 @@ type Transcript struct {
 	Events   []Event `json:"events"`
 }
 
-// Record appends ev to the episode's transcript and adds its usage to the
+// AddEvent appends ev to the episode's transcript and adds its usage to the
 // episode's totals. A zero ev.Time is set to now. Safe for concurrent use.
-func (ep *Episode[T]) Record(ev Event) {
+func (ep *Episode[T]) AddEvent(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}

@@ -22,7 +22,7 @@ func TestEpisodeRecordsConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			ep.Record(harness.Event{Kind: "model", Name: fmt.Sprint(i), Usage: harness.Usage{InputTokens: 10, OutputTokens: 1, CostUSD: 0.25}})
+			ep.AddEvent(harness.Event{Kind: "model", Name: fmt.Sprint(i), Usage: harness.Usage{InputTokens: 10, OutputTokens: 1, CostUSD: 0.25}})
 			ep.AddUsage(harness.Usage{InputTokens: 1})
 		})
 	}

@@ -170,11 +170,11 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 			Duration: time.Since(start), Usage: resp.Usage}
 		if err != nil {
 			ev.Error = err.Error()
-			ep.Record(ev)
+			ep.AddEvent(ev)
 			return Verdict{}, fmt.Errorf("judge: rubric: %w", err)
 		}
 		ev.Output = mustJSON(resp)
-		ep.Record(ev)
+		ep.AddEvent(ev)
 		return ParseGrade(resp, grades, passAt)
 	})
 }

@@ -46,7 +46,7 @@ func ExitCode[T, O any](cmd func(T) sandbox.Cmd) judge.Judge[T, O] {
 		ev := harness.Event{Time: start, Kind: "command", Name: "exit_code", Input: in, Duration: time.Since(start)}
 		if err != nil {
 			ev.Error = err.Error()
-			ep.Record(ev)
+			ep.AddEvent(ev)
 			return judge.Verdict{}, fmt.Errorf("scorer: exit code: %w", err)
 		}
 		stdout, stderr := tail(res.Stdout), tail(res.Stderr)
@@ -56,7 +56,7 @@ func ExitCode[T, O any](cmd func(T) sandbox.Cmd) judge.Judge[T, O] {
 			Stdout   string `json:"stdout,omitempty"`
 			Stderr   string `json:"stderr,omitempty"`
 		}{res.ExitCode, res.TimedOut, stdout, stderr})
-		ep.Record(ev)
+		ep.AddEvent(ev)
 		if res.ExitCode == 0 && !res.TimedOut {
 			return judge.Verdict{Pass: true, Score: 1, Scores: map[string]float64{"exit_code": 0}}, nil
 		}

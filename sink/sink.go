@@ -1,7 +1,7 @@
 // Package sink defines the standard result row, [Record], and the [Sink]
 // interface every result backend implements. Drivers live in subpackages:
 // sink/jsonl (the durable, resumable log: the source of truth) and
-// sink/parquet (columnar files for DuckDB, pandas and polars). The
+// sink/parquetsink (columnar files for DuckDB, pandas and polars). The
 // conformance suite every sink runs lives in sink/sinktest.
 package sink
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Tracing a run: Setup installs the global providers, which a Config
-// without Tracer and Events uses; shutdown flushes what is batched.
+// without TracerProvider and LoggerProvider uses; shutdown flushes what is batched.
 func ExampleSetup() {
 	ctx := context.Background()
 	shutdown, err := telemetry.Setup(ctx, &telemetry.Options{Endpoint: "http://localhost:4318"})
@@ -31,7 +31,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer p.Shutdown(context.WithoutCancel(ctx))
-	cfg := eval.Config{Tracer: p.Tracer, Events: p.Events}
+	cfg := eval.Config{TracerProvider: p.TracerProvider, LoggerProvider: p.LoggerProvider}
 	cfg.Report.TraceURL = "http://localhost:16686/trace/{trace_id}"
 	_ = cfg
 }

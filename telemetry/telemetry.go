@@ -5,7 +5,7 @@
 // program that never imports this package links none of that.
 //
 // [Setup] installs the providers as the globals, which eval uses when
-// Config.Tracer and Config.Events are nil:
+// Config.TracerProvider and Config.LoggerProvider are nil:
 //
 //	shutdown, err := telemetry.Setup(ctx, nil) // OTEL_EXPORTER_OTLP_* or localhost:4318
 //	if err != nil { … }
@@ -13,7 +13,7 @@
 //	rep, err := e.Run(ctx, eval.Config{})
 //
 // [New] returns the providers without touching the globals, for
-// Config.Tracer and Config.Events.
+// Config.TracerProvider and Config.LoggerProvider.
 //
 // What the exporters read from the environment, they still read:
 // OTEL_EXPORTER_OTLP_ENDPOINT (and the _TRACES_ and _LOGS_ variants),
@@ -63,16 +63,16 @@ type Options struct {
 }
 
 // Providers are an SDK tracer provider and logger provider exporting
-// over OTLP/HTTP: put them in eval.Config's Tracer and Events.
+// over OTLP/HTTP: put them in eval.Config's TracerProvider and LoggerProvider.
 type Providers struct {
-	Tracer *sdktrace.TracerProvider
-	Events *sdklog.LoggerProvider
+	TracerProvider *sdktrace.TracerProvider
+	LoggerProvider *sdklog.LoggerProvider
 }
 
 // Shutdown flushes what is batched and stops both providers; ctx bounds
 // the flush.
 func (p *Providers) Shutdown(ctx context.Context) error {
-	return errors.Join(p.Tracer.Shutdown(ctx), p.Events.Shutdown(ctx))
+	return errors.Join(p.TracerProvider.Shutdown(ctx), p.LoggerProvider.Shutdown(ctx))
 }
 
 // New returns providers configured by opts and the environment. Nothing
@@ -112,8 +112,8 @@ func New(ctx context.Context, opts *Options) (*Providers, error) {
 		return nil, fmt.Errorf("telemetry: the log exporter: %w", err)
 	}
 	return &Providers{
-		Tracer: sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(spans)),
-		Events: sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(sdklog.NewBatchProcessor(logs))),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(spans)),
+		LoggerProvider: sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(sdklog.NewBatchProcessor(logs))),
 	}, nil
 }
 
@@ -126,8 +126,8 @@ func Setup(ctx context.Context, opts *Options) (shutdown func(context.Context) e
 	if err != nil {
 		return nil, err
 	}
-	otel.SetTracerProvider(p.Tracer)
-	otel.SetLoggerProvider(p.Events)
+	otel.SetTracerProvider(p.TracerProvider)
+	otel.SetLoggerProvider(p.LoggerProvider)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return p.Shutdown, nil
 }

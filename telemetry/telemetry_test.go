@@ -227,7 +227,7 @@ func TestNewExportsOverOTLP(t *testing.T) {
 		Headers: map[string]string{"X-Tenant": "evals"}})
 	require.NoError(t, err)
 	mem := &memSink{}
-	_, err = tracedEval().Run(ctx, eval.Config{Tracer: p.Tracer, Events: p.Events,
+	_, err = tracedEval().Run(ctx, eval.Config{TracerProvider: p.TracerProvider, LoggerProvider: p.LoggerProvider,
 		Sandbox: (&sandboxtest.Fake{}).Provider(), Sinks: []sink.Sink{mem}})
 	require.NoError(t, err)
 	require.NoError(t, p.Shutdown(ctx))

@@ -18,7 +18,7 @@ import (
 	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 var exportCommand = &command{
@@ -139,7 +139,7 @@ func export(src, dir string, force bool, stderr io.Writer) (n int, err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	w, err := parquet.New(tmp, nil)
+	w, err := parquetsink.New(tmp, nil)
 	if err != nil {
 		return 0, err
 	}

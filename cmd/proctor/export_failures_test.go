@@ -39,7 +39,7 @@ func mixedRun(t *testing.T, path string) {
 		d = append(d, dataset.Sample[task]{ID: fmt.Sprintf("s%02d", i), Input: task{i, 2 * i}, Tags: map[string]string{"level": []string{"easy", "hard"}[i%2]}})
 	}
 	h := harness.Func[task, int](func(_ context.Context, ep *harness.Episode[task]) (int, error) {
-		ep.Record(harness.Event{Kind: "model", Name: "stand-in"})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in"})
 		switch i := ep.Sample.Input.Q; {
 		case i%10 == 7:
 			return 0, errors.New("provider outage")

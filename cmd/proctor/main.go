@@ -52,7 +52,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 func main() {
@@ -233,7 +233,7 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 	}
 	var seq iter.Seq2[sink.Record, error]
 	if st.IsDir() || strings.HasSuffix(path, ".parquet") {
-		seq = parquet.Records(path)
+		seq = parquetsink.Records(path)
 	} else {
 		seq = jsonl.Records(path)
 	}

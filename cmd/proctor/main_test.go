@@ -20,7 +20,7 @@ import (
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // runEval writes a log of 40 samples × 2 epochs where the agent is right
@@ -33,7 +33,7 @@ func runEval(t *testing.T, path string, wrongEvery int) *report.Report {
 		d = append(d, dataset.Sample[int]{ID: fmt.Sprintf("s%02d", i), Input: i, Tags: map[string]string{"level": level}})
 	}
 	h := harness.Func[int, int](func(_ context.Context, ep *harness.Episode[int]) (int, error) {
-		ep.Record(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 7, OutputTokens: 1}})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 7, OutputTokens: 1}})
 		if ep.Sample.Input%wrongEvery == 0 {
 			return -1, nil
 		}
@@ -305,7 +305,7 @@ func TestExportIsAtomic(t *testing.T) {
 
 	code, _, errs = cli("export", "-parquet", out, log)
 	require.Zero(t, code, errs)
-	first, err := parquet.Files(out)
+	first, err := parquetsink.Files(out)
 	require.NoError(t, err)
 	require.Len(t, first, 1)
 	st, err := os.Stat(out)
@@ -320,7 +320,7 @@ func TestExportIsAtomic(t *testing.T) {
 	require.Zero(t, code, errs)
 	require.Contains(t, stdout, "exported 80 records")
 	n := 0
-	for _, err := range parquet.Records(out) {
+	for _, err := range parquetsink.Records(out) {
 		require.NoError(t, err)
 		n++
 	}

@@ -31,7 +31,7 @@ func shardEval() *eval.Eval[int, uint64] {
 			Tags: map[string]string{"level": []string{"easy", "medium", "hard"}[i%3]}})
 	}
 	h := harness.Func[int, uint64](func(_ context.Context, ep *harness.Episode[int]) (uint64, error) {
-		ep.Record(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 3, OutputTokens: 1}})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 3, OutputTokens: 1}})
 		return ep.Seed, nil
 	})
 	j := judge.Func[int, uint64](func(_ context.Context, ep *harness.Episode[int], out uint64) (judge.Verdict, error) {

@@ -25,7 +25,7 @@ func adder(badDigit int) harness.Harness[question, string] {
 	return harness.Func[question, string](func(_ context.Context, ep *harness.Episode[question]) (string, error) {
 		q := ep.Sample.Input
 		sum := q.A + q.B
-		ep.Record(harness.Event{Kind: "model", Name: "adder"})
+		ep.AddEvent(harness.Event{Kind: "model", Name: "adder"})
 		if badDigit >= 0 && sum%10 == badDigit {
 			sum++
 		}

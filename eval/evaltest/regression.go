@@ -72,7 +72,7 @@ func regressionMessage(baseLog string, c *report.Comparison) string {
 		fmt.Fprintf(&b, "  difference %+.1f points, %g%% CI [%+.1f, %+.1f] (%s): lower bound ≤ %+.1f\n",
 			100*d.Mean, 100*c.Level, 100*d.Lo, 100*d.Hi, report.MethodPairedT, -100*c.Margin)
 	}
-	fmt.Fprintf(&b, "  McNemar exact p = %.4g: %d samples pass→fail, %d fail→pass\n", c.McNemarP, c.BaseOnly, c.HeadOnly)
+	fmt.Fprintf(&b, "  McNemar exact p = %.4g: %d samples pass→fail, %d fail→pass\n", c.McNemarP, c.Regressions, c.Improvements)
 	const show = 20 // flips printed; the comparison (logged) lists more
 	for _, f := range c.Flips[:min(show, len(c.Flips))] {
 		kind := "improvement"
@@ -81,7 +81,7 @@ func regressionMessage(baseLog string, c *report.Comparison) string {
 		}
 		fmt.Fprintf(&b, "  %s %s: %.0f%% → %.0f%%\n", kind, f.SampleID, 100*f.Base, 100*f.Head)
 	}
-	if more := c.BaseOnly + c.HeadOnly - min(show, len(c.Flips)); more > 0 {
+	if more := c.Regressions + c.Improvements - min(show, len(c.Flips)); more > 0 {
 		fmt.Fprintf(&b, "  … %d more flipped samples\n", more)
 	}
 	for _, w := range c.Warnings {

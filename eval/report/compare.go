@@ -91,12 +91,12 @@ type Comparison struct {
 
 	// McNemarP is the exact McNemar p-value ([stats.McNemar]) of the
 	// discordant samples. A sample passes in a run when its pass rate there
-	// is at least 0.5 — with one epoch, when it passed. BaseOnly counts the
-	// samples that pass in the base and not in the head (regressions),
-	// HeadOnly the reverse (improvements).
-	McNemarP float64 `json:"mcnemar_p"`
-	BaseOnly int     `json:"base_only"`
-	HeadOnly int     `json:"head_only"`
+	// is at least 0.5 — with one epoch, when it passed. Regressions counts the
+	// samples that pass in the base and not in the head,
+	// Improvements the reverse.
+	McNemarP     float64 `json:"mcnemar_p"`
+	Regressions  int     `json:"base_only"`
+	Improvements int     `json:"head_only"`
 	// Flips lists the discordant samples: regressions first, then
 	// improvements, each by decreasing change of pass rate, at most
 	// CompareOptions.MaxFlips of them; FlipsOmitted counts the rest.
@@ -237,8 +237,8 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 			improvements = append(improvements, Flip{SampleID: p.base.ID, Base: b, Head: h})
 		}
 	}
-	c.BaseOnly, c.HeadOnly = len(regressions), len(improvements)
-	c.McNemarP = stats.McNemar(c.BaseOnly, c.HeadOnly)
+	c.Regressions, c.Improvements = len(regressions), len(improvements)
+	c.McNemarP = stats.McNemar(c.Regressions, c.Improvements)
 	// Largest changes first; ties in natural order of sample ID, so that
 	// the list does not depend on the order episodes finished in.
 	byChange := func(x, y Flip) int {

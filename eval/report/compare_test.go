@@ -121,8 +121,8 @@ func TestCompareHandComputed(t *testing.T) {
 
 	// Passing is rate ≥ 0.5: s1 (1 → 0) and s3 (.5 → 0) regressed, s6
 	// (0 → 1) improved; s2 and s8 (1 → .5) still pass.
-	require.Equal(t, 2, c.BaseOnly)
-	require.Equal(t, 1, c.HeadOnly)
+	require.Equal(t, 2, c.Regressions)
+	require.Equal(t, 1, c.Improvements)
 	require.Equal(t, stats.McNemar(2, 1), c.McNemarP)
 	wantFlips := []report.Flip{
 		{SampleID: "s1", Regression: true, Base: 1, Head: 0},
@@ -247,11 +247,11 @@ func TestCompareVerdicts(t *testing.T) {
 			require.Equal(t, 100, c.Paired)
 			require.Equal(t, tc.regressed, c.Regressed, "Regressed: %v", c.PassRate)
 			require.Equal(t, tc.nonInferior, c.NonInferior, "NonInferior: %v", c.PassRate)
-			require.Equal(t, tc.flips, [2]int{c.BaseOnly, c.HeadOnly})
-			require.Len(t, c.Flips, c.BaseOnly+c.HeadOnly)
-			require.Equal(t, stats.McNemar(c.BaseOnly, c.HeadOnly), c.McNemarP)
+			require.Equal(t, tc.flips, [2]int{c.Regressions, c.Improvements})
+			require.Len(t, c.Flips, c.Regressions+c.Improvements)
+			require.Equal(t, stats.McNemar(c.Regressions, c.Improvements), c.McNemarP)
 			for i, f := range c.Flips {
-				require.Equal(t, i < c.BaseOnly, f.Regression, "regressions first")
+				require.Equal(t, i < c.Regressions, f.Regression, "regressions first")
 			}
 		})
 	}
@@ -278,8 +278,8 @@ func TestCompareFlipsCapped(t *testing.T) {
 	base := run1(100, func(i int) bool { return i >= 90 })
 	head := run1(100, func(i int) bool { return i < 30 })
 	c := report.Compare(synthetic(t, "demo", "b", base), synthetic(t, "demo", "h", head), &report.CompareOptions{MaxFlips: 35})
-	require.Equal(t, 30, c.BaseOnly)
-	require.Equal(t, 10, c.HeadOnly)
+	require.Equal(t, 30, c.Regressions)
+	require.Equal(t, 10, c.Improvements)
 	require.Len(t, c.Flips, 35)
 	require.Equal(t, 5, c.FlipsOmitted)
 	require.Equal(t, "s0", c.Flips[0].SampleID)
@@ -454,8 +454,8 @@ func TestCompareLogs(t *testing.T) {
 	require.Equal(t, 2, c.BaseEpochs)
 	require.Equal(t, baseRep.RunID, c.BaseRunID)
 	require.Equal(t, headRep.RunID, c.HeadRunID)
-	require.Equal(t, 6, c.BaseOnly)
-	require.Equal(t, 2, c.HeadOnly)
+	require.Equal(t, 6, c.Regressions)
+	require.Equal(t, 2, c.Improvements)
 	var regressions, improvements []string
 	for _, f := range c.Flips {
 		if f.Regression {

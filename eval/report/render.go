@@ -285,7 +285,7 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	d, s := c.PassRate, c.Score
 	row("pass rate", pct(d.MeanA), pct(d.MeanB), pts(d.Mean), fmt.Sprintf("[%s, %s]", pts(d.Lo), pts(d.Hi)), pval(d.P))
 	row("mean score", num(s.MeanA), num(s.MeanB), signed(s.Mean), fmt.Sprintf("[%s, %s]", signed(s.Lo), signed(s.Hi)), pval(s.P))
-	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.BaseOnly), fmt.Sprintf("%d fail→pass", c.HeadOnly), "", "", pval(c.McNemarP))
+	row("McNemar (exact)", fmt.Sprintf("%d pass→fail", c.Regressions), fmt.Sprintf("%d fail→pass", c.Improvements), "", "", pval(c.McNemarP))
 	if !md {
 		t.b.WriteString("\n")
 	}
@@ -306,7 +306,7 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 		regression bool
 		title      string
 		total      int
-	}{{true, "regressions (pass → fail)", c.BaseOnly}, {false, "improvements (fail → pass)", c.HeadOnly}} {
+	}{{true, "regressions (pass → fail)", c.Regressions}, {false, "improvements (fail → pass)", c.Improvements}} {
 		if k.total == 0 {
 			continue
 		}

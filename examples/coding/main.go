@@ -243,9 +243,9 @@ func agent(ctx context.Context, ep *harness.Episode[Task], wrong Patch) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	ep.Record(harness.Event{Time: start, Kind: "tool", Name: "read_file", Input: jsonString(t.Gold.File),
+	ep.AddEvent(harness.Event{Time: start, Kind: "tool", Name: "read_file", Input: jsonString(t.Gold.File),
 		Output: jsonString(fmt.Sprintf("%d bytes", len(src))), Duration: time.Since(start)})
-	ep.Record(harness.Event{Kind: "model", Name: "stand-in", Input: jsonString(t.Problem),
+	ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Input: jsonString(t.Problem),
 		Usage: harness.Usage{InputTokens: int64(len(t.Problem)+len(src)) / 4, OutputTokens: int64(len(t.Gold.Content)) / 4}})
 
 	patch, kind := t.Gold, "fix"
@@ -256,7 +256,7 @@ func agent(ctx context.Context, ep *harness.Episode[Task], wrong Patch) (Result,
 	if err := ep.Sandbox.WriteFile(ctx, patch.File, []byte(patch.Content), 0o644); err != nil {
 		return Result{}, err
 	}
-	ep.Record(harness.Event{Time: start, Kind: "tool", Name: "write_file", Input: jsonString(patch.File),
+	ep.AddEvent(harness.Event{Time: start, Kind: "tool", Name: "write_file", Input: jsonString(patch.File),
 		Output: jsonString(kind), Duration: time.Since(start)})
 	return Result{File: patch.File, Kind: kind, Bytes: len(patch.Content)}, nil
 }

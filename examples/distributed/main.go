@@ -77,7 +77,7 @@ func agent(ctx context.Context, ep *harness.Episode[Task]) (int, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	ep.Record(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 20, OutputTokens: 3}})
+	ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 20, OutputTokens: 3}})
 	odds := map[string]uint64{"easy": 10, "medium": 5, "hard": 3}[ep.Sample.Tags["difficulty"]]
 	if ep.Seed%odds == 0 {
 		return ep.Sample.Input.Answer + 1, nil

@@ -155,7 +155,7 @@ func mainCode() int {
 				log.Printf("flushing telemetry: %v", err)
 			}
 		}()
-		cfg.Tracer, cfg.Events = tp, lp
+		cfg.TracerProvider, cfg.LoggerProvider = tp, lp
 	}
 	rep, err := run(ctx, j, cfg)
 	if rep != nil {

@@ -113,7 +113,7 @@ func runOnce(t *testing.T, j job, url string) {
 	ctx := context.Background()
 	tp, lp, shutdown, err := telemetry(ctx, url)
 	require.NoError(t, err)
-	rep, err := run(ctx, j, eval.Config{Tracer: tp, Events: lp, Quiet: true})
+	rep, err := run(ctx, j, eval.Config{TracerProvider: tp, LoggerProvider: lp, Quiet: true})
 	require.NoError(t, err)
 	require.Equal(t, j.Window.RunID(evalName), rep.RunID)
 	require.NoError(t, shutdown(ctx))

@@ -60,7 +60,7 @@ func tasks() dataset.Slice[Task] {
 func agent(ctx context.Context, ep *harness.Episode[Task]) (string, error) {
 	rng := rand.New(rand.NewPCG(ep.Seed, uint64(ep.Attempt)))
 	errRate := map[string]float64{"easy": 0.05, "medium": 0.2, "hard": 0.45}[ep.Sample.Tags["difficulty"]]
-	ep.Record(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 40, OutputTokens: 3, CostUSD: 0.00002}})
+	ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 40, OutputTokens: 3, CostUSD: 0.00002}})
 	select {
 	case <-time.After(time.Duration(rng.IntN(3)) * time.Millisecond):
 	case <-ctx.Done():

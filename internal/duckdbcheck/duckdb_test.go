@@ -15,7 +15,7 @@ import (
 
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // records are n records whose seeds fit int64 except the last one's,
@@ -105,7 +105,7 @@ func TestParquetInDuckDB(t *testing.T) {
 	t.Parallel()
 	const n = 3000
 	dir := filepath.Join(t.TempDir(), "results")
-	w, err := parquet.New(dir, &parquet.Options{FileRows: 1000})
+	w, err := parquetsink.New(dir, &parquetsink.Options{FileRows: 1000})
 	require.NoError(t, err)
 	recs := records(n)
 	recs[7].Input, recs[7].Tags, recs[7].Scores = nil, nil, nil

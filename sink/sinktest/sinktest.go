@@ -21,7 +21,7 @@
 //		})
 //	}
 //
-// [Test] runs the same cases without a *testing.T and returns the
+// [TestSink] runs the same cases without a *testing.T and returns the
 // violations as an error, as testing/fstest.TestFS does.
 //
 // Where sinks may legitimately differ (timestamp precision, non-finite
@@ -135,11 +135,11 @@ func Run(t *testing.T, target Target) {
 	}
 }
 
-// Test runs the conformance suite outside of a test's *testing.T, one case
+// TestSink runs the conformance suite outside of a test's *testing.T, one case
 // after the other, and returns every violation found, each naming its
 // case, joined; nil means the sink conforms. As fstest.TestFS, it serves a
 // program or a test that wants the failures as a value.
-func Test(target Target) error {
+func TestSink(target Target) error {
 	if target.New == nil || target.Read == nil {
 		return errors.New("sinktest: Target.New and Target.Read are required")
 	}

@@ -109,12 +109,12 @@ func (s *truncating) Write(ctx context.Context, r sink.Record) error {
 // reference sink and names the rules a broken sink breaks.
 func TestTestReturnsViolations(t *testing.T) {
 	t.Parallel()
-	if err := sinktest.Test(reference(1000)); err != nil {
+	if err := sinktest.TestSink(reference(1000)); err != nil {
 		t.Fatalf("reference sink: %v", err)
 	}
 	broken := reference(1000)
 	broken.New = func(dir string) (sink.Sink, error) { return &dropping{memSink: memSink{dir: dir}}, nil }
-	err := sinktest.Test(broken)
+	err := sinktest.TestSink(broken)
 	if err == nil {
 		t.Fatal("Test passes a sink that drops every tenth record")
 	}

@@ -1,4 +1,4 @@
-package parquet_test
+package parquetdataset_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/dataset/parquet"
+	"github.com/proctor-evals/proctor/dataset/parquetdataset"
 )
 
 // A Parquet file as published (here, a GSM8K-like file with no ID column)
@@ -37,7 +37,7 @@ func ExampleDataset() {
 		Question string `json:"question"`
 		Answer   string `json:"answer"`
 	}
-	d := parquet.Dataset[Problem]{Path: path, Mapping: dataset.Mapping{Input: []string{"question", "answer"}}}
+	d := parquetdataset.Dataset[Problem]{Path: path, Mapping: dataset.Mapping{Input: []string{"question", "answer"}}}
 	for s, err := range d.Samples(context.Background()) {
 		if err != nil {
 			fmt.Println(err)

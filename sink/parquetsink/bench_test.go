@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/sink"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // benchRecords are realistic records: short strings, a tags map of two
@@ -77,17 +77,17 @@ func distributedRecords(n int) []sink.Record {
 func BenchmarkWrite(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		opt  parquet.Compression
+		opt  parquetsink.Compression
 		recs func(int) []sink.Record
 	}{
-		{"zstd", parquet.Zstd, benchRecords},
-		{"snappy", parquet.Snappy, benchRecords},
-		{"none", parquet.Uncompressed, benchRecords},
-		{"zstd-distributed", parquet.Zstd, distributedRecords},
+		{"zstd", parquetsink.Zstd, benchRecords},
+		{"snappy", parquetsink.Snappy, benchRecords},
+		{"none", parquetsink.Uncompressed, benchRecords},
+		{"zstd-distributed", parquetsink.Zstd, distributedRecords},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			recs := c.recs(1 << 16)
-			w, err := parquet.New(b.TempDir(), &parquet.Options{Compression: c.opt})
+			w, err := parquetsink.New(b.TempDir(), &parquetsink.Options{Compression: c.opt})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 64 << 10})
+		w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: 64 << 10})
 		if err != nil {
 			b.Fatal(err)
 		}

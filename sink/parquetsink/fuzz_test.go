@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // FuzzRecords: the record reader, given any bytes as a Parquet file, yields
@@ -19,7 +19,7 @@ import (
 // a while meanwhile.)
 func FuzzRecords(f *testing.F) {
 	dir := f.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 3, Compression: parquet.Uncompressed})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: 3, Compression: parquetsink.Uncompressed})
 	require.NoError(f, err)
 	recs := benchRecords(5)
 	recs[1].Tags, recs[2].Scores, recs[3].Input = nil, nil, []byte(`{"q":1}`)
@@ -43,7 +43,7 @@ func FuzzRecords(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, err := range parquet.RecordsFrom(b, "fuzz.parquet") {
+		for _, err := range parquetsink.RecordsFrom(b, "fuzz.parquet") {
 			if err != nil {
 				if !strings.HasPrefix(err.Error(), "parquet: fuzz.parquet: ") {
 					t.Fatalf("error does not name the file: %v", err)

@@ -1,4 +1,4 @@
-package parquet_test
+package parquetdataset_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/dataset/parquet"
+	"github.com/proctor-evals/proctor/dataset/parquetdataset"
 )
 
 // FuzzParquet: whatever the bytes, the loader returns (Arrow's panics on
@@ -30,8 +30,8 @@ func FuzzParquet(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, d := range []dataset.Dataset[task]{
-			parquet.Dataset[task]{Path: path, Mapping: m},
-			parquet.Dataset[task]{Path: path, AllowUnknownFields: true},
+			parquetdataset.Dataset[task]{Path: path, Mapping: m},
+			parquetdataset.Dataset[task]{Path: path, AllowUnknownFields: true},
 		} {
 			for s, err := range d.Samples(context.Background()) {
 				if err != nil {

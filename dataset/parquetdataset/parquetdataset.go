@@ -1,4 +1,4 @@
-// Package parquet loads datasets from Parquet files, the format of most
+// Package parquetdataset loads datasets from Parquet files, the format of most
 // published benchmarks (Hugging Face datasets files among them), with the
 // Apache Arrow Go reader. It lives apart from package dataset so that
 // programs that do not read Parquet do not link Arrow.
@@ -6,7 +6,7 @@
 // Each row becomes a flat [dataset.Row] (column name → JSON value) mapped to
 // a sample by a [dataset.Mapping]. Row groups are streamed in batches; the
 // file is never read whole.
-package parquet
+package parquetdataset
 
 import (
 	"context"

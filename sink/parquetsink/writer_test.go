@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/sink"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 func names(t *testing.T, dir string) []string {
@@ -33,7 +33,7 @@ func names(t *testing.T, dir string) []string {
 func TestRolling(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 4, FileRows: 10})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: 4, FileRows: 10})
 	require.NoError(t, err)
 	ctx := context.Background()
 	recs := benchRecords(25)
@@ -59,7 +59,7 @@ func TestRolling(t *testing.T) {
 
 	// Each file reads on its own too.
 	n := 0
-	for _, err := range parquet.Records(filepath.Join(dir, "part-00002.parquet")) {
+	for _, err := range parquetsink.Records(filepath.Join(dir, "part-00002.parquet")) {
 		require.NoError(t, err)
 		n++
 	}
@@ -71,7 +71,7 @@ func TestRolling(t *testing.T) {
 func TestExactMultipleOfFileRows(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{FileRows: 5})
+	w, err := parquetsink.New(dir, &parquetsink.Options{FileRows: 5})
 	require.NoError(t, err)
 	for _, r := range benchRecords(10) {
 		require.NoError(t, w.Write(t.Context(), r))
@@ -83,7 +83,7 @@ func TestExactMultipleOfFileRows(t *testing.T) {
 func TestEmptyRunLeavesOneFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, nil)
+	w, err := parquetsink.New(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 	require.Equal(t, []string{"part-00000.parquet"}, names(t, dir))
@@ -102,7 +102,7 @@ func TestNewResumesOwnDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	recs := benchRecords(30)
-	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 4, FileRows: 10})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: 4, FileRows: 10})
 	require.NoError(t, err)
 	for _, r := range recs[:25] {
 		require.NoError(t, w.Write(t.Context(), r))
@@ -110,7 +110,7 @@ func TestNewResumesOwnDir(t *testing.T) {
 	// A crash: two files finished, the third open as .tmp.
 	require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet", "part-00002.parquet.tmp"}, names(t, dir))
 
-	w2, err := parquet.New(dir, &parquet.Options{FileRows: 10})
+	w2, err := parquetsink.New(dir, &parquetsink.Options{FileRows: 10})
 	require.NoError(t, err)
 	for _, r := range recs[20:] {
 		require.NoError(t, w2.Write(t.Context(), r))
@@ -124,7 +124,7 @@ func TestNewResumesOwnDir(t *testing.T) {
 	}
 
 	// Resuming with nothing to write adds no empty file.
-	w3, err := parquet.New(dir, nil)
+	w3, err := parquetsink.New(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, w3.Close(t.Context()))
 	require.Len(t, names(t, dir), 4)
@@ -137,7 +137,7 @@ func TestNewRefusesForeignParts(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "part-00000.parquet")
 	require.NoError(t, os.WriteFile(name, []byte("not ours"), 0o644))
-	_, err := parquet.New(dir, nil)
+	_, err := parquetsink.New(dir, nil)
 	require.ErrorContains(t, err, "not this sink's")
 	require.ErrorContains(t, err, dir)
 	b, err := os.ReadFile(name)
@@ -148,14 +148,14 @@ func TestNewRefusesForeignParts(t *testing.T) {
 	// Other files are fine; a missing dir is created.
 	dir = t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.jsonl"), nil, 0o644))
-	w, err := parquet.New(filepath.Join(dir, "a", "b"), nil)
+	w, err := parquetsink.New(filepath.Join(dir, "a", "b"), nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 }
 
 func TestWriteAfterClose(t *testing.T) {
 	t.Parallel()
-	w, err := parquet.New(t.TempDir(), nil)
+	w, err := parquetsink.New(t.TempDir(), nil)
 	require.NoError(t, err)
 	require.NoError(t, w.Close(t.Context()))
 	err = w.Write(t.Context(), sink.Record{})
@@ -168,7 +168,7 @@ func TestWriteAfterClose(t *testing.T) {
 func TestRowGroupBytes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{RowGroupBytes: 1 << 20})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupBytes: 1 << 20})
 	require.NoError(t, err)
 	big := json.RawMessage(`"` + strings.Repeat("x", 300<<10) + `"`)
 	for i := range 10 {
@@ -189,7 +189,7 @@ func TestRecordsErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var n int
-	for _, err := range parquet.Records(filepath.Join(dir, "missing")) {
+	for _, err := range parquetsink.Records(filepath.Join(dir, "missing")) {
 		require.ErrorIs(t, err, fs.ErrNotExist)
 		n++
 	}
@@ -197,25 +197,25 @@ func TestRecordsErrors(t *testing.T) {
 
 	notParquet := filepath.Join(dir, "x.parquet")
 	require.NoError(t, os.WriteFile(notParquet, []byte("not parquet at all"), 0o644))
-	for _, err := range parquet.Records(notParquet) {
+	for _, err := range parquetsink.Records(notParquet) {
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "parquet: ")
 	}
 
 	// An empty directory holds zero records and no error.
-	for _, err := range parquet.Records(t.TempDir()) {
+	for _, err := range parquetsink.Records(t.TempDir()) {
 		t.Fatalf("unexpected item, err %v", err)
 	}
 
 	// Stopping early is fine.
 	d2 := t.TempDir()
-	w, err := parquet.New(d2, nil)
+	w, err := parquetsink.New(d2, nil)
 	require.NoError(t, err)
 	for _, r := range benchRecords(100) {
 		require.NoError(t, w.Write(t.Context(), r))
 	}
 	require.NoError(t, w.Close(t.Context()))
-	for _, err := range parquet.Records(d2) {
+	for _, err := range parquetsink.Records(d2) {
 		require.NoError(t, err)
 		break
 	}

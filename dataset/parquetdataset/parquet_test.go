@@ -1,4 +1,4 @@
-package parquet_test
+package parquetdataset_test
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/dataset/parquet"
+	"github.com/proctor-evals/proctor/dataset/parquetdataset"
 )
 
 // task is the input of a SWE-bench-like row.
@@ -90,11 +90,11 @@ func TestParquet(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, encode(t, 2, fromJSON(t, sweSchema, sweRows)))
 	for name, tc := range map[string]struct {
-		d    parquet.Dataset[task]
+		d    parquetdataset.Dataset[task]
 		want dataset.Slice[task]
 	}{
 		"mapping": {
-			parquet.Dataset[task]{Mapping: dataset.Mapping{ID: "instance_id", Input: []string{"problem", "tests"}, Tags: []string{"repo", "difficulty"}}},
+			parquetdataset.Dataset[task]{Mapping: dataset.Mapping{ID: "instance_id", Input: []string{"problem", "tests"}, Tags: []string{"repo", "difficulty"}}},
 			dataset.Slice[task]{
 				{ID: "django-1", Input: task{"fix it", []string{"t1", "t2"}}, Tags: map[string]string{"repo": "django", "difficulty": "2"}},
 				{ID: "sympy-2", Input: task{`a b/"c" 🙂`, []string{}}, Tags: map[string]string{"repo": "sympy"}},
@@ -102,7 +102,7 @@ func TestParquet(t *testing.T) {
 			},
 		},
 		"zero mapping, unknown columns allowed": {
-			parquet.Dataset[task]{AllowUnknownFields: true},
+			parquetdataset.Dataset[task]{AllowUnknownFields: true},
 			dataset.Slice[task]{
 				{ID: "1", Input: task{"fix it", []string{"t1", "t2"}}},
 				{ID: "2", Input: task{`a b/"c" 🙂`, []string{}}},
@@ -132,7 +132,7 @@ func TestParquetRowsAcrossRowGroups(t *testing.T) {
 		ids[i] = fmt.Sprintf("s%d", i+1)
 	}
 	path := writeFile(t, encode(t, 700, strings1(t, "id", ids...)))
-	got, err := dataset.Collect(context.Background(), parquet.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
+	got, err := dataset.Collect(context.Background(), parquetdataset.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
 	require.NoError(t, err)
 	require.Len(t, got, n)
 	for i, s := range got {
@@ -143,7 +143,7 @@ func TestParquetRowsAcrossRowGroups(t *testing.T) {
 	ids[bad-1] = "s\n"
 	path = writeFile(t, encode(t, 700, strings1(t, "id", ids...)))
 	var seen int
-	for _, err = range (parquet.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}}).Samples(context.Background()) {
+	for _, err = range (parquetdataset.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}}).Samples(context.Background()) {
 		if err != nil {
 			break
 		}
@@ -183,9 +183,9 @@ func TestParquetMalformed(t *testing.T) {
 			path := writeFile(t, tc.data)
 			var err error
 			if tc.anyInput {
-				err = lastErr(parquet.Dataset[map[string]any]{Path: path, Mapping: tc.mapping})
+				err = lastErr(parquetdataset.Dataset[map[string]any]{Path: path, Mapping: tc.mapping})
 			} else {
-				err = lastErr(parquet.Dataset[task]{Path: path, Mapping: tc.mapping})
+				err = lastErr(parquetdataset.Dataset[task]{Path: path, Mapping: tc.mapping})
 			}
 			var re *dataset.RowError
 			require.ErrorAs(t, err, &re)
@@ -216,7 +216,7 @@ func TestParquetNaN(t *testing.T) {
 	path := writeFile(t, encode(t, 10, nan))
 	m := dataset.Mapping{ID: "id", Input: []string{"x"}}
 
-	err := lastErr(parquet.Dataset[struct {
+	err := lastErr(parquetdataset.Dataset[struct {
 		X float64 `json:"x"`
 	}]{Path: path, Mapping: m})
 	var re *dataset.RowError
@@ -224,7 +224,7 @@ func TestParquetNaN(t *testing.T) {
 	require.Equal(t, 2, re.Row)
 	require.Equal(t, "x", re.Field)
 
-	got, err := dataset.Collect(context.Background(), parquet.Dataset[map[string]any]{Path: path, Mapping: m})
+	got, err := dataset.Collect(context.Background(), parquetdataset.Dataset[map[string]any]{Path: path, Mapping: m})
 	require.NoError(t, err)
 	require.Equal(t, []any{1.5, "NaN"}, []any{got[0].Input["x"], got[1].Input["x"]})
 }
@@ -241,31 +241,31 @@ func TestParquetReadsOnlyMappedColumns(t *testing.T) {
 	defer rec.Release()
 	path := writeFile(t, encode(t, 10, rec))
 
-	got, err := dataset.Collect(context.Background(), parquet.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
+	got, err := dataset.Collect(context.Background(), parquetdataset.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
 	require.NoError(t, err)
 	require.Equal(t, dataset.Slice[string]{{ID: "a", Input: "a"}, {ID: "b", Input: "b"}}, got)
 
-	err = lastErr(parquet.Dataset[map[string]any]{Path: path, Mapping: dataset.Mapping{ID: "id"}})
+	err = lastErr(parquetdataset.Dataset[map[string]any]{Path: path, Mapping: dataset.Mapping{ID: "id"}})
 	require.ErrorContains(t, err, `row 1: field "junk": invalid UTF-8`, "the whole row is read when Input is nil")
 }
 
 func TestParquetEmptyAndCancel(t *testing.T) {
 	t.Parallel()
 	empty := writeFile(t, encode(t, 10, strings1(t, "id")))
-	got, err := dataset.Collect(context.Background(), parquet.Dataset[string]{Path: empty, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
+	got, err := dataset.Collect(context.Background(), parquetdataset.Dataset[string]{Path: empty, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
 	require.NoError(t, err)
 	require.Empty(t, got)
 
 	path := writeFile(t, encode(t, 10, strings1(t, "id", "a", "b", "c")))
-	_, err = dataset.Collect(context.Background(), parquet.Dataset[string]{Path: filepath.Join(t.TempDir(), "nope.parquet")})
+	_, err = dataset.Collect(context.Background(), parquetdataset.Dataset[string]{Path: filepath.Join(t.TempDir(), "nope.parquet")})
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = dataset.Collect(ctx, parquet.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
+	_, err = dataset.Collect(ctx, parquetdataset.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}})
 	require.ErrorIs(t, err, context.Canceled)
 
-	for s, err := range (parquet.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}}).Samples(context.Background()) {
+	for s, err := range (parquetdataset.Dataset[string]{Path: path, Mapping: dataset.Mapping{ID: "id", Input: []string{"id"}}}).Samples(context.Background()) {
 		require.NoError(t, err)
 		require.Equal(t, "a", s.ID)
 		break // stopping early is not an error, and yield is not called again

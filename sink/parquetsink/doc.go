@@ -1,4 +1,4 @@
-// Package parquet is the columnar [sink.Sink]: it writes records as Parquet
+// Package parquetsink is the columnar [sink.Sink]: it writes records as Parquet
 // files (Apache Arrow Go's parquet/file, zstd by default) for DuckDB,
 // pandas, polars and Spark, and reads them back.
 //
@@ -23,4 +23,4 @@
 // The package writes through parquet/file's column writers, not pqarrow:
 // pqarrow links arrow/flight, and with it gRPC, into every program that
 // imports it (cmd/proctor linked 64 gRPC packages for it).
-package parquet
+package parquetsink

@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // TestOrderAcrossRowGroupsAndFiles: row groups are written in the
@@ -24,7 +24,7 @@ func TestOrderAcrossRowGroupsAndFiles(t *testing.T) {
 		fileLen  = 10_007
 	)
 	dir := t.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: groupLen, FileRows: fileLen})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: groupLen, FileRows: fileLen})
 	require.NoError(t, err)
 	recs := benchRecords(n)
 	for i := range recs {
@@ -34,7 +34,7 @@ func TestOrderAcrossRowGroupsAndFiles(t *testing.T) {
 	}
 	require.NoError(t, w.Close(t.Context()))
 
-	files, err := parquet.Files(dir)
+	files, err := parquetsink.Files(dir)
 	require.NoError(t, err)
 	require.Len(t, files, (n+fileLen-1)/fileLen)
 	require.Len(t, names(t, dir), len(files)) // no .tmp left
@@ -66,16 +66,16 @@ func TestOrderAcrossRowGroupsAndFiles(t *testing.T) {
 func TestBackgroundError(t *testing.T) {
 	t.Parallel()
 	const groupLen, fileLen = 100, 1000
-	open := func(t *testing.T) (*parquet.Writer, string) {
+	open := func(t *testing.T) (*parquetsink.Writer, string) {
 		dir := t.TempDir()
-		w, err := parquet.New(dir, &parquet.Options{RowGroupRows: groupLen, FileRows: fileLen})
+		w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: groupLen, FileRows: fileLen})
 		require.NoError(t, err)
 		// File 0 finished, file 1 open with one row group handed off.
 		for _, r := range benchRecords(fileLen + groupLen + 50) {
 			require.NoError(t, w.Write(t.Context(), r))
 		}
 		require.Equal(t, []string{"part-00000.parquet", "part-00001.parquet.tmp"}, names(t, dir))
-		parquet.CloseFile(w)
+		parquetsink.CloseFile(w)
 		return w, dir
 	}
 	check := func(t *testing.T, dir string) {

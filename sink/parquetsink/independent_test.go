@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/sink"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 )
 
 // independentRow is the shape of a record row as an independent reader,
@@ -81,7 +81,7 @@ func TestIndependentReader(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	w, err := parquet.New(dir, &parquet.Options{RowGroupRows: 1000, FileRows: 2000})
+	w, err := parquetsink.New(dir, &parquetsink.Options{RowGroupRows: 1000, FileRows: 2000})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, r := range recs {
@@ -89,7 +89,7 @@ func TestIndependentReader(t *testing.T) {
 	}
 	require.NoError(t, w.Close(ctx))
 
-	files, err := parquet.Files(dir)
+	files, err := parquetsink.Files(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(dir, "part-00000.parquet"), filepath.Join(dir, "part-00001.parquet")}, files)
 	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
@@ -106,8 +106,8 @@ func TestIndependentReader(t *testing.T) {
 		pf, err := pqgo.OpenFile(f, st.Size())
 		require.NoError(t, err)
 
-		v, ok := pf.Lookup(parquet.MetadataKey)
-		require.True(t, ok, "metadata %s", parquet.MetadataKey)
+		v, ok := pf.Lookup(parquetsink.MetadataKey)
+		require.True(t, ok, "metadata %s", parquetsink.MetadataKey)
 		require.Equal(t, "1", v)
 
 		var groups []int64
@@ -247,7 +247,7 @@ func TestReadsFilesWithoutNewerColumns(t *testing.T) {
 	old[4].ParentRunID = "run-parent"
 	f, err := os.Create(filepath.Join(dir, "part-00000.parquet"))
 	require.NoError(t, err)
-	pw := pqgo.NewGenericWriter[v1Row](f, pqgo.KeyValueMetadata(parquet.MetadataKey, "1"))
+	pw := pqgo.NewGenericWriter[v1Row](f, pqgo.KeyValueMetadata(parquetsink.MetadataKey, "1"))
 	for _, r := range old {
 		row := expectedRow(r)
 		_, err := pw.Write([]v1Row{{
@@ -273,7 +273,7 @@ func TestReadsFilesWithoutNewerColumns(t *testing.T) {
 		recent[i].ReusedFrom, recent[i].Worker = "run-earlier", "worker-1:99"
 		recent[i].TraceID, recent[i].SpanID = fmt.Sprintf("%032x", i+1), fmt.Sprintf("%016x", i+1)
 	}
-	w, err := parquet.New(dir, nil)
+	w, err := parquetsink.New(dir, nil)
 	require.NoError(t, err)
 	for _, r := range recent {
 		require.NoError(t, w.Write(t.Context(), r))

@@ -1,4 +1,4 @@
-package parquet_test
+package parquetsink_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/sink"
-	"github.com/proctor-evals/proctor/sink/parquet"
+	"github.com/proctor-evals/proctor/sink/parquetsink"
 	"github.com/proctor-evals/proctor/sink/sinktest"
 )
 
@@ -15,21 +15,21 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opts *parquet.Options
+		opts *parquetsink.Options
 		many int
 	}{
 		{"Defaults", nil, 0},
 		// Tiny row groups and files: every case crosses row-group and file
 		// boundaries.
-		{"SmallGroupsAndFiles", &parquet.Options{RowGroupRows: 3, FileRows: 50, Compression: parquet.Snappy}, 2000},
+		{"SmallGroupsAndFiles", &parquetsink.Options{RowGroupRows: 3, FileRows: 50, Compression: parquetsink.Snappy}, 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sinktest.Run(t, sinktest.Target{
-				New: func(dir string) (sink.Sink, error) { return parquet.New(dir, tc.opts) },
+				New: func(dir string) (sink.Sink, error) { return parquetsink.New(dir, tc.opts) },
 				Read: func(dir string) ([]sink.Record, error) {
 					var recs []sink.Record
-					for r, err := range parquet.Records(dir) {
+					for r, err := range parquetsink.Records(dir) {
 						if err != nil {
 							return recs, err
 						}
@@ -50,7 +50,7 @@ func TestConformance(t *testing.T) {
 func readAll(t *testing.T, dir string) []sink.Record {
 	t.Helper()
 	var recs []sink.Record
-	for r, err := range parquet.Records(dir) {
+	for r, err := range parquetsink.Records(dir) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
