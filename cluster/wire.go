@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -47,7 +48,7 @@ func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error
 	if len(line) == 0 {
 		return f, errors.New("cluster: empty result")
 	}
-	if err := f.Record.UnmarshalJSON(line); err != nil {
+	if err := recordjson.DecodeLine(line, &f.Record, nil); err != nil {
 		return f, fmt.Errorf("cluster: result record: %w", err)
 	}
 	if f.Record.SampleID != sampleID || f.Record.Epoch != epoch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/jsontext"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -43,7 +44,7 @@ func encodeJSON(v any) json.RawMessage {
 	case nil:
 		return nil
 	case string:
-		return sink.AppendString(nil, x)
+		return jsontext.AppendString(nil, x)
 	case json.RawMessage:
 		if json.Valid(x) {
 			return x
@@ -51,7 +52,7 @@ func encodeJSON(v any) json.RawMessage {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return sink.AppendString(nil, "unencodable: "+err.Error())
+		return jsontext.AppendString(nil, "unencodable: "+err.Error())
 	}
 	return b
 }
@@ -62,7 +63,7 @@ func encodeJSON(v any) json.RawMessage {
 func encodeOf[V any](v *V) json.RawMessage {
 	switch x := any(v).(type) {
 	case *string:
-		return sink.AppendString(nil, *x)
+		return jsontext.AppendString(nil, *x)
 	case *json.RawMessage:
 		return encodeJSON(*x)
 	}
@@ -83,7 +84,7 @@ func (e *inputEncoder) encode(v any) []byte {
 	case nil, json.RawMessage:
 		return encodeJSON(v)
 	case string:
-		e.str = sink.AppendString(e.str[:0], x)
+		e.str = jsontext.AppendString(e.str[:0], x)
 		return e.str
 	}
 	if e.enc == nil {

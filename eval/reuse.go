@@ -28,6 +28,8 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/jsontext"
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -295,7 +297,7 @@ func reusable[T, O any](setup *runSetup[T, O], src *reuseSource, i int, rec *sin
 }
 
 // sameInput compares a recorded input with this run's, both in the log's
-// one form (sink.AppendRawJSON: compacted, with its escaping). That is
+// one form (jsontext.AppendRawJSON: compacted, with its escaping). That is
 // enough: both are the encoding of the input by one deterministic encoder
 // (encoding/json writes struct fields in order, map keys sorted, numbers
 // in their shortest form), so equal inputs give equal bytes. Two encodings
@@ -306,7 +308,7 @@ func sameInput(recorded, now []byte) bool {
 	if bytes.Equal(recorded, now) {
 		return true
 	}
-	return bytes.Equal(sink.AppendRawJSON(nil, recorded), sink.AppendRawJSON(nil, now))
+	return bytes.Equal(jsontext.AppendRawJSON(nil, recorded), jsontext.AppendRawJSON(nil, now))
 }
 
 // reuseCopier writes reused records into the run, with their transcripts.
@@ -520,7 +522,7 @@ func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (
 // replayed decodes a recorded line and its output into out.
 func replayed[O any](line []byte, path string, offset int64, out *O) (*sink.Record, error) {
 	var rec sink.Record
-	if err := rec.UnmarshalJSON(line); err != nil {
+	if err := recordjson.DecodeLine(line, &rec, nil); err != nil {
 		return nil, fmt.Errorf("rejudging: %s at %d: %w", path, offset, err)
 	}
 	if err := json.Unmarshal(rec.Output, out); err != nil {

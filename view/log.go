@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -324,7 +325,7 @@ type worker struct {
 // input and output, and the maps (scores are in no chart, and a sample's
 // tags are read once, when the worker's aggregator first sees it). Every
 // line is validated all the same, as the log's reader does.
-var foldDecode = sink.DecodeOptions{NoRaw: true, NoMaps: true}
+var foldDecode = recordjson.DecodeOptions{NoRaw: true, NoMaps: true}
 
 func (w *worker) fold(c *chunk, seed maphash.Seed) {
 	c.bad = -1
@@ -336,7 +337,7 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 		if len(bytes.TrimSpace(line)) > 0 {
 			r := &w.rec
 			*r = sink.Record{}
-			err := sink.DecodeLine(line, r, &foldDecode)
+			err := recordjson.DecodeLine(line, r, &foldDecode)
 			if err == nil && r.Schema != sink.SchemaVersion {
 				err = fmt.Errorf("record schema %d, this version of proctor reads schema %d", r.Schema, sink.SchemaVersion)
 			}
@@ -366,7 +367,7 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 func (w *worker) sampleTags(line []byte) map[string]string {
 	clear(w.tags)
 	r := sink.Record{Tags: w.tags}
-	if sink.DecodeLine(line, &r, &sink.DecodeOptions{NoRaw: true}) != nil || len(w.tags) == 0 {
+	if recordjson.DecodeLine(line, &r, &recordjson.DecodeOptions{NoRaw: true}) != nil || len(w.tags) == 0 {
 		return nil
 	}
 	w.keys = w.keys[:0]
@@ -650,7 +651,7 @@ func (l *logState) sampleRecords(id string) ([]located, error) {
 			return nil, fmt.Errorf("view: %s at offset %d: %w", l.path, off, err)
 		}
 		var r sink.Record
-		if err := r.UnmarshalJSON(line); err != nil {
+		if err := recordjson.DecodeLine(line, &r, nil); err != nil {
 			return nil, fmt.Errorf("view: %s at offset %d: %w", l.path, off, err)
 		}
 		if r.SampleID == id { // not a hash collision

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/natural"
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -319,7 +320,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 			return fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
 		}
 		r = sink.Record{}
-		if err := r.UnmarshalJSON(buf); err != nil { // indexLog accepted it: changed since
+		if err := recordjson.DecodeLine(buf, &r, nil); err != nil { // indexLog accepted it: changed since
 			return fmt.Errorf("jsonl: merge: %s at offset %d: the log changed while being merged: %w", logs[k.log], k.offset, err)
 		}
 		if r.Transcript != "" {

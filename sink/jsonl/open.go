@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -52,9 +53,9 @@ type Recovery struct {
 // that is not a regular file (a directory, a FIFO, a device) is an error
 // before anything is opened or created.
 //
-// A line counts as committed exactly when [sink.Record.UnmarshalJSON]
-// accepts it, as [Records] does; Open checks that with [sink.ScanLine],
-// which validates the whole line but builds only its key fields, so that
+// A line counts as committed exactly when json.Unmarshal into a [sink.Record]
+// accepts it, as [Records] does; Open checks that with a scan that
+// validates the whole line but builds only its key fields, so that
 // resuming a log of a million records starts new work in well under a
 // second.
 func Open(path string, opts *OpenOptions) (*Writer, *Recovery, error) {
@@ -158,7 +159,7 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 		return &NotLogError{Path: path, Line: 1, Err: errors.New("it does not start with '{'")}
 	}
 	committed := 0
-	apply := func(k sink.LineKey, num int) error {
+	apply := func(k recordjson.LineKey, num int) error {
 		committed++
 		if rec.RunID == "" {
 			rec.RunID = string(k.RunID)
@@ -216,7 +217,7 @@ func dropErrorRecords(path string) error {
 	}
 	err = atomicfile.Write(path, perm, func(w *bufio.Writer) error {
 		return scanLines(path, f, func(l line) error {
-			if k, err := sink.ScanLine(l.data); err == nil && k.Status == sink.Error {
+			if k, err := recordjson.ScanLine(l.data); err == nil && k.Status == sink.Error {
 				return nil
 			}
 			w.Write(l.data)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -122,8 +123,8 @@ func scanLinesFrom(path string, f io.Reader, num int, off int64, yield func(line
 // committed is the number of records before the line. A torn tail is the
 // last line, cut short or complete, that is not a record but starts as
 // one; a file whose first line is not a record is not a log.
-func checkLine(path string, l line, committed int) (sink.LineKey, error) {
-	k, err := sink.ScanLine(l.data)
+func checkLine(path string, l line, committed int) (recordjson.LineKey, error) {
+	k, err := recordjson.ScanLine(l.data)
 	if err == nil && l.incomplete {
 		err = errors.New("no newline")
 	}
@@ -223,13 +224,13 @@ func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
 				return nil
 			}
 			var r sink.Record
-			if err := r.UnmarshalJSON(l.data); err != nil || l.incomplete || r.Schema != sink.SchemaVersion {
+			if err := recordjson.DecodeLine(l.data, &r, nil); err != nil || l.incomplete || r.Schema != sink.SchemaVersion {
 				// Not committed: checkLine, the rule Open applies too,
 				// says what it is.
 				if _, cerr := checkLine(path, l, committed); cerr != nil {
 					return cerr
 				}
-				return &CorruptError{Path: path, Line: l.num, Err: err} // unreachable: ScanLine and UnmarshalJSON agree
+				return &CorruptError{Path: path, Line: l.num, Err: err} // unreachable: ScanLine and DecodeLine agree
 			}
 			committed++
 			if !yield(Entry{r, l.offset}, nil) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -24,11 +25,11 @@ type chunk struct {
 }
 
 type numKey struct {
-	sink.LineKey
+	recordjson.LineKey
 	num int
 }
 
-// check runs sink.ScanLine on each line, up to the first one that is not
+// check runs recordjson.ScanLine on each line, up to the first one that is not
 // a committed record, which it leaves to checkLine.
 func (c *chunk) check() {
 	defer close(c.ready)
@@ -39,7 +40,7 @@ func (c *chunk) check() {
 		l := c.data[i : i+j]
 		num++
 		if !blank(l) {
-			k, err := sink.ScanLine(l)
+			k, err := recordjson.ScanLine(l)
 			if err != nil || k.Schema != sink.SchemaVersion {
 				c.stop = i
 				return
@@ -55,7 +56,7 @@ func (c *chunk) check() {
 // line that is not a committed record, or at the end of the last complete
 // line, and returns where: the caller scans on from there one line at a
 // time, which knows a torn tail from a corrupt line.
-func scanParallel(f *os.File, apply func(k sink.LineKey, num int) error) (off int64, num int, err error) {
+func scanParallel(f *os.File, apply func(k recordjson.LineKey, num int) error) (off int64, num int, err error) {
 	var (
 		queue   []*chunk
 		stopped bool

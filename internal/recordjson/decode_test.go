@@ -1,4 +1,4 @@
-package sink
+package recordjson
 
 import (
 	"encoding/json"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/proctor-evals/proctor/internal/jsontext"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // exactRecord compares records bit for bit: floats by their bits (so -0
@@ -25,15 +28,15 @@ var exactRecord = cmp.Options{
 	}),
 }
 
-func benchRecord() Record {
-	return Record{
-		Schema:       SchemaVersion,
+func benchRecord() sink.Record {
+	return sink.Record{
+		Schema:       sink.SchemaVersion,
 		RunID:        "r-1a2b3c",
 		Eval:         "gsm8k",
 		SampleID:     "gsm8k-00421",
 		Epoch:        2,
 		Attempt:      1,
-		Status:       Pass,
+		Status:       sink.Pass,
 		Score:        1,
 		Input:        json.RawMessage(`{"q":"What is 17 * 23?"}`),
 		Output:       json.RawMessage(`{"answer":"391"}`),
@@ -47,21 +50,21 @@ func benchRecord() Record {
 	}
 }
 
-func roundTripRecords() []Record {
-	full := Record{
-		Schema:       SchemaVersion,
+func roundTripRecords() []sink.Record {
+	full := sink.Record{
+		Schema:       sink.SchemaVersion,
 		RunID:        "run \"quoted\" <tag> & \u2028 é 😀",
 		Eval:         "eval\twith\ncontrol\x01chars",
 		SampleID:     "s-1",
 		Epoch:        -7,
 		Attempt:      3,
-		Status:       Fail,
+		Status:       sink.Fail,
 		Score:        -0.25,
 		Scores:       map[string]float64{"exact": 1, "f1": 0.8333333333333334, "tiny": 1e-9, "huge": 1.5e300, "neg": -2},
 		Weight:       12.5,
 		Reason:       strings.Repeat("long reason \\ ", 40),
 		Error:        "boom",
-		ErrorKind:    KindTimeout,
+		ErrorKind:    sink.KindTimeout,
 		Input:        json.RawMessage(`{"a": [1, 2, {"b": null}], "c": "\u00e9"}`),
 		Output:       json.RawMessage(`"plain string"`),
 		Tags:         map[string]string{"model": "m", "": "empty key", "ü": "ünïcode"},
@@ -78,12 +81,12 @@ func roundTripRecords() []Record {
 		TraceID:      "4bf92f3577b34da6a3ce929d0e0e4736",
 		SpanID:       "00f067aa0ba902b7",
 	}
-	return []Record{
+	return []sink.Record{
 		{},
 		benchRecord(),
 		full,
 		distributedRecord(),
-		{Schema: 1, Status: Error, ErrorKind: "custom-kind"},
+		{Schema: 1, Status: sink.Error, ErrorKind: "custom-kind"},
 		{Schema: 1, Status: "custom", Score: math.SmallestNonzeroFloat64, Weight: math.MaxFloat64, StartedAt: time.Unix(0, 0).UTC()},
 		// The optional fields after seed, alone and in gapped pairs.
 		{Schema: 1, ParentRunID: "p"},
@@ -99,7 +102,7 @@ func roundTripRecords() []Record {
 
 // distributedRecord is benchRecord as a worker of a distributed, traced
 // run writes it, reusing an earlier run's result.
-func distributedRecord() Record {
+func distributedRecord() sink.Record {
 	r := benchRecord()
 	r.ReusedFrom = "r-0f9e8d"
 	r.Worker = "worker-3.cluster.local:48213"
@@ -111,14 +114,14 @@ func distributedRecord() Record {
 func TestUnmarshalRecordRoundTrip(t *testing.T) {
 	for i, want := range roundTripRecords() {
 		line := want.AppendJSON(nil)
-		var got Record
-		if err := json.Unmarshal(line, &got); err != nil {
+		var got sink.Record
+		if err := DecodeLine(line, &got, nil); err != nil {
 			t.Fatalf("%d: %s: %v", i, line, err)
 		}
 		// Raw JSON is written compacted, as encoding/json writes it.
-		want.Input = AppendRawJSON(nil, want.Input)
+		want.Input = jsontext.AppendRawJSON(nil, want.Input)
 		if len(want.Output) > 0 {
-			want.Output = AppendRawJSON(nil, want.Output)
+			want.Output = jsontext.AppendRawJSON(nil, want.Output)
 		}
 		if len(want.Input) == 0 {
 			want.Input = nil
@@ -128,15 +131,15 @@ func TestUnmarshalRecordRoundTrip(t *testing.T) {
 		}
 		// The strict decoder, not the fallback, decodes every line
 		// AppendJSON writes.
-		var fast Record
+		var fast sink.Record
 		if !strictDecode(line, &fast) {
 			t.Errorf("%d: the strict decoder rejects %s", i, line)
 		}
 	}
 }
 
-// strictDecode is UnmarshalJSON without its fallback.
-func strictDecode(b []byte, r *Record) bool {
+// strictDecode is DecodeLine without its fallback.
+func strictDecode(b []byte, r *sink.Record) bool {
 	var l canonLine
 	if !l.scan(b) {
 		return false
@@ -333,27 +336,27 @@ var invalidInputs = []string{
 
 // prefilled is a non-zero record to decode into: encoding/json keeps what
 // the document does not set, adds to existing maps and reuses RawMessages.
-func prefilled() Record {
+func prefilled() sink.Record {
 	r := benchRecord()
 	r.Scores = map[string]float64{"old": 1}
 	r.Tags = map[string]string{"old": "tag", "model": "x"}
 	r.Weight = 3
-	r.ErrorKind = KindJudge
+	r.ErrorKind = sink.KindJudge
 	return r
 }
 
 // checkDecode is the differential test of the record readers: b is
 // accepted by all of them with the same value or rejected by all. The
-// reference is encoding/json decoding into a record without UnmarshalJSON;
-// the strict decoder may decline a valid document (UnmarshalJSON then falls
-// back) but never accepts an invalid one nor decodes one differently;
-// UnmarshalJSON, directly and through json.Unmarshal, and ScanLine (the
-// resume scan) agree with the reference exactly. Each decodes into a zero
+// reference is encoding/json decoding into a record; the strict decoder
+// may decline a valid document (DecodeLine then falls back) but never
+// accepts an invalid one nor decodes one differently; DecodeLine, with
+// and without options, and ScanLine (the resume scan) agree with the
+// reference exactly. Each decodes into a zero
 // and into a non-zero record.
 func checkDecode(t *testing.T, b []byte) {
 	t.Helper()
-	for _, start := range []func() Record{func() Record { return Record{} }, prefilled} {
-		var want reflectRecord = reflectRecord(start())
+	for _, start := range []func() sink.Record{func() sink.Record { return sink.Record{} }, prefilled} {
+		want := start()
 		wantErr := json.Unmarshal(b, &want)
 
 		got := start()
@@ -361,23 +364,22 @@ func checkDecode(t *testing.T, b []byte) {
 			if wantErr != nil {
 				t.Fatalf("strict decoder accepts %q, encoding/json rejects it: %v", b, wantErr)
 			}
-			if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
+			if diff := cmp.Diff(want, got, exactRecord); diff != "" {
 				t.Fatalf("strict decoder(%q) (-encoding/json +got):\n%s", b, diff)
 			}
 		}
 
-		for _, decode := range []func(*Record) error{
-			func(r *Record) error { return r.UnmarshalJSON(b) },
-			func(r *Record) error { return json.Unmarshal(b, r) },
+		for _, decode := range []func(*sink.Record) error{
+			func(r *sink.Record) error { return DecodeLine(b, r, nil) },
 		} {
 			got := start()
 			err := decode(&got)
 			if (err == nil) != (wantErr == nil) {
-				t.Fatalf("UnmarshalJSON(%q): err %v, encoding/json err %v", b, err, wantErr)
+				t.Fatalf("DecodeLine(%q): err %v, encoding/json err %v", b, err, wantErr)
 			}
 			if err == nil {
-				if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
-					t.Fatalf("UnmarshalJSON(%q) (-encoding/json +got):\n%s", b, diff)
+				if diff := cmp.Diff(want, got, exactRecord); diff != "" {
+					t.Fatalf("DecodeLine(%q) (-encoding/json +got):\n%s", b, diff)
 				}
 			}
 		}
@@ -387,8 +389,8 @@ func checkDecode(t *testing.T, b []byte) {
 	// fields as the reference, but those left out, which keep the record's
 	// own (the maps not added to, the raw messages' memory not written).
 	for _, opts := range []DecodeOptions{{NoRaw: true}, {NoMaps: true}, {NoRaw: true, NoMaps: true}} {
-		for _, start := range []func() Record{func() Record { return Record{} }, prefilled} {
-			var want reflectRecord = reflectRecord(start())
+		for _, start := range []func() sink.Record{func() sink.Record { return sink.Record{} }, prefilled} {
+			want := start()
 			wantErr := json.Unmarshal(b, &want)
 			kept := start()
 			if opts.NoRaw {
@@ -404,7 +406,7 @@ func checkDecode(t *testing.T, b []byte) {
 				t.Fatalf("DecodeLine(%q, %+v): err %v, encoding/json err %v", b, opts, err, wantErr)
 			}
 			if err == nil {
-				if diff := cmp.Diff(Record(want), got, exactRecord); diff != "" {
+				if diff := cmp.Diff(want, got, exactRecord); diff != "" {
 					t.Fatalf("DecodeLine(%q, %+v) (-encoding/json +got):\n%s", b, opts, diff)
 				}
 			}
@@ -417,7 +419,7 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 	}
 
-	var want reflectRecord
+	var want sink.Record
 	wantErr := json.Unmarshal(b, &want)
 	k, err := ScanLine(b)
 	if (err == nil) != (wantErr == nil) {
@@ -433,7 +435,7 @@ func checkDecode(t *testing.T, b []byte) {
 
 func TestUnmarshalRecordMatchesEncodingJSON(t *testing.T) {
 	for _, in := range equivalentInputs {
-		if err := json.Unmarshal([]byte(in), new(reflectRecord)); err != nil {
+		if err := json.Unmarshal([]byte(in), new(sink.Record)); err != nil {
 			t.Errorf("encoding/json rejects equivalence case %q: %v", in, err)
 		}
 		checkDecode(t, []byte(in))
@@ -445,15 +447,15 @@ func TestUnmarshalRecordMatchesEncodingJSON(t *testing.T) {
 
 func TestUnmarshalRecordInvalid(t *testing.T) {
 	for _, in := range invalidInputs {
-		if err := json.Unmarshal([]byte(in), new(reflectRecord)); err == nil {
+		if err := json.Unmarshal([]byte(in), new(sink.Record)); err == nil {
 			t.Errorf("encoding/json accepts invalid case %q", in)
 		}
-		var r Record
+		var r sink.Record
 		if strictDecode([]byte(in), &r) {
 			t.Errorf("the strict decoder accepts %q", in)
 		}
-		if err := r.UnmarshalJSON([]byte(in)); err == nil {
-			t.Errorf("UnmarshalJSON accepts %q", in)
+		if err := DecodeLine([]byte(in), &r, nil); err == nil {
+			t.Errorf("DecodeLine accepts %q", in)
 		}
 		checkDecode(t, []byte(in))
 	}
@@ -461,13 +463,13 @@ func TestUnmarshalRecordInvalid(t *testing.T) {
 
 // TestUnmarshalRecordErrors checks that errors are encoding/json's own.
 func TestUnmarshalRecordErrors(t *testing.T) {
-	var r Record
-	err := json.Unmarshal([]byte(`{"epoch":"x"}`), &r)
+	var r sink.Record
+	err := DecodeLine([]byte(`{"epoch":"x"}`), &r, nil)
 	var te *json.UnmarshalTypeError
 	if !asError(err, &te) || te.Field != "epoch" {
 		t.Errorf("type mismatch: got %T %v, want *json.UnmarshalTypeError for epoch", err, err)
 	}
-	err = r.UnmarshalJSON([]byte(`{"epoch":1`))
+	err = DecodeLine([]byte(`{"epoch":1`), &r, nil)
 	var se *json.SyntaxError
 	if !asError(err, &se) {
 		t.Errorf("truncated: got %T %v, want *json.SyntaxError", err, err)
@@ -488,11 +490,11 @@ func TestUnmarshalRecordAllocs(t *testing.T) {
 	}
 	// The fields of a distributed run (worker, trace and span IDs…) share
 	// the short strings' allocation: they cost none of their own.
-	for _, rec := range []Record{benchRecord(), distributedRecord()} {
+	for _, rec := range []sink.Record{benchRecord(), distributedRecord()} {
 		line := rec.AppendJSON(nil)
 		n := testing.AllocsPerRun(100, func() {
-			var r Record
-			if err := r.UnmarshalJSON(line); err != nil {
+			var r sink.Record
+			if err := DecodeLine(line, &r, nil); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -506,7 +508,7 @@ func TestUnmarshalRecordAllocs(t *testing.T) {
 		// Without input, output and maps: the sample ID, the short strings
 		// and the record itself, which this closure makes escape.
 		n = testing.AllocsPerRun(100, func() {
-			var r Record
+			var r sink.Record
 			if err := DecodeLine(line, &r, &DecodeOptions{NoRaw: true, NoMaps: true}); err != nil {
 				t.Fatal(err)
 			}
@@ -538,8 +540,8 @@ func BenchmarkUnmarshalRecord(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var r Record
-		if err := r.UnmarshalJSON(line); err != nil {
+		var r sink.Record
+		if err := DecodeLine(line, &r, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -562,9 +564,9 @@ func BenchmarkDecodeLine(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(line)))
 			b.ReportAllocs()
-			var r Record
+			var r sink.Record
 			for b.Loop() {
-				r = Record{}
+				r = sink.Record{}
 				if err := DecodeLine(line, &r, bc.opts); err != nil {
 					b.Fatal(err)
 				}
@@ -582,23 +584,8 @@ func BenchmarkUnmarshalRecordDistributed(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var r Record
-		if err := r.UnmarshalJSON(line); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkUnmarshalRecordViaJSON is what the log reader does: json.Unmarshal
-// (which validates the line first) calling UnmarshalJSON.
-func BenchmarkUnmarshalRecordViaJSON(b *testing.B) {
-	rec := benchRecord()
-	line := rec.AppendJSON(nil)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
+		var r sink.Record
+		if err := DecodeLine(line, &r, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -610,7 +597,7 @@ func BenchmarkUnmarshalRecordReflect(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var r reflectRecord
+		var r sink.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			b.Fatal(err)
 		}
@@ -644,7 +631,7 @@ func TestAppendJSONInvalidRawStaysValid(t *testing.T) {
 			t.Errorf("AppendJSON with raw %q wrote invalid JSON: %s", raw, line)
 			continue
 		}
-		var got Record
+		var got sink.Record
 		if !strictDecode(line, &got) {
 			t.Errorf("the strict decoder rejects %s", line)
 		}
@@ -663,8 +650,8 @@ func FuzzRecordRoundTrip(f *testing.F) {
 	f.Add("\xff<>&\u2028\"\\", "\x00\n", "custom", "", "", "", "", math.NaN(), int64(-1), uint64(math.MaxUint64), []byte("{\n\"a\" : [1]}"), int64(-1))
 	f.Add("é😀", "", "", "\ud7ff", "x", "\ufffd", "\x1f", 1e-7, int64(math.MinInt64), uint64(0), []byte(`{`), int64(0))
 	f.Fuzz(func(t *testing.T, id, sample, status, reason, kind, tk, tv string, score float64, n int64, seed uint64, raw []byte, ns int64) {
-		r := Record{Schema: 1, RunID: id, Eval: id, SampleID: sample, Epoch: int(n), Attempt: int(n >> 3), Status: Status(status),
-			Score: score, Scores: map[string]float64{tk: score}, Weight: score, Reason: reason, Error: reason, ErrorKind: ErrorKind(kind),
+		r := sink.Record{Schema: 1, RunID: id, Eval: id, SampleID: sample, Epoch: int(n), Attempt: int(n >> 3), Status: sink.Status(status),
+			Score: score, Scores: map[string]float64{tk: score}, Weight: score, Reason: reason, Error: reason, ErrorKind: sink.ErrorKind(kind),
 			Input: raw, Output: raw, Tags: map[string]string{tk: tv}, StartedAt: time.Unix(0, ns).UTC(), DurationMS: score,
 			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Transcript: tv, ParentRunID: tk,
 			// Drawn from separate arguments, so that each is present or
@@ -674,7 +661,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		if !json.Valid(line) {
 			t.Fatalf("AppendJSON wrote invalid JSON: %q", line)
 		}
-		var got Record
+		var got sink.Record
 		if !strictDecode(line, &got) && !deepRaw(raw) {
 			t.Fatalf("the strict decoder rejects AppendJSON's %q", line)
 		}
@@ -684,5 +671,5 @@ func FuzzRecordRoundTrip(f *testing.F) {
 
 // deepRaw reports raw JSON nested deeper than the strict decoder follows.
 func deepRaw(raw []byte) bool {
-	return strings.Count(string(raw), "[")+strings.Count(string(raw), "{") >= maxRawDepth
+	return strings.Count(string(raw), "[")+strings.Count(string(raw), "{") >= jsontext.MaxDepth
 }

@@ -1,4 +1,4 @@
-package sink
+package recordjson
 
 import (
 	"bytes"
@@ -12,12 +12,15 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/proctor-evals/proctor/internal/jsontext"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // The encoder as it was before its fast paths (commit 1929fed), kept as
 // the reference the fast paths are compared with, byte for byte.
 
-func appendJSONReference(r *Record, b []byte) []byte {
+func appendJSONReference(r *sink.Record, b []byte) []byte {
 	b = append(b, `{"schema":`...)
 	b = strconv.AppendInt(b, int64(r.Schema), 10)
 	b = refStringField(b, "run_id", r.RunID)
@@ -121,7 +124,7 @@ func refAppendRawJSON(b []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	if end, ok := scanValue(v, 0, maxRawDepth, false); ok && end == len(v) && refRawIsClean(v) {
+	if end, ok := jsontext.ScanValue(v, 0, jsontext.MaxDepth, false); ok && end == len(v) && refRawIsClean(v) {
 		return append(b, v...)
 	}
 	var buf bytes.Buffer
@@ -204,7 +207,7 @@ func refAppendString(b []byte, s string) []byte {
 			case '\f':
 				b = append(b, '\\', 'f')
 			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				b = append(b, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
 			}
 			i++
 			start = i
@@ -220,7 +223,7 @@ func refAppendString(b []byte, s string) []byte {
 		}
 		if r == '\u2028' || r == '\u2029' {
 			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			b = append(b, '\\', 'u', '2', '0', '2', "0123456789abcdef"[r&0xf])
 			i += size
 			start = i
 			continue
@@ -232,10 +235,10 @@ func refAppendString(b []byte, s string) []byte {
 }
 
 // loadtestRecord is a record as examples/loadtest writes it.
-func loadtestRecord() Record {
-	return Record{
-		Schema: SchemaVersion, RunID: "20261123T142715Z-032cf398", Eval: "loadtest", SampleID: "t12345",
-		Status: Pass, Score: 1,
+func loadtestRecord() sink.Record {
+	return sink.Record{
+		Schema: sink.SchemaVersion, RunID: "20261123T142715Z-032cf398", Eval: "loadtest", SampleID: "t12345",
+		Status: sink.Pass, Score: 1,
 		Input:     json.RawMessage(`{"prompt":"what is 12345+1?","expected":"12346"}`),
 		Output:    json.RawMessage(`"12346"`),
 		StartedAt: time.Date(2026, 11, 23, 14, 27, 37, 755109674, time.UTC), DurationMS: 0.002,
@@ -262,7 +265,7 @@ func TestAppendJSONAllocs(t *testing.T) {
 func BenchmarkAppendJSON(b *testing.B) {
 	for _, rc := range []struct {
 		name string
-		rec  Record
+		rec  sink.Record
 	}{{"Loadtest", loadtestRecord()}, {"Bench", benchRecord()}} {
 		b.Run(rc.name+"/Reference", func(b *testing.B) {
 			buf := appendJSONReference(&rc.rec, nil)
@@ -286,7 +289,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 // TestAppendJSONMatchesReference: the encoder writes what its reference
 // writes, for the records the other tests use and variations of them.
 func TestAppendJSONMatchesReference(t *testing.T) {
-	recs := append(roundTripRecords(), benchRecord(), loadtestRecord(), Record{})
+	recs := append(roundTripRecords(), benchRecord(), loadtestRecord(), sink.Record{})
 	for _, base := range slices.Clone(recs) {
 		r := base
 		r.StartedAt = r.StartedAt.In(time.FixedZone("X", 3600))
@@ -313,15 +316,15 @@ func TestAppendJSONMatchesReference(t *testing.T) {
 // t.Helper in the loops: it costs more than the comparison.)
 func floatMismatch(f float64, viaJSON bool) string {
 	var buf [64]byte
-	got := appendFloat(buf[:0], f)
+	got := jsontext.AppendFloat(buf[:0], f)
 	if want := refAppendFloat(buf[len(got):len(got)], f); !bytes.Equal(got, want) {
-		return fmt.Sprintf("appendFloat(%v) (bits %#x) = %s, reference %s", f, math.Float64bits(f), got, want)
+		return fmt.Sprintf("jsontext.AppendFloat(%v) (bits %#x) = %s, reference %s", f, math.Float64bits(f), got, want)
 	}
 	if !viaJSON || math.IsNaN(f) || math.IsInf(f, 0) {
 		return ""
 	}
 	if want, err := json.Marshal(f); err != nil || !bytes.Equal(got, want) {
-		return fmt.Sprintf("appendFloat(%v) = %s, encoding/json %s (%v)", f, got, want, err)
+		return fmt.Sprintf("jsontext.AppendFloat(%v) = %s, encoding/json %s (%v)", f, got, want, err)
 	}
 	return ""
 }
@@ -401,9 +404,9 @@ func FuzzAppendFloat(f *testing.F) {
 
 func timeMismatch(tm time.Time) string {
 	var buf [80]byte
-	got := appendTime(buf[:0], tm)
+	got := jsontext.AppendTime(buf[:0], tm)
 	if want := tm.AppendFormat(buf[len(got):len(got)], time.RFC3339Nano); !bytes.Equal(got, want) {
-		return fmt.Sprintf("appendTime(%v) = %s, time writes %s", tm, got, want)
+		return fmt.Sprintf("jsontext.AppendTime(%v) = %s, time writes %s", tm, got, want)
 	}
 	return ""
 }
@@ -460,20 +463,22 @@ func FuzzAppendTime(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sec, nsec int64, offset int) {
 		tm := time.Unix(sec, nsec)
 		checkTime(t, tm.UTC())
-		// The same instant folded into the fast path's years.
-		checkTime(t, time.Unix(minFastUnix+(sec%(maxFastUnix-minFastUnix)+(maxFastUnix-minFastUnix))%(maxFastUnix-minFastUnix), nsec).UTC())
+		// The same instant folded into the fast path's years, 0000 to 9999
+		// (the four-digit years of RFC 3339).
+		const lo, hi = -62167219200, 253402300799
+		checkTime(t, time.Unix(lo+(sec%(hi-lo)+(hi-lo))%(hi-lo), nsec).UTC())
 		checkTime(t, tm.In(time.FixedZone("", offset%(100*3600))))
 	})
 }
 
 func checkString(t *testing.T, s string) {
 	t.Helper()
-	got := string(AppendString([]byte("x"), s))
+	got := string(jsontext.AppendString([]byte("x"), s))
 	if want := string(refAppendString([]byte("x"), s)); got != want {
-		t.Fatalf("AppendString(%q) = %s, reference %s", s, got, want)
+		t.Fatalf("jsontext.AppendString(%q) = %s, reference %s", s, got, want)
 	}
 	if want, _ := json.Marshal(s); got[1:] != string(want) {
-		t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got[1:], want)
+		t.Fatalf("jsontext.AppendString(%q) = %s, encoding/json %s", s, got[1:], want)
 	}
 }
 
@@ -520,12 +525,12 @@ func FuzzAppendString(f *testing.F) {
 
 func checkRawJSON(t *testing.T, v []byte) {
 	t.Helper()
-	got := AppendRawJSON([]byte("x"), v)
+	got := jsontext.AppendRawJSON([]byte("x"), v)
 	if want := refAppendRawJSON([]byte("x"), v); !bytes.Equal(got, want) {
-		t.Fatalf("AppendRawJSON(%q) = %s, reference %s", v, got, want)
+		t.Fatalf("jsontext.AppendRawJSON(%q) = %s, reference %s", v, got, want)
 	}
 	if len(v) > 0 && !json.Valid(got[1:]) {
-		t.Fatalf("AppendRawJSON(%q) wrote invalid JSON %q", v, got[1:])
+		t.Fatalf("jsontext.AppendRawJSON(%q) wrote invalid JSON %q", v, got[1:])
 	}
 }
 
@@ -537,8 +542,8 @@ func rawCases() []string {
 		`"<"`, `">"`, `"&"`, `"\u003c"`, "\"\u2028\"", "\"\u2029\"", "\"\xe2\x80\"", "\"\xe2\x80\xa7\"", "\"\xe2\"",
 		"\"\xff\xfe\"", "\xe2\x80\xa8", "\"é😀\"", `tru`, `nul`, `01`, `1.`, `.5`, `-`, `1e`, `1e+`, `"open`, `{}}`, `[][]`,
 		"\"abcdefgh<ijklmnop\"", "\"abcdefghijklmnop\"", "\"abcdefg\"", "\"abcdefgh\"", "\"abcdefghi\"",
-		nested(maxRawDepth), nested(maxRawDepth + 1), nested(maxJSONDepth + 1), "[" + nested(maxRawDepth) + " ]",
-		strings.Repeat(`{"a":`, maxRawDepth) + "1" + strings.Repeat("}", maxRawDepth),
+		nested(jsontext.MaxDepth), nested(jsontext.MaxDepth + 1), nested(maxJSONDepth + 1), "[" + nested(jsontext.MaxDepth) + " ]",
+		strings.Repeat(`{"a":`, jsontext.MaxDepth) + "1" + strings.Repeat("}", jsontext.MaxDepth),
 	}
 	for _, s := range stringCases() {
 		q, _ := json.Marshal(s)
@@ -555,7 +560,7 @@ func TestAppendRawJSON(t *testing.T) {
 	for _, v := range rawCases() {
 		checkRawJSON(t, []byte(v))
 	}
-	if got := AppendRawJSON([]byte("x"), nil); string(got) != "x" {
+	if got := jsontext.AppendRawJSON([]byte("x"), nil); string(got) != "x" {
 		t.Errorf("AppendRawJSON of no value wrote %q", got[1:])
 	}
 }

@@ -1,19 +1,9 @@
-package sink
-
-import (
-	"encoding/binary"
-	"encoding/json"
-	"strconv"
-	"strings"
-	"time"
-	"unicode/utf16"
-	"unicode/utf8"
-)
-
-// The record codec. AppendJSON writes one canonical form; UnmarshalJSON
-// reads that form with a strict hand-written decoder and hands any other
-// document to encoding/json. There is no third parser: the log's resume
-// scan, ScanLine, is the strict decoder stopped short of building values.
+// Package recordjson decodes record lines: the log's reader, its resume
+// scan and the viewer's fold call it. sink.Record.AppendJSON writes one
+// canonical form; DecodeLine reads that form with a strict hand-written
+// decoder and hands any other document to encoding/json. There is no
+// third parser: the log's resume scan, ScanLine, is the strict decoder
+// stopped short of building values.
 //
 // The strict decoder accepts only what it can decode exactly as
 // encoding/json would: the fields in AppendJSON's order (optional ones may
@@ -21,19 +11,18 @@ import (
 // surrogates, numbers that fit their fields. Anything else (another key
 // order, pretty-printing, unknown or duplicate keys, null where AppendJSON
 // never writes it) is not an error there, only a reason to fall back.
+package recordjson
 
-// reflectRecord is Record without its methods: encoding/json decodes it by
-// reflection, the fallback for documents not in the canonical form.
-type reflectRecord Record
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
 
-// UnmarshalJSON implements json.Unmarshaler. The result, and the error, are
-// those of encoding/json decoding into the same struct without this method:
-// fields absent from b keep their values and maps already in r are added
-// to. The canonical form (what AppendJSON writes) is decoded without
-// reflection; any other JSON goes through encoding/json.
-func (r *Record) UnmarshalJSON(b []byte) error {
-	return DecodeLine(b, r, nil)
-}
+	"github.com/proctor-evals/proctor/internal/jsontext"
+	"github.com/proctor-evals/proctor/sink"
+)
 
 // DecodeOptions leave out of a decoded record the fields a caller does not
 // need, which are then neither copied nor built. The zero value decodes
@@ -48,12 +37,12 @@ type DecodeOptions struct {
 	NoMaps bool
 }
 
-// DecodeLine decodes a record line into r as r.UnmarshalJSON(line) does,
+// DecodeLine decodes a record line into r as json.Unmarshal(line, r) does,
 // but for the fields opts leaves out. It validates the line all the same,
-// every field included: it accepts and rejects exactly what UnmarshalJSON
+// every field included: it accepts and rejects exactly what json.Unmarshal
 // does, with the same error, so a line is committed or not whoever reads
 // it. A nil opts decodes every field.
-func DecodeLine(line []byte, r *Record, opts *DecodeOptions) error {
+func DecodeLine(line []byte, r *sink.Record, opts *DecodeOptions) error {
 	var o DecodeOptions
 	if opts != nil {
 		o = *opts
@@ -73,7 +62,7 @@ func DecodeLine(line []byte, r *Record, opts *DecodeOptions) error {
 	if o.NoMaps {
 		r.Scores, r.Tags = nil, nil
 	}
-	err := json.Unmarshal(line, (*reflectRecord)(r))
+	err := json.Unmarshal(line, r)
 	if o.NoRaw {
 		r.Input, r.Output = in, out
 	}
@@ -90,10 +79,10 @@ type LineKey struct {
 	RunID    []byte // aliases the line unless it held escapes
 	SampleID []byte // aliases the line unless it held escapes
 	Epoch    int
-	Status   Status
+	Status   sink.Status
 }
 
-// ScanLine reports whether UnmarshalJSON accepts line, with the error it
+// ScanLine reports whether json.Unmarshal accepts line, with the error it
 // would return, and returns the key fields of the record it would decode
 // (into a zero Record). On the canonical form it validates every field
 // but builds only the key ones, without allocating: a log of a million
@@ -106,11 +95,11 @@ func ScanLine(line []byte) (LineKey, error) {
 			RunID:    l.bytes(line, fRunID),
 			SampleID: l.bytes(line, fSampleID),
 			Epoch:    l.ints[fEpoch],
-			Status:   Status(l.constOr(line, fStatus, statuses[:], nil)),
+			Status:   sink.Status(l.constOr(line, fStatus, statuses[:], nil)),
 		}, nil
 	}
-	var r Record
-	if err := json.Unmarshal(line, (*reflectRecord)(&r)); err != nil {
+	var r sink.Record
+	if err := json.Unmarshal(line, &r); err != nil {
 		return LineKey{}, err
 	}
 	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status}, nil
@@ -201,10 +190,6 @@ var fields = [nFields]struct {
 	fSpanID:       {`,"span_id":`, kString, true},
 }
 
-// maxRawDepth bounds the nesting of input and output the strict decoder
-// follows; deeper documents go to encoding/json, which allows 10,000.
-const maxRawDepth = 512
-
 // canonLine is a canonical record line, validated: where each field's
 // value is and the numbers and time, parsed.
 type canonLine struct {
@@ -240,7 +225,7 @@ func (l *canonLine) scan(b []byte) bool {
 		switch d.kind {
 		case kInt:
 			var n int64
-			i, n, ok = scanInt(b, i)
+			i, n, ok = jsontext.ScanInt(b, i)
 			if f == fInputTokens || f == fOutputTokens {
 				l.i64[f] = n
 			} else {
@@ -248,17 +233,17 @@ func (l *canonLine) scan(b []byte) bool {
 				ok = ok && int64(int(n)) == n
 			}
 		case kUint:
-			i, l.seed, ok = scanUint(b, i)
+			i, l.seed, ok = jsontext.ScanUint(b, i)
 		case kFloat:
-			if hasLit(b, i, "null") {
+			if jsontext.HasLit(b, i, "null") {
 				l.null |= 1 << f
 				i, ok = i+4, true
 				break
 			}
-			i, l.flts[f], ok = scanFloat(b, i)
+			i, l.flts[f], ok = jsontext.ScanFloat(b, i)
 		case kString, kTime:
 			var esc bool
-			i, esc, ok = scanString(b, i, false)
+			i, esc, ok = jsontext.ScanString(b, i, false)
 			start++ // the content, without its quotes
 			if esc {
 				l.esc |= 1 << f
@@ -273,7 +258,7 @@ func (l *canonLine) scan(b []byte) bool {
 			l.has |= 1 << f
 			continue
 		case kRaw:
-			i, ok = scanValue(b, i, maxRawDepth, false)
+			i, ok = jsontext.ScanValue(b, i, jsontext.MaxDepth, false)
 		case kScores, kTags:
 			i, l.ints[f], ok = scanMap(b, i, d.kind == kTags)
 		}
@@ -286,13 +271,9 @@ func (l *canonLine) scan(b []byte) bool {
 	return i == len(b)-1
 }
 
-func hasLit(b []byte, i int, lit string) bool {
-	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
-}
-
 // decode sets r's fields from the validated line b, as encoding/json would,
 // but those o leaves out.
-func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
+func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	// One allocation for the short strings (IDs, kinds, links, worker,
 	// trace and span IDs, map keys and tag values); the sample ID, which
 	// indexes keep, has its own, and so have reason and error, which may
@@ -313,7 +294,7 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	r.SampleID = l.str(b, fSampleID, nil)
 	r.Epoch = l.ints[fEpoch]
 	r.Attempt = l.ints[fAttempt]
-	r.Status = Status(l.constOr(b, fStatus, statuses[:], &short))
+	r.Status = sink.Status(l.constOr(b, fStatus, statuses[:], &short))
 	l.float(fScore, &r.Score)
 	if l.has&(1<<fScores) != 0 && !o.NoMaps {
 		if r.Scores == nil {
@@ -331,7 +312,7 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 	l.optStr(b, fReason, &r.Reason, nil)
 	l.optStr(b, fError, &r.Error, nil)
 	if l.has&(1<<fErrorKind) != 0 {
-		r.ErrorKind = ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
+		r.ErrorKind = sink.ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
 	}
 	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; (in || out) && !o.NoRaw {
 		ni, no := l.spans[fInput][1]-l.spans[fInput][0], l.spans[fOutput][1]-l.spans[fOutput][0]
@@ -368,9 +349,9 @@ func (l *canonLine) decode(b []byte, r *Record, o DecodeOptions) {
 }
 
 var (
-	statuses = [...]string{string(Pass), string(Fail), string(Error), string(Unscored)}
-	kinds    = [...]string{string(KindTimeout), string(KindPanic), string(KindSandbox), string(KindHarness),
-		string(KindJudge), string(KindCancelled), string(KindNotSampled)}
+	statuses = [...]string{string(sink.Pass), string(sink.Fail), string(sink.Error), string(sink.Unscored)}
+	kinds    = [...]string{string(sink.KindTimeout), string(sink.KindPanic), string(sink.KindSandbox), string(sink.KindHarness),
+		string(sink.KindJudge), string(sink.KindCancelled), string(sink.KindNotSampled)}
 )
 
 // constOr returns string field f as one of consts when it is one, without
@@ -460,7 +441,7 @@ func unescape(dst, s []byte) []byte {
 }
 
 // unescapeOne decodes the escape at the start of s, validated by
-// scanString (so not a surrogate).
+// jsontext.ScanString (so not a surrogate).
 func unescapeOne(s []byte) (rune, int) {
 	switch s[1] {
 	case 'b':
@@ -474,7 +455,7 @@ func unescapeOne(s []byte) (rune, int) {
 	case 't':
 		return '\t', 2
 	case 'u':
-		r, _ := hex4(s[2:6])
+		r, _ := jsontext.Hex4(s[2:6])
 		return r, 6
 	}
 	return rune(s[1]), 2 // " \ /
@@ -485,12 +466,12 @@ func unescapeOne(s []byte) (rune, int) {
 func (l *canonLine) eachMember(b []byte, f int, buf *strings.Builder, fn func(k string, v []byte)) {
 	i, end := l.spans[f][0]+1, l.spans[f][1]-1
 	for i < end {
-		j, _, _ := scanString(b, i, false)
+		j, _, _ := jsontext.ScanString(b, i, false)
 		k := addString(buf, b[i+1:j-1])
 		i = j + 1 // ':'
 		s := i
 		if b[i] == '"' {
-			i, _, _ = scanString(b, i, false)
+			i, _, _ = jsontext.ScanString(b, i, false)
 		} else {
 			for i < end && b[i] != ',' {
 				i++
@@ -512,17 +493,17 @@ func scanMap(b []byte, i int, tags bool) (end, n int, ok bool) {
 		return i + 1, 0, true
 	}
 	for n = 1; ; n++ {
-		if i, _, ok = scanString(b, i, false); !ok || i >= len(b) || b[i] != ':' {
+		if i, _, ok = jsontext.ScanString(b, i, false); !ok || i >= len(b) || b[i] != ':' {
 			return i, n, false
 		}
 		i++
 		switch {
 		case tags:
-			i, _, ok = scanString(b, i, false)
-		case hasLit(b, i, "null"):
+			i, _, ok = jsontext.ScanString(b, i, false)
+		case jsontext.HasLit(b, i, "null"):
 			i, ok = i+4, true
 		default:
-			i, _, ok = scanFloat(b, i)
+			i, _, ok = jsontext.ScanFloat(b, i)
 		}
 		if !ok || i >= len(b) {
 			return i, n, false
@@ -536,223 +517,4 @@ func scanMap(b []byte, i int, tags bool) (end, n int, ok bool) {
 			return i, n, false
 		}
 	}
-}
-
-// hasSpecialByte reports whether one of x's bytes may need a closer look
-// in a string: a quote, a backslash, a control character or non-ASCII.
-func hasSpecialByte(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q := x ^ (ones * '"')
-	bs := x ^ (ones * '\\')
-	return ((x-ones*0x20)|(q-ones)|(bs-ones)|x)&highs != 0
-}
-
-// scanString validates the JSON string at b[i] and returns the index after
-// its closing quote, and whether it holds escapes. Strict (a field's
-// value) means valid UTF-8 and no surrogate escapes, which the strict
-// decoder does not decode; raw (inside input or output, kept as bytes)
-// accepts what encoding/json's scanner accepts.
-func scanString(b []byte, i int, raw bool) (end int, esc, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return i, false, false
-	}
-	i++
-	start, ascii := i, true
-	for i < len(b) {
-		for i+8 <= len(b) && !hasSpecialByte(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			break
-		}
-		switch c := b[i]; {
-		case c == '"':
-			if !raw && !ascii && !utf8.Valid(b[start:i]) {
-				return i, esc, false
-			}
-			return i + 1, esc, true
-		case c == '\\':
-			esc = true
-			if i+1 >= len(b) {
-				return i, esc, false
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) {
-					return i, esc, false
-				}
-				r, ok := hex4(b[i+2 : i+6])
-				if !ok || !raw && utf16.IsSurrogate(r) {
-					return i, esc, false
-				}
-				i += 6
-			default:
-				return i, esc, false
-			}
-		case c < 0x20:
-			return i, esc, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-			i++
-		default:
-			i++
-		}
-	}
-	return i, esc, false
-}
-
-func hex4(b []byte) (rune, bool) {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
-// scanNumber validates the JSON number at b[i] and returns its end and
-// whether it has a fraction or an exponent.
-func scanNumber(b []byte, i int) (end int, frac, ok bool) {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(b):
-		return i, false, false
-	case b[i] == '0':
-		i++
-	case '1' <= b[i] && b[i] <= '9':
-		for i++; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	default:
-		return i, false, false
-	}
-	if i < len(b) && b[i] == '.' {
-		frac = true
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return i, frac, false
-		}
-		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		frac = true
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return i, frac, false
-		}
-		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	}
-	return i, frac, true
-}
-
-// scanInt reads an integer as encoding/json does into an int64 field.
-func scanInt(b []byte, i int) (int, int64, bool) {
-	end, frac, ok := scanNumber(b, i)
-	if !ok || frac {
-		return end, 0, false
-	}
-	n, err := strconv.ParseInt(string(b[i:end]), 10, 64)
-	return end, n, err == nil
-}
-
-// scanUint reads an integer as encoding/json does into a uint64 field.
-func scanUint(b []byte, i int) (int, uint64, bool) {
-	end, frac, ok := scanNumber(b, i)
-	if !ok || frac || b[i] == '-' {
-		return end, 0, false
-	}
-	n, err := strconv.ParseUint(string(b[i:end]), 10, 64)
-	return end, n, err == nil
-}
-
-// scanFloat reads a number as encoding/json does into a float64 field.
-func scanFloat(b []byte, i int) (int, float64, bool) {
-	end, _, ok := scanNumber(b, i)
-	if !ok {
-		return end, 0, false
-	}
-	f, err := strconv.ParseFloat(string(b[i:end]), 64)
-	return end, f, err == nil
-}
-
-// scanValue validates the compact JSON value at b[i] (input or output)
-// and returns its end. With clean, it also fails on what HTMLEscape would
-// change, so that one pass tells the encoder whether a value is written as
-// it is: outside strings, valid compact JSON has no white space nor any
-// byte HTMLEscape changes, so only strings need the extra checks.
-func scanValue(b []byte, i, depth int, clean bool) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	var ok bool
-	switch b[i] {
-	case '"':
-		if clean {
-			return scanCleanString(b, i)
-		}
-		i, _, ok = scanString(b, i, true)
-		return i, ok
-	case 't':
-		return i + 4, hasLit(b, i, "true")
-	case 'f':
-		return i + 5, hasLit(b, i, "false")
-	case 'n':
-		return i + 4, hasLit(b, i, "null")
-	case '{', '[':
-		if depth == 0 {
-			return i, false
-		}
-		obj := b[i] == '{'
-		closing := byte(']')
-		if obj {
-			closing = '}'
-		}
-		i++
-		if i < len(b) && b[i] == closing {
-			return i + 1, true
-		}
-		for {
-			if obj {
-				if clean {
-					i, ok = scanCleanString(b, i) // keys are escaped as values are
-				} else {
-					i, _, ok = scanString(b, i, true)
-				}
-				if !ok || i >= len(b) || b[i] != ':' {
-					return i, false
-				}
-				i++
-			}
-			if i, ok = scanValue(b, i, depth-1, clean); !ok || i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i++
-			case closing:
-				return i + 1, true
-			default:
-				return i, false
-			}
-		}
-	}
-	i, _, ok = scanNumber(b, i)
-	return i, ok
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package recordjson
+
+const raceEnabled = false
