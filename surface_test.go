@@ -1,0 +1,104 @@
+package proctor_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// exported lists the exported top-level identifiers of the package in dir
+// (test files aside), as go doc shows them, and for each the packages its
+// declaration names (flag, io…).
+func exported(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uses := func(n ast.Node) []string {
+			var pkgs []string
+			ast.Inspect(n, func(n ast.Node) bool {
+				if s, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := s.X.(*ast.Ident); ok && !slices.Contains(pkgs, id.Name) {
+						pkgs = append(pkgs, id.Name)
+					}
+				}
+				return true
+			})
+			return pkgs
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					out[d.Name.Name] = uses(d.Type)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							out[s.Name.Name] = uses(s.Type)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								out[n.Name] = nil
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s exports nothing: is the path right?", dir)
+	}
+	return out
+}
+
+// TestEvalExportsNoCommandLine: go doc eval shows what a user of an eval
+// needs. The command line lives in eval/cli, the manifest in eval/manifest,
+// the transcript in harness; eval re-exports none of them.
+func TestEvalExportsNoCommandLine(t *testing.T) {
+	t.Parallel()
+	for name, pkgs := range exported(t, "eval") {
+		switch {
+		case slices.Contains([]string{"Main", "MainArgs", "RunCommand", "PrintOutcome", "BindFlags", "WorkerID", "JobShard"}, name):
+			t.Errorf("eval exports %s: the command line belongs to eval/cli", name)
+		case slices.Contains([]string{"Manifest", "DatasetIdentity", "ManifestMismatchError", "ManifestPath", "ReadManifest", "Trace", "Transcript"}, name):
+			t.Errorf("eval exports %s: use eval/manifest or harness, not a re-export", name)
+		case slices.Contains(pkgs, "flag"):
+			t.Errorf("eval exports %s, which names package flag: the command line belongs to eval/cli", name)
+		}
+	}
+}
+
+// TestSinkExportsNoCodec: sink is the record and the Sink contract; the
+// codec helpers that only proctor's packages call live under internal/.
+func TestSinkExportsNoCodec(t *testing.T) {
+	t.Parallel()
+	for name := range exported(t, "sink") {
+		for _, prefix := range []string{"Append", "Decode", "Scan", "Line", "Encode", "Unmarshal", "Marshal"} {
+			if strings.HasPrefix(name, prefix) {
+				t.Errorf("sink exports %s: codec helpers belong to internal/jsontext or internal/recordjson", name)
+			}
+		}
+	}
+}
