@@ -25,7 +25,7 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
-	"github.com/proctor-evals/proctor/view/plot"
+	"github.com/proctor-evals/proctor/view/internal/plot"
 )
 
 // page is what the layout renders around a page's body.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-evals/proctor/view/plot"
+	"github.com/proctor-evals/proctor/view/internal/plot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -37,10 +37,10 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./view/plot -update to create it)", err)
+		t.Fatalf("%v (run go test ./view/internal/plot -update to create it)", err)
 	}
 	if string(want) != got {
-		t.Errorf("%s differs from %s (run go test ./view/plot -update if the change is intended)\ngot:\n%s", name, path, got)
+		t.Errorf("%s differs from %s (run go test ./view/internal/plot -update if the change is intended)\ngot:\n%s", name, path, got)
 	}
 }
 
