@@ -87,3 +87,40 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRecordsParallel: Entries (which decodes whole lines on every core,
+// then reads on one line at a time from the first line that is not a
+// committed record) yields exactly what the sequential reader, ReadEntries,
+// yields from the same bytes: the same entries, offsets and error. Chunks
+// of 64 bytes make the parallel part cross chunk boundaries.
+func FuzzRecordsParallel(f *testing.F) {
+	old := jsonl.SetChunkSize(64)
+	f.Cleanup(func() { jsonl.SetChunkSize(old) })
+	a, b, e := line(rec(0, sink.Pass)), line(rec(1, sink.Fail)), line(rec(2, sink.Error))
+	for _, s := range []string{
+		"", "\n", "x\n", a, a + b + e, a + b[:20], a + "\n\n" + b, a + "junk\n" + b, a + "junk\n",
+		`{"schema":2}` + "\n" + a, a + `{"schema":2}` + "\n", a + b + "\x00\x00", " " + a + b + e + a + b,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "log.jsonl")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		read := func(seq func(func(jsonl.Entry, error) bool)) (out []jsonl.Entry, errText string) {
+			for e, err := range seq {
+				if err != nil {
+					return out, err.Error()
+				}
+				out = append(out, e)
+			}
+			return out, ""
+		}
+		got, gotErr := read(jsonl.Entries(path))
+		want, wantErr := read(jsonl.ReadEntries(bytes.NewReader(data), path))
+		if diff := cmp.Diff(want, got); diff != "" || gotErr != wantErr {
+			t.Fatalf("Entries (-sequential +parallel):\n%s\nerror %q, sequential %q", diff, gotErr, wantErr)
+		}
+	})
+}

@@ -177,7 +177,14 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 	// Every core checks whole lines up to the first that is not a record;
 	// from there on (a torn tail, a corrupt line: rare, and short) one
 	// line at a time, with the rule Records applies.
-	off, num, err := scanParallel(f, apply)
+	off, num, err := scanParallel(f, (*chunk).checkKeys, func(c *chunk) error {
+		for _, k := range c.keys {
+			if err := apply(k.LineKey, k.num); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("jsonl: read %s: %w", path, err)
 	}

@@ -166,8 +166,8 @@ func Records(path string) iter.Seq2[sink.Record, error] {
 			return
 		}
 		defer f.Close()
-		for r, err := range Read(f, path) {
-			if !yield(r, err) {
+		for e, err := range readFile(f, path) {
+			if !yield(e.Record, err) {
 				return
 			}
 		}
@@ -201,7 +201,7 @@ func Entries(path string) iter.Seq2[Entry, error] {
 			return
 		}
 		defer f.Close()
-		for e, err := range readEntries(f, path) {
+		for e, err := range readFile(f, path) {
 			if !yield(e, err) {
 				return
 			}
@@ -217,30 +217,65 @@ func ReadEntries(f io.Reader, path string) iter.Seq2[Entry, error] { return read
 
 func readEntries(f io.Reader, path string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
+		readEntriesFrom(f, path, 0, 0, 0, yield)
+	}
+}
+
+// readFile is readEntries over a file read from its start: every core
+// decodes whole lines up to the first that is not a committed record;
+// from there on (a torn tail, a corrupt line) one line at a time.
+func readFile(f *os.File, path string) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
 		stopped := errors.New("stopped")
 		committed := 0
-		err := scanLines(path, f, func(l line) error {
-			if blank(l.data) && !l.incomplete {
-				return nil
-			}
-			var r sink.Record
-			if err := recordjson.DecodeLine(l.data, &r, nil); err != nil || l.incomplete || r.Schema != sink.SchemaVersion {
-				// Not committed: checkLine, the rule Open applies too,
-				// says what it is.
-				if _, cerr := checkLine(path, l, committed); cerr != nil {
-					return cerr
+		off, num, err := scanParallel(f, (*chunk).decodeEntries, func(c *chunk) error {
+			for _, e := range c.entries {
+				committed++
+				if !yield(e, nil) {
+					return stopped
 				}
-				return &CorruptError{Path: path, Line: l.num, Err: err} // unreachable: ScanLine and DecodeLine agree
-			}
-			committed++
-			if !yield(Entry{r, l.offset}, nil) {
-				return stopped
 			}
 			return nil
 		})
-		if err != nil && err != stopped {
-			yield(Entry{}, err)
+		if err == stopped {
+			return
 		}
+		if err == nil {
+			_, err = f.Seek(off, io.SeekStart)
+		}
+		if err != nil {
+			yield(Entry{}, fmt.Errorf("jsonl: read %s: %w", path, err))
+			return
+		}
+		readEntriesFrom(f, path, num, off, committed, yield)
+	}
+}
+
+// readEntriesFrom reads the entries of f, positioned after num lines and
+// committed records at offset off, one line at a time.
+func readEntriesFrom(f io.Reader, path string, num int, off int64, committed int, yield func(Entry, error) bool) {
+	stopped := errors.New("stopped")
+	err := scanLinesFrom(path, f, num, off, func(l line) error {
+		if blank(l.data) && !l.incomplete {
+			return nil
+		}
+		var r sink.Record
+		if err := recordjson.DecodeLine(l.data, &r, nil); err != nil || l.incomplete || r.Schema != sink.SchemaVersion {
+			// Not committed: checkLine, the rule Open applies too,
+			// says what it is.
+			if _, cerr := checkLine(path, l, committed); cerr != nil {
+				return cerr
+			}
+			return &CorruptError{Path: path, Line: l.num, Err: err} // unreachable: ScanLine and DecodeLine agree
+		}
+		committed++
+		if !yield(Entry{r, l.offset}, nil) {
+			return stopped
+		}
+		return nil
+	})
+	if err != nil && err != stopped {
+		yield(Entry{}, err)
 	}
 }
 
