@@ -24,7 +24,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/harness"
@@ -354,7 +353,7 @@ func (c *reuseCopier) copyTranscript(src *reuseSource, rec *sink.Record) string 
 	path, off, err := jsonl.ResolveTranscript(src.path, rec.Transcript)
 	if err == nil && c.r.rec.transcripts == nil {
 		if abs, aerr := filepath.Abs(path); aerr == nil {
-			return abs + "#" + strconv.FormatInt(off, 10)
+			return jsonl.TranscriptLink{Path: abs, Offset: off}.String()
 		}
 	}
 	var w *windowReader
@@ -539,7 +538,7 @@ func rejudgedNote(log string, rec *sink.Record) harness.Event {
 	if rec.Transcript != "" {
 		if path, off, err := jsonl.ResolveTranscript(log, rec.Transcript); err == nil {
 			if abs, err := filepath.Abs(path); err == nil {
-				link["trace"] = abs + "#" + strconv.FormatInt(off, 10)
+				link["trace"] = jsonl.TranscriptLink{Path: abs, Offset: off}.String()
 			}
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
@@ -297,7 +296,7 @@ func exportFailures(src, out string, want map[sink.Status]bool, force bool, stde
 			if resolveLinks && r.Transcript != "" {
 				if path, off, err := jsonl.ResolveTranscript(src, r.Transcript); err == nil {
 					if abs, err := filepath.Abs(path); err == nil {
-						line.Transcript = abs + "#" + strconv.FormatInt(off, 10)
+						line.Transcript = jsonl.TranscriptLink{Path: abs, Offset: off}.String()
 					}
 				}
 			}

@@ -38,7 +38,7 @@ against the current directory when the link is given alone.`,
 				return 0, err
 			}
 			if len(pos) == 1 {
-				if _, _, ok := parseLink(pos[0]); !ok {
+				if _, err := jsonl.ParseTranscriptLink(pos[0]); err != nil {
 					return 0, usageError("%q is not a transcript link (PATH#OFFSET); with a LOG, give a SAMPLE", pos[0])
 				}
 				return 0, printLink(stdout, pos[0], ".", *asJSON)
@@ -71,7 +71,7 @@ against the current directory when the link is given alone.`,
 				found = linked
 			}
 			if len(found) == 0 {
-				if _, _, ok := parseLink(sample); ok && epoch < 0 {
+				if _, err := jsonl.ParseTranscriptLink(sample); err == nil && epoch < 0 {
 					return 0, printLink(stdout, sample, dir, *asJSON)
 				}
 				return 0, fmt.Errorf("no episode of sample %q%s in %s", sample, epochText(epoch), logPath)
@@ -88,37 +88,22 @@ against the current directory when the link is given alone.`,
 
 type transcript = harness.Transcript
 
-// parseLink splits a transcript link, PATH#OFFSET.
-func parseLink(link string) (path string, off int64, ok bool) {
-	i := strings.LastIndexByte(link, '#')
-	if i <= 0 {
-		return "", 0, false
-	}
-	off, err := strconv.ParseInt(link[i+1:], 10, 64)
-	if err != nil || off < 0 {
-		return "", 0, false
-	}
-	return link[:i], off, true
-}
-
 // readTranscript resolves a transcript link, a relative path against dir. (The
-// engine's eval.ReadTrace does the same; the command does not link the
+// engine's eval.ReadTranscript does the same; the command does not link the
 // engine for it.)
 func readTranscript(link, dir string) (*transcript, error) {
-	path, off, ok := parseLink(link)
-	if !ok {
-		return nil, fmt.Errorf("%q is not a transcript link (PATH#OFFSET)", link)
+	l, err := jsonl.ParseTranscriptLink(link)
+	if err != nil {
+		return nil, err
 	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
-	}
-	line, err := jsonl.ReadLineAt(path, off)
+	l = l.In(dir)
+	line, err := jsonl.ReadLineAt(l.Path, l.Offset)
 	if err != nil {
 		return nil, err
 	}
 	var t transcript
 	if err := json.Unmarshal(line, &t); err != nil {
-		return nil, fmt.Errorf("trace at %s#%d: %w", path, off, err)
+		return nil, fmt.Errorf("transcript at %s: %w", l, err)
 	}
 	return &t, nil
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/natural"
@@ -332,7 +331,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 				missing++
 				r.Transcript = ""
 			} else {
-				r.Transcript = storeName + "#" + strconv.FormatInt(storeSize, 10)
+				r.Transcript = TranscriptLink{Path: storeName, Offset: storeSize}.String()
 				sw.Write(tbuf)
 				sw.WriteByte('\n')
 				storeSize += int64(len(tbuf) + 1)

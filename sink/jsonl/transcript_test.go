@@ -46,7 +46,7 @@ func TestResolveTranscript(t *testing.T) {
 
 	for _, bad := range []string{"", "no-offset", "#12", "x#", "x#-1", "x#1e3", "x#12a"} {
 		_, _, err := jsonl.ResolveTranscript(log, bad)
-		require.ErrorContains(t, err, "jsonl: transcript link", bad)
+		require.ErrorContains(t, err, "is not a transcript link (PATH#OFFSET)", bad)
 	}
 }
 
@@ -67,4 +67,43 @@ func FuzzResolveTranscript(f *testing.F) {
 			t.Fatalf("ResolveTrace(%q) = %q, %d", link, path, off)
 		}
 	})
+}
+
+// TestTranscriptLink: one parser for every reader of a link (the engine's
+// ReadTranscript, the trace command, the viewer, merge, export, reuse), and
+// String writes what it reads. Before, three parsers disagreed on "#12"
+// (an empty path), "x#-1" (a negative offset) and "file://" links.
+func TestTranscriptLink(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want jsonl.TranscriptLink // zero: not a link
+	}{
+		{"run.traces.jsonl#12", jsonl.TranscriptLink{Path: "run.traces.jsonl", Offset: 12}},
+		{"/abs/run.traces.jsonl#0", jsonl.TranscriptLink{Path: filepath.FromSlash("/abs/run.traces.jsonl")}},
+		{"file:///abs/t.jsonl#3", jsonl.TranscriptLink{Path: filepath.FromSlash("/abs/t.jsonl"), Offset: 3}},
+		{"a#b#4", jsonl.TranscriptLink{Path: "a#b", Offset: 4}},
+		{"#12", jsonl.TranscriptLink{}},
+		{"file://#12", jsonl.TranscriptLink{}},
+		{"x#-1", jsonl.TranscriptLink{}},
+		{"x#", jsonl.TranscriptLink{}},
+		{"x", jsonl.TranscriptLink{}},
+		{"x#1.5", jsonl.TranscriptLink{}},
+		{"x#99999999999999999999", jsonl.TranscriptLink{}},
+	} {
+		got, err := jsonl.ParseTranscriptLink(tc.in)
+		if tc.want == (jsonl.TranscriptLink{}) {
+			require.Error(t, err, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		require.Equal(t, tc.want, got, tc.in)
+		again, err := jsonl.ParseTranscriptLink(got.String())
+		require.NoError(t, err)
+		require.Equal(t, got, again, "String writes what Parse reads")
+	}
+	require.Equal(t, jsonl.TranscriptLink{Path: filepath.Join("/runs", "t.jsonl"), Offset: 5},
+		jsonl.TranscriptLink{Path: "t.jsonl", Offset: 5}.In("/runs"))
+	require.Equal(t, jsonl.TranscriptLink{Path: "/abs/t.jsonl", Offset: 5},
+		jsonl.TranscriptLink{Path: "/abs/t.jsonl", Offset: 5}.In("/runs"), "an absolute path stays")
 }
