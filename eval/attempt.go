@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/permanent"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sink"
@@ -101,7 +102,7 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	}
 	w.deadline.Store(0)
 	w.cancel(nil)
-	if res.fault == sink.KindJudge && res.haveOut && !permanentErr(res.err) {
+	if res.fault == sink.KindJudge && res.haveOut && !permanent.Is(res.err) {
 		// Keep the output, and the sandbox the judge needs, for a retry
 		// that judges again without running the agent again.
 		j.mu.Lock()
@@ -230,7 +231,7 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 		}
 	default:
 		status, kind, msg = sink.Error, res.fault, err.Error()
-		if permanentErr(err) {
+		if permanent.Is(err) {
 			j.permanent = true
 			msg += " (permanent: not retried)"
 		}
@@ -245,24 +246,11 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 
 // Permanent marks err as permanent: an episode that ends in it is not
 // retried (a bad request, a missing credential). Any error with a method
-// Permanent() bool that returns true is permanent too: the model clients'
-// HTTP errors for 400, 401, 403 and 404 are.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
-
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-func (permanentError) Permanent() bool { return true }
-
-func permanentErr(err error) bool {
-	var p interface{ Permanent() bool }
-	return errors.As(err, &p) && p.Permanent()
-}
+// Permanent() bool that returns true is permanent too, as a model's
+// [judge.APIError] for a request that cannot succeed. It is
+// [judge.Permanent]: either marks an error for both the engine and
+// judge.Retry.
+func Permanent(err error) error { return permanent.Wrap(err) }
 
 // dropKept closes the sandbox kept for a judge retry, if any.
 func (j *job) dropKept() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/proctor-evals/proctor/internal/permanent"
 )
 
 // Defaults of [RetryOptions].
@@ -112,7 +114,7 @@ func (r *retry) Complete(ctx context.Context, req Request) (Response, error) {
 			return resp, nil
 		}
 		last = err
-		if ctx.Err() != nil || isPermanent(err) || errors.Is(err, ErrUnscored) {
+		if ctx.Err() != nil || permanent.Is(err) || errors.Is(err, ErrUnscored) {
 			break
 		}
 	}
@@ -153,29 +155,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// isPermanent is the duck-typed contract [Retry] and the eval engine share.
-func isPermanent(err error) bool {
-	var p interface{ Permanent() bool }
-	return errors.As(err, &p) && p.Permanent()
-}
-
 // Permanent wraps err to say that trying again cannot succeed (a bad
 // request, a missing key): [Retry] and the eval engine give up at once.
 // The result has a method Permanent() bool returning true, which is the
-// whole contract: any error type may implement it instead. Permanent(nil)
-// is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err}
-}
-
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string   { return e.err.Error() }
-func (e *permanentError) Unwrap() error   { return e.err }
-func (e *permanentError) Permanent() bool { return true }
+// whole contract: any error type may implement it instead, as [*APIError]
+// does. Permanent(nil) is nil.
+func Permanent(err error) error { return permanent.Wrap(err) }
 
 // Limit returns a Model that lets at most n calls of m run at once; a call
 // waits for a slot while ctx allows. Share the returned Model between the
