@@ -21,27 +21,38 @@
 //
 // # The packages
 //
-//   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms.
-//   - harness: Episode (with its transcript and usage recorder), Harness, Func,
-//     Command (an agent CLI run in the sandbox).
+//   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms;
+//     dataset/parquetdataset (Parquet files), dataset/otlp (OpenTelemetry
+//     traces as a dataset of recorded operations).
+//   - harness: Episode (with its transcript and usage recorder), Harness,
+//     Func, Command (an agent CLI run in the sandbox); harness/replay
+//     (recorded production traffic judged again, by time window).
 //   - judge: Verdict, Judge, Func, Unscored; combinators (All, Any,
 //     Weighted, Cascade, Subsample, Vote); model-graded Rubric judges over a
 //     small Model interface, with judge/openai and judge/anthropic clients;
 //     Calibrate against human labels.
 //   - scorer: deterministic judges: Exact, Normalized, Contains, Regex,
 //     Numeric, JSON, ExitCode.
-//   - sandbox: Provider, Environment, Sandbox; sandbox/local (overlayfs
-//     forks, the embedded default), sandbox/docker; sandbox/sandboxtest (the
-//     conformance suite and an in-memory fake).
+//   - sandbox: Provider, Environment, Sandbox over the driver interfaces of
+//     sandbox/driver; sandbox/local (overlayfs forks, the embedded default),
+//     sandbox/docker; sandbox/sandboxtest (the conformance suite and an
+//     in-memory fake).
 //   - stats: Wilson and Clopper–Pearson intervals, clustered standard
 //     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
 //     size, Holm.
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
 //     log), sink/parquetsink, sink/sinktest (the conformance suite).
-//   - eval: Eval, Config, Run, Rejudge, ReadTranscript;
-//     eval/report: Report, FromRecords, Aggregator, Compare (the analysis
-//     half, without the engine); eval/evaltest: the `go test` gate.
-//   - cmd/proctor: report, compare, export and trace from the command line.
+//   - eval: Eval, Config, Run, Rejudge, ReadTranscript; eval/cli (an eval
+//     as a command line); eval/report: Report, FromRecords, Aggregator,
+//     Compare (the analysis half, without the engine); eval/manifest (what
+//     a run is); eval/evaltest: the `go test` gate.
+//   - cluster: one run across machines over NATS JetStream (a coordinator
+//     and its workers, one log).
+//   - telemetry: OpenTelemetry SDK wiring (OTLP/HTTP) for Config's tracer
+//     and logger providers.
+//   - view: the web viewer and the HTML report.
+//   - cmd/proctor: report, compare, export, merge, trace and view from the
+//     command line.
 //
 // # A first eval
 //

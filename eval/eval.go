@@ -1,11 +1,3 @@
-// Package eval runs evaluations: an [Eval] composes a dataset, a harness and
-// a judge; its Run drives bounded, concurrent episodes (sample × epoch),
-// streams one record per episode to sinks and the durable log, and returns
-// the standard [report.Report].
-//
-// The engine does the hard work once, so that harnesses, judges, sandboxes
-// and sinks stay small: concurrency, timeouts, retries with backoff, panic
-// recovery, error classification, record building, resume and reporting.
 package eval
 
 import (

@@ -1,12 +1,14 @@
 // Command proctor reads the results of evaluation runs: a run's JSONL log
 // (the source of truth) or a directory of Parquet files exported from one.
 //
-//	proctor report [-json | -markdown] RUN...
+//	proctor report [-json | -markdown | -html OUT] RUN...
 //	proctor compare [-json | -markdown] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
 //	proctor export [-force] -parquet DIR LOG
 //	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
 //	proctor trace [-json] LOG SAMPLE [EPOCH]
 //	proctor trace [-json] [LOG] PATH#OFFSET
+//	proctor merge [-force] -o OUT LOG...
+//	proctor view [-addr HOST:PORT] [-trace-url TEMPLATE] [LOG|DIR]...
 //	proctor version
 //	proctor help [COMMAND]
 //
