@@ -50,7 +50,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/sandbox"
 )
@@ -241,7 +240,7 @@ func (s *suite) spec(mod func(*sandbox.Spec)) sandbox.Spec {
 func (s *suite) env(t T, mod func(*sandbox.Spec)) *sandbox.Environment {
 	t.Helper()
 	env, err := s.p.Provision(ctx(t), s.spec(mod))
-	require.NoError(t, err, "Provision")
+	noError(t, err, "Provision")
 	t.Cleanup(func() { env.Close() })
 	return env
 }
@@ -249,7 +248,7 @@ func (s *suite) env(t T, mod func(*sandbox.Spec)) *sandbox.Environment {
 func fork(t T, env *sandbox.Environment) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := env.Fork(ctx(t))
-	require.NoError(t, err, "Fork")
+	noError(t, err, "Fork")
 	t.Cleanup(func() { sb.Close() })
 	return sb
 }
@@ -268,7 +267,7 @@ func ctx(t T) context.Context {
 func run(t T, sb *sandbox.Sandbox, cmd sandbox.Cmd) sandbox.Result {
 	t.Helper()
 	res, err := sb.Exec(ctx(t), cmd)
-	require.NoError(t, err, "Exec %q", cmd.Args)
+	noError(t, err, "Exec %q", cmd.Args)
 	return res
 }
 
@@ -276,13 +275,13 @@ func sh(script string) sandbox.Cmd { return sandbox.Cmd{Args: []string{"sh", "-c
 
 func write(t T, sb *sandbox.Sandbox, name string, data []byte) {
 	t.Helper()
-	require.NoError(t, sb.WriteFile(ctx(t), name, data, 0o644), "WriteFile %s", name)
+	noError(t, sb.WriteFile(ctx(t), name, data, 0o644), "WriteFile %s", name)
 }
 
 func read(t T, sb *sandbox.Sandbox, name string) []byte {
 	t.Helper()
 	b, err := sb.ReadFile(ctx(t), name)
-	require.NoError(t, err, "ReadFile %s", name)
+	noError(t, err, "ReadFile %s", name)
 	return b
 }
 
@@ -304,14 +303,14 @@ func equalBytes(t T, want, got []byte, what string) {
 func requireNotExist(t T, sb *sandbox.Sandbox, name string) {
 	t.Helper()
 	_, err := sb.ReadFile(ctx(t), name)
-	require.Error(t, err, "ReadFile %s", name)
-	require.ErrorIs(t, err, fs.ErrNotExist, "ReadFile %s", name)
+	isError(t, err, "ReadFile %s", name)
+	errorIs(t, err, fs.ErrNotExist, "ReadFile %s", name)
 }
 
 func requireEscape(t T, err error, what string) {
 	t.Helper()
-	require.Error(t, err, what)
-	require.ErrorIs(t, err, sandbox.ErrEscape, what)
+	isError(t, err, what)
+	errorIs(t, err, sandbox.ErrEscape, what)
 }
 
 var cases = append(baseCases, trustCases...)
@@ -322,15 +321,15 @@ var baseCases = []testCase{
 		rule: "a command that exits non-zero is a Result with its exit code and a nil error",
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
-			require.Equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
-			require.Equal(t, 1, run(t, sb, sandbox.Cmd{Args: []string{"false"}}).ExitCode)
+			equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
+			equal(t, 1, run(t, sb, sandbox.Cmd{Args: []string{"false"}}).ExitCode)
 		},
 	},
 	{
 		name: "ExitCodeShell", needs: []Feature{Shell},
 		rule: "the exact exit status of the command is reported",
 		run: func(t T, s *suite) {
-			require.Equal(t, 42, run(t, s.sandbox(t, nil), sh("exit 42")).ExitCode)
+			equal(t, 42, run(t, s.sandbox(t, nil), sh("exit 42")).ExitCode)
 		},
 	},
 	{
@@ -338,7 +337,7 @@ var baseCases = []testCase{
 		rule: "a program that does not exist is a non-zero exit code, not a sandbox error",
 		run: func(t T, s *suite) {
 			res := run(t, s.sandbox(t, nil), sandbox.Cmd{Args: []string{"proctor-no-such-program"}})
-			require.NotEqual(t, 0, res.ExitCode)
+			notEqual(t, 0, res.ExitCode)
 		},
 	},
 	{
@@ -346,8 +345,8 @@ var baseCases = []testCase{
 		rule: "stdout and stderr are captured separately",
 		run: func(t T, s *suite) {
 			res := run(t, s.sandbox(t, nil), sh("echo out; echo err >&2; echo out2"))
-			require.Equal(t, "out\nout2\n", string(res.Stdout))
-			require.Equal(t, "err\n", string(res.Stderr))
+			equal(t, "out\nout2\n", string(res.Stdout))
+			equal(t, "err\n", string(res.Stderr))
 		},
 	},
 	{
@@ -395,9 +394,9 @@ var baseCases = []testCase{
 			})
 			res := run(t, sb, sandbox.Cmd{Args: []string{"env"}, Env: map[string]string{"PROCTOR_B": "cmd"}})
 			lines := strings.Split(string(res.Stdout), "\n")
-			require.Contains(t, lines, "PROCTOR_A=spec")
-			require.Contains(t, lines, "PROCTOR_B=cmd")
-			require.NotContains(t, lines, "PROCTOR_B=spec")
+			contains(t, lines, "PROCTOR_A=spec")
+			contains(t, lines, "PROCTOR_B=cmd")
+			notContains(t, lines, "PROCTOR_B=spec")
 		},
 	},
 	{
@@ -407,7 +406,7 @@ var baseCases = []testCase{
 			sb := s.sandbox(t, nil)
 			write(t, sb, "sub/dir/f.txt", []byte("in sub\n"))
 			res := run(t, sb, sandbox.Cmd{Args: []string{"cat", "f.txt"}, Dir: "sub/dir"})
-			require.Equal(t, "in sub\n", string(res.Stdout))
+			equal(t, "in sub\n", string(res.Stdout))
 		},
 	},
 	{
@@ -417,9 +416,9 @@ var baseCases = []testCase{
 			sb := s.sandbox(t, nil)
 			start := time.Now()
 			res := run(t, sb, sandbox.Cmd{Args: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond})
-			require.True(t, res.TimedOut, "TimedOut")
-			require.Equal(t, -1, res.ExitCode)
-			require.Less(t, time.Since(start), 10*time.Second)
+			isTrue(t, res.TimedOut, "TimedOut")
+			equal(t, -1, res.ExitCode)
+			less(t, time.Since(start), 10*time.Second)
 		},
 	},
 	{
@@ -431,7 +430,7 @@ var baseCases = []testCase{
 				Args:    []string{"sh", "-c", "(sleep 1; echo escaped > escaped.txt) & sh -c 'sleep 1; echo escaped > escaped2.txt' & sleep 30"},
 				Timeout: 300 * time.Millisecond,
 			})
-			require.True(t, res.TimedOut, "TimedOut")
+			isTrue(t, res.TimedOut, "TimedOut")
 			time.Sleep(2 * time.Second)
 			requireNotExist(t, sb, "escaped.txt")
 			requireNotExist(t, sb, "escaped2.txt")
@@ -446,10 +445,10 @@ var baseCases = []testCase{
 			defer cancel()
 			start := time.Now()
 			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"sleep", "30"}})
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Less(t, time.Since(start), 10*time.Second)
+			errorIs(t, err, context.DeadlineExceeded)
+			less(t, time.Since(start), 10*time.Second)
 			// The sandbox is still usable.
-			require.Equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
+			equal(t, 0, run(t, sb, sandbox.Cmd{Args: []string{"true"}}).ExitCode)
 		},
 	},
 	{
@@ -475,7 +474,7 @@ var baseCases = []testCase{
 				equalBytes(t, data, read(t, sb, name), name)
 			}
 			write(t, sb, "a.txt", []byte("x"))
-			require.Equal(t, "x", string(read(t, sb, "a.txt")), "overwrite truncates")
+			equal(t, "x", string(read(t, sb, "a.txt")), "overwrite truncates")
 		},
 	},
 	{
@@ -484,7 +483,7 @@ var baseCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			write(t, sb, "note.txt", []byte("from the API\n"))
-			require.Equal(t, "from the API\n", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "note.txt"}}).Stdout))
+			equal(t, "from the API\n", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "note.txt"}}).Stdout))
 		},
 	},
 	{
@@ -492,8 +491,8 @@ var baseCases = []testCase{
 		rule: "files written by commands are seen through the API",
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
-			require.Equal(t, 0, run(t, sb, sh("mkdir -p out && echo made > out/f.txt")).ExitCode)
-			require.Equal(t, "made\n", string(read(t, sb, "out/f.txt")))
+			equal(t, 0, run(t, sb, sh("mkdir -p out && echo made > out/f.txt")).ExitCode)
+			equal(t, "made\n", string(read(t, sb, "out/f.txt")))
 		},
 	},
 	{
@@ -504,7 +503,7 @@ var baseCases = []testCase{
 			requireNotExist(t, sb, "missing.txt")
 			requireNotExist(t, sb, "missing/dir/f")
 			_, err := sb.ReadDir(ctx(t), "missing-dir")
-			require.ErrorIs(t, err, fs.ErrNotExist)
+			errorIs(t, err, fs.ErrNotExist)
 		},
 	},
 	{
@@ -516,7 +515,7 @@ var baseCases = []testCase{
 			write(t, sb, "list/a.txt", []byte("1"))
 			write(t, sb, "list/sub/c.txt", []byte("x"))
 			got, err := sb.ReadDir(ctx(t), "list")
-			require.NoError(t, err)
+			noError(t, err)
 			type entry struct {
 				Name  string
 				Size  int64
@@ -528,7 +527,7 @@ var baseCases = []testCase{
 				if !fi.IsDir {
 					e.Size = fi.Size
 				}
-				require.Equal(t, fi.IsDir, fi.Mode.IsDir(), "Mode.IsDir of %s", fi.Name)
+				equal(t, fi.IsDir, fi.Mode.IsDir(), "Mode.IsDir of %s", fi.Name)
 				gotE = append(gotE, e)
 			}
 			want := []entry{{"a.txt", 1, false}, {"b.txt", 5, false}, {"sub", 0, true}}
@@ -536,12 +535,12 @@ var baseCases = []testCase{
 				t.Fatalf("ReadDir (-want +got):\n%s", d)
 			}
 			root, err := sb.ReadDir(ctx(t), "")
-			require.NoError(t, err)
+			noError(t, err)
 			var names []string
 			for _, fi := range root {
 				names = append(names, fi.Name)
 			}
-			require.Contains(t, names, "list")
+			contains(t, names, "list")
 		},
 	},
 	{
@@ -549,16 +548,16 @@ var baseCases = []testCase{
 		rule: "Spec.Template and Spec.Files make the initial workspace, Files written after Template",
 		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
-			require.NoError(t, os.MkdirAll(filepath.Join(tmpl, "src"), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "src", "main.txt"), []byte("template\n"), 0o644))
-			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "over.txt"), []byte("template\n"), 0o644))
+			noError(t, os.MkdirAll(filepath.Join(tmpl, "src"), 0o755))
+			noError(t, os.WriteFile(filepath.Join(tmpl, "src", "main.txt"), []byte("template\n"), 0o644))
+			noError(t, os.WriteFile(filepath.Join(tmpl, "over.txt"), []byte("template\n"), 0o644))
 			sb := s.sandbox(t, func(sp *sandbox.Spec) {
 				sp.Template = tmpl
 				sp.Files = map[string][]byte{"over.txt": []byte("files\n"), "new/f.txt": []byte("new\n")}
 			})
-			require.Equal(t, "template\n", string(read(t, sb, "src/main.txt")))
-			require.Equal(t, "files\n", string(read(t, sb, "over.txt")))
-			require.Equal(t, "new\n", string(read(t, sb, "new/f.txt")))
+			equal(t, "template\n", string(read(t, sb, "src/main.txt")))
+			equal(t, "files\n", string(read(t, sb, "over.txt")))
+			equal(t, "new\n", string(read(t, sb, "new/f.txt")))
 		},
 	},
 	{
@@ -571,7 +570,7 @@ var baseCases = []testCase{
 			})
 			for i := range 2 {
 				sb := fork(t, env)
-				require.Equal(t, "input\nready\n", string(read(t, sb, "setup.txt")), "fork %d", i)
+				equal(t, "input\nready\n", string(read(t, sb, "setup.txt")), "fork %d", i)
 			}
 		},
 	},
@@ -585,7 +584,7 @@ var baseCases = []testCase{
 			if err == nil {
 				env.Close()
 			}
-			require.ErrorIs(t, err, sandbox.ErrUnavailable)
+			errorIs(t, err, sandbox.ErrUnavailable)
 		},
 	},
 	{
@@ -598,9 +597,9 @@ var baseCases = []testCase{
 			a, b := fork(t, env), fork(t, env)
 			write(t, a, "shared.txt", []byte("changed by a"))
 			write(t, a, "only-a.txt", []byte("a"))
-			require.Equal(t, "original", string(read(t, b, "shared.txt")))
+			equal(t, "original", string(read(t, b, "shared.txt")))
 			requireNotExist(t, b, "only-a.txt")
-			require.Equal(t, "changed by a", string(read(t, a, "shared.txt")))
+			equal(t, "changed by a", string(read(t, a, "shared.txt")))
 		},
 	},
 	{
@@ -611,9 +610,9 @@ var baseCases = []testCase{
 				sp.Files = map[string][]byte{"shared.txt": []byte("original"), "d/x": []byte("x")}
 			})
 			a, b := fork(t, env), fork(t, env)
-			require.Equal(t, 0, run(t, a, sh("echo changed > shared.txt && rm -r d && echo a > only-a.txt")).ExitCode)
-			require.Equal(t, "original", string(read(t, b, "shared.txt")))
-			require.Equal(t, "x", string(read(t, b, "d/x")))
+			equal(t, 0, run(t, a, sh("echo changed > shared.txt && rm -r d && echo a > only-a.txt")).ExitCode)
+			equal(t, "original", string(read(t, b, "shared.txt")))
+			equal(t, "x", string(read(t, b, "d/x")))
 			requireNotExist(t, b, "only-a.txt")
 		},
 	},
@@ -622,20 +621,20 @@ var baseCases = []testCase{
 		rule: "no write in a fork reaches the template or later forks",
 		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "t.txt"), []byte("template"), 0o644))
+			noError(t, os.WriteFile(filepath.Join(tmpl, "t.txt"), []byte("template"), 0o644))
 			env := s.env(t, func(sp *sandbox.Spec) { sp.Template = tmpl })
 			a := fork(t, env)
 			write(t, a, "t.txt", []byte("changed"))
 			write(t, a, "new.txt", []byte("new"))
-			require.NoError(t, a.Close())
+			noError(t, a.Close())
 			b := fork(t, env)
-			require.Equal(t, "template", string(read(t, b, "t.txt")))
+			equal(t, "template", string(read(t, b, "t.txt")))
 			requireNotExist(t, b, "new.txt")
 			got, err := os.ReadFile(filepath.Join(tmpl, "t.txt"))
-			require.NoError(t, err)
-			require.Equal(t, "template", string(got))
+			noError(t, err)
+			equal(t, "template", string(got))
 			_, err = os.Stat(filepath.Join(tmpl, "new.txt"))
-			require.ErrorIs(t, err, fs.ErrNotExist)
+			errorIs(t, err, fs.ErrNotExist)
 		},
 	},
 	{
@@ -644,20 +643,20 @@ var baseCases = []testCase{
 		run: func(t T, s *suite) {
 			env := s.env(t, nil)
 			sb := fork(t, env)
-			require.NoError(t, sb.Close())
-			require.NoError(t, sb.Close(), "second Close")
+			noError(t, sb.Close())
+			noError(t, sb.Close(), "second Close")
 			c := ctx(t)
 			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"true"}})
-			require.ErrorIs(t, err, sandbox.ErrClosed, "Exec")
+			errorIs(t, err, sandbox.ErrClosed, "Exec")
 			_, err = sb.ReadFile(c, "f")
-			require.ErrorIs(t, err, sandbox.ErrClosed, "ReadFile")
-			require.ErrorIs(t, sb.WriteFile(c, "f", nil, 0o644), sandbox.ErrClosed, "WriteFile")
+			errorIs(t, err, sandbox.ErrClosed, "ReadFile")
+			errorIs(t, sb.WriteFile(c, "f", nil, 0o644), sandbox.ErrClosed, "WriteFile")
 			_, err = sb.ReadDir(c, "")
-			require.ErrorIs(t, err, sandbox.ErrClosed, "ReadDir")
-			require.NoError(t, env.Close())
-			require.NoError(t, env.Close(), "second environment Close")
+			errorIs(t, err, sandbox.ErrClosed, "ReadDir")
+			noError(t, env.Close())
+			noError(t, env.Close(), "second environment Close")
 			_, err = env.Fork(c)
-			require.ErrorIs(t, err, sandbox.ErrClosed, "Fork after Close")
+			errorIs(t, err, sandbox.ErrClosed, "Fork after Close")
 		},
 	},
 	{
@@ -666,10 +665,10 @@ var baseCases = []testCase{
 		run: func(t T, s *suite) {
 			env := s.env(t, func(sp *sandbox.Spec) { sp.Files = map[string][]byte{"f": []byte("base")} })
 			sb := fork(t, env)
-			require.NoError(t, env.Close())
-			require.Equal(t, "base", string(read(t, sb, "f")))
+			noError(t, env.Close())
+			equal(t, "base", string(read(t, sb, "f")))
 			write(t, sb, "g", []byte("g"))
-			require.Equal(t, "base", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "f"}}).Stdout))
+			equal(t, "base", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "f"}}).Stdout))
 		},
 	},
 	{
@@ -683,7 +682,7 @@ var baseCases = []testCase{
 				done <- err
 			}()
 			time.Sleep(500 * time.Millisecond)
-			require.NoError(t, sb.Close())
+			noError(t, sb.Close())
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
@@ -726,7 +725,7 @@ var baseCases = []testCase{
 				})
 			}
 			wg.Wait()
-			require.Zero(t, failures.Load(), "failed operations")
+			zero(t, failures.Load(), "failed operations")
 		},
 	},
 
@@ -750,7 +749,7 @@ var baseCases = []testCase{
 			requireEscape(t, err, "Exec Dir ../..")
 			// Inside the workspace, ".." is fine.
 			write(t, sb, "a/../b.txt", []byte("b"))
-			require.Equal(t, "b", string(read(t, sb, "b.txt")))
+			equal(t, "b", string(read(t, sb, "b.txt")))
 		},
 	},
 	{
@@ -759,13 +758,13 @@ var baseCases = []testCase{
 		run: func(t T, s *suite) {
 			tmpl := t.TempDir()
 			outside := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
-			require.NoError(t, os.Symlink("/etc", filepath.Join(tmpl, "etc")))
-			require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(tmpl, "passwd")))
-			require.NoError(t, os.Symlink(outside, filepath.Join(tmpl, "out")))
-			require.NoError(t, os.Symlink("../../../../../../../../etc/passwd", filepath.Join(tmpl, "rel")))
-			require.NoError(t, os.WriteFile(filepath.Join(tmpl, "real.txt"), []byte("real"), 0o644))
-			require.NoError(t, os.Symlink("real.txt", filepath.Join(tmpl, "inside")))
+			noError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644))
+			noError(t, os.Symlink("/etc", filepath.Join(tmpl, "etc")))
+			noError(t, os.Symlink("/etc/passwd", filepath.Join(tmpl, "passwd")))
+			noError(t, os.Symlink(outside, filepath.Join(tmpl, "out")))
+			noError(t, os.Symlink("../../../../../../../../etc/passwd", filepath.Join(tmpl, "rel")))
+			noError(t, os.WriteFile(filepath.Join(tmpl, "real.txt"), []byte("real"), 0o644))
+			noError(t, os.Symlink("real.txt", filepath.Join(tmpl, "inside")))
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Template = tmpl })
 			c := ctx(t)
 			for _, name := range []string{"etc/passwd", "passwd", "out/secret", "rel"} {
@@ -775,12 +774,12 @@ var baseCases = []testCase{
 			requireEscape(t, sb.WriteFile(c, "out/written", []byte("x"), 0o644), "WriteFile out/written")
 			requireEscape(t, sb.WriteFile(c, "out/new/deeper", []byte("x"), 0o644), "WriteFile out/new/deeper")
 			_, err := os.Stat(filepath.Join(outside, "written"))
-			require.ErrorIs(t, err, fs.ErrNotExist, "write reached the host")
+			errorIs(t, err, fs.ErrNotExist, "write reached the host")
 			_, err = sb.ReadDir(c, "etc")
 			requireEscape(t, err, "ReadDir etc")
 			_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Dir: "out"})
 			requireEscape(t, err, "Exec Dir out")
-			require.Equal(t, "real", string(read(t, sb, "inside")), "a symlink inside the workspace is followed")
+			equal(t, "real", string(read(t, sb, "inside")), "a symlink inside the workspace is followed")
 		},
 	},
 	{
@@ -789,7 +788,7 @@ var baseCases = []testCase{
 		rule:      "with Spec.Network false nothing on the host (loopback or other addresses) is reachable; with it true the host is",
 		run: func(t T, s *suite) {
 			ln, err := net.Listen("tcp", ":0")
-			require.NoError(t, err)
+			noError(t, err)
 			defer ln.Close()
 			var accepted atomic.Int64
 			go greet(ln, &accepted)
@@ -812,10 +811,10 @@ var baseCases = []testCase{
 				return reached
 			}
 			off := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = false })
-			require.Empty(t, probe(off), "addresses reached with Network false")
-			require.Zero(t, accepted.Load(), "connections accepted from a sandbox without network")
+			empty(t, probe(off), "addresses reached with Network false")
+			zero(t, accepted.Load(), "connections accepted from a sandbox without network")
 			on := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = true })
-			require.NotEmpty(t, probe(on), "no host address reached with Network true: the probe itself does not work")
+			notEmpty(t, probe(on), "no host address reached with Network true: the probe itself does not work")
 		},
 	},
 	{
@@ -825,18 +824,18 @@ var baseCases = []testCase{
 		run: func(t T, s *suite) {
 			// Short: a socket path has a limit of about 100 bytes.
 			dir, err := os.MkdirTemp("", "px")
-			require.NoError(t, err)
+			noError(t, err)
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			sock := filepath.Join(dir, "s")
 			ln, err := net.Listen("unix", sock)
-			require.NoError(t, err)
+			noError(t, err)
 			defer ln.Close()
 			var accepted atomic.Int64
 			go greet(ln, &accepted)
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = false })
 			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "dial", "unix", sock}, Timeout: 15 * time.Second})
-			require.NotContains(t, string(res.Stdout), "proctor-ok", "a host Unix socket was reached")
-			require.Zero(t, accepted.Load(), "connections accepted on a host Unix socket")
+			notContainsText(t, string(res.Stdout), "proctor-ok", "a host Unix socket was reached")
+			zero(t, accepted.Load(), "connections accepted on a host Unix socket")
 		},
 	},
 	{
@@ -849,7 +848,7 @@ var baseCases = []testCase{
 				Args:    []string{"sh", "-c", "i=0; while [ $i -lt 200 ]; do sleep 5 >/dev/null 2>&1 & i=$((i+1)); done; echo all-started"},
 				Timeout: 60 * time.Second,
 			})
-			require.False(t, res.ExitCode == 0 && strings.Contains(string(res.Stdout), "all-started"),
+			isFalse(t, res.ExitCode == 0 && strings.Contains(string(res.Stdout), "all-started"),
 				"200 processes started under a limit of 32: exit %d, stderr %q", res.ExitCode, res.Stderr)
 		},
 	},
@@ -863,7 +862,7 @@ var baseCases = []testCase{
 				Args:    []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`},
 				Timeout: 60 * time.Second,
 			})
-			require.False(t, res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "200000000",
+			isFalse(t, res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "200000000",
 				"200 MB held under a 32 MB limit")
 		},
 	},
@@ -947,8 +946,8 @@ func (s *suite) probe(t T, sb *sandbox.Sandbox) string {
 		t.Skipf("%v", err)
 	}
 	data, err := os.ReadFile(bin)
-	require.NoError(t, err)
-	require.NoError(t, sb.WriteFile(ctx(t), "probe", data, 0o755), "writing the probe")
+	noError(t, err)
+	noError(t, sb.WriteFile(ctx(t), "probe", data, 0o755), "writing the probe")
 	return name
 }
 
@@ -965,19 +964,19 @@ var trustCases = []testCase{
 				write(t, sb, name, []byte(name))
 			}
 			for _, name := range names {
-				require.Equal(t, name, string(read(t, sb, name)), "ReadFile %q", name)
+				equal(t, name, string(read(t, sb, name)), "ReadFile %q", name)
 			}
 			list, err := sb.ReadDir(ctx(t), "")
-			require.NoError(t, err)
+			noError(t, err)
 			var got []string
 			for _, fi := range list {
 				got = append(got, fi.Name)
 			}
 			for _, want := range []string{"..name", "...", "a b.txt", "dir with space", "-dash", "..d", ".hidden"} {
-				require.Contains(t, got, want, "ReadDir of the root")
+				contains(t, got, want, "ReadDir of the root")
 			}
-			require.Equal(t, "..d/..e", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..e"}, Dir: "..d"}).Stdout), "Cmd.Dir \"..d\"")
-			require.Equal(t, "..name", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..name"}}).Stdout), "a command reads \"..name\"")
+			equal(t, "..d/..e", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..e"}, Dir: "..d"}).Stdout), "Cmd.Dir \"..d\"")
+			equal(t, "..name", string(run(t, sb, sandbox.Cmd{Args: []string{"cat", "..name"}}).Stdout), "a command reads \"..name\"")
 		},
 	},
 	{
@@ -986,13 +985,13 @@ var trustCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			c := ctx(t)
-			require.ErrorIs(t, sb.WriteFile(c, "a\x00b", nil, 0o644), fs.ErrInvalid)
-			require.ErrorIs(t, sb.WriteFile(c, "bad\xffutf8", nil, 0o644), fs.ErrInvalid)
-			require.ErrorIs(t, sb.WriteFile(c, "", nil, 0o644), fs.ErrInvalid)
+			errorIs(t, sb.WriteFile(c, "a\x00b", nil, 0o644), fs.ErrInvalid)
+			errorIs(t, sb.WriteFile(c, "bad\xffutf8", nil, 0o644), fs.ErrInvalid)
+			errorIs(t, sb.WriteFile(c, "", nil, 0o644), fs.ErrInvalid)
 			_, err := sb.Exec(c, sandbox.Cmd{Args: []string{"true"}, Env: map[string]string{"A=B": "x"}})
-			require.ErrorIs(t, err, fs.ErrInvalid)
+			errorIs(t, err, fs.ErrInvalid)
 			_, err = sb.Exec(c, sandbox.Cmd{})
-			require.ErrorIs(t, err, fs.ErrInvalid)
+			errorIs(t, err, fs.ErrInvalid)
 		},
 	},
 	{
@@ -1003,16 +1002,16 @@ var trustCases = []testCase{
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.OutputBytes = limit })
 			p := s.probe(t, sb)
 			res := run(t, sb, sandbox.Cmd{Args: []string{p, "yes", "3000000"}})
-			require.Equal(t, 0, res.ExitCode, "stderr: %q", res.Stderr)
-			require.True(t, res.Truncated, "Truncated")
-			require.Len(t, res.Stdout, limit)
-			require.Equal(t, "y\ny\n", string(res.Stdout[:4]))
+			equal(t, 0, res.ExitCode, "stderr: %q", res.Stderr)
+			isTrue(t, res.Truncated, "Truncated")
+			hasLen(t, res.Stdout, limit)
+			equal(t, "y\ny\n", string(res.Stdout[:4]))
 			res = run(t, sb, sandbox.Cmd{Args: []string{p, "yes-err", "3000000"}})
-			require.True(t, res.Truncated, "Truncated")
-			require.Len(t, res.Stderr, limit)
+			isTrue(t, res.Truncated, "Truncated")
+			hasLen(t, res.Stderr, limit)
 			res = run(t, sb, sandbox.Cmd{Args: []string{p, "yes", "1000"}})
-			require.False(t, res.Truncated, "1000 bytes under a 1 MiB cap")
-			require.Len(t, res.Stdout, 1000)
+			isFalse(t, res.Truncated, "1000 bytes under a 1 MiB cap")
+			hasLen(t, res.Stdout, 1000)
 		},
 	},
 	{
@@ -1021,10 +1020,10 @@ var trustCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "yes"}, Timeout: 2 * time.Second})
-			require.True(t, res.TimedOut, "TimedOut")
-			require.LessOrEqual(t, len(res.Stdout), sandbox.DefaultOutputBytes)
+			isTrue(t, res.TimedOut, "TimedOut")
+			lessOrEqual(t, len(res.Stdout), sandbox.DefaultOutputBytes)
 			if len(res.Stdout) == sandbox.DefaultOutputBytes {
-				require.True(t, res.Truncated, "Truncated")
+				isTrue(t, res.Truncated, "Truncated")
 			}
 		},
 	},
@@ -1036,11 +1035,11 @@ var trustCases = []testCase{
 			write(t, sb, "big", make([]byte, 1001))
 			write(t, sb, "fits", make([]byte, 1000))
 			_, err := sb.ReadFile(ctx(t), "big")
-			require.ErrorIs(t, err, sandbox.ErrTooLarge)
+			errorIs(t, err, sandbox.ErrTooLarge)
 			var pe *sandbox.PathError
-			require.ErrorAs(t, err, &pe)
-			require.Equal(t, "big", pe.Path)
-			require.Len(t, read(t, sb, "fits"), 1000)
+			errorAs(t, err, &pe)
+			equal(t, "big", pe.Path)
+			hasLen(t, read(t, sb, "fits"), 1000)
 		},
 	},
 	{
@@ -1049,11 +1048,11 @@ var trustCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "sparse", "huge", "100000000000"}})
-			require.Equal(t, 0, res.ExitCode, "probe sparse: %s", res.Stderr)
+			equal(t, 0, res.ExitCode, "probe sparse: %s", res.Stderr)
 			start := time.Now()
 			_, err := sb.ReadFile(ctx(t), "huge")
-			require.ErrorIs(t, err, sandbox.ErrTooLarge)
-			require.Less(t, time.Since(start), 10*time.Second)
+			errorIs(t, err, sandbox.ErrTooLarge)
+			less(t, time.Since(start), 10*time.Second)
 		},
 	},
 	{
@@ -1063,7 +1062,7 @@ var trustCases = []testCase{
 			sb := s.sandbox(t, nil)
 			write(t, sb, "d/f", []byte("x"))
 			_, err := sb.ReadFile(ctx(t), "d")
-			require.ErrorIs(t, err, sandbox.ErrNotRegular)
+			errorIs(t, err, sandbox.ErrNotRegular)
 		},
 	},
 	{
@@ -1072,11 +1071,11 @@ var trustCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, nil)
 			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "mkfifo", "fifo"}})
-			require.Equal(t, 0, res.ExitCode, "probe mkfifo: %s", res.Stderr)
+			equal(t, 0, res.ExitCode, "probe mkfifo: %s", res.Stderr)
 			c, cancel := context.WithTimeout(ctx(t), 20*time.Second)
 			defer cancel()
 			_, err := sb.ReadFile(c, "fifo")
-			require.ErrorIs(t, err, sandbox.ErrNotRegular)
+			errorIs(t, err, sandbox.ErrNotRegular)
 		},
 	},
 	{
@@ -1087,11 +1086,11 @@ var trustCases = []testCase{
 			c, cancel := context.WithCancel(ctx(t))
 			cancel()
 			_, err := sb.ReadFile(c, "f")
-			require.ErrorIs(t, err, context.Canceled)
-			require.ErrorIs(t, sb.WriteFile(c, "f", []byte("x"), 0o644), context.Canceled)
+			errorIs(t, err, context.Canceled)
+			errorIs(t, sb.WriteFile(c, "f", []byte("x"), 0o644), context.Canceled)
 			requireNotExist(t, sb, "f")
 			_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"true"}})
-			require.ErrorIs(t, err, context.Canceled)
+			errorIs(t, err, context.Canceled)
 		},
 	},
 	{
@@ -1101,7 +1100,7 @@ var trustCases = []testCase{
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.DiskBytes = 8 << 20 })
 			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "fill", "fill", strconv.Itoa(64 << 20)}, Timeout: time.Minute})
-			require.NotEqual(t, 0, res.ExitCode, "64 MiB written under an 8 MiB limit")
+			notEqual(t, 0, res.ExitCode, "64 MiB written under an 8 MiB limit")
 		},
 	},
 }
