@@ -152,7 +152,7 @@ func BenchmarkOpen1M(b *testing.B) {
 	b.Run("text-report", func(b *testing.B) {
 		cpu := cpuSeconds()
 		for range b.N {
-			rep, err := report.FromRecords(jsonl.Records(log), nil)
+			rep, err := report.FromLog(log, nil) // what proctor report does
 			if err != nil || rep.Episodes != 1_000_000 {
 				b.Fatal(err)
 			}

@@ -254,11 +254,36 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 }
 
 func reportOf(path string, stderr io.Writer) (*report.Report, error) {
+	if endsLine(path) {
+		// A whole log, read on every core: a torn tail would be a warning
+		// in the report, which the command prints on stderr instead.
+		return report.FromLog(path, nil)
+	}
 	seq, err := records(path, stderr)
 	if err != nil {
 		return nil, err
 	}
 	return report.FromRecords(seq, nil)
+}
+
+// endsLine reports whether path is a regular file, not Parquet, whose last
+// byte ends a line.
+func endsLine(path string) bool {
+	if strings.HasSuffix(path, ".parquet") {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return false
+	}
+	var b [1]byte
+	_, err = f.ReadAt(b[:], st.Size()-1)
+	return err == nil && b[0] == '\n'
 }
 
 var reportCommand = &command{

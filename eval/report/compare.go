@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/natural"
-	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
 )
 
@@ -356,16 +355,16 @@ func frac(n, d int) float64 {
 }
 
 // CompareLogs compares the runs recorded in two JSONL logs: the report of
-// each is FromRecords(jsonl.Records(path), …), and a torn tail is a
-// warning of the comparison.
+// each is FromLog(path, …), and a torn tail is a warning of the
+// comparison.
 func CompareLogs(basePath, headPath string, opts *CompareOptions) (*Comparison, error) {
 	o := opts.withDefaults()
 	ro := &Options{Level: o.Level, Resamples: -1}
-	base, err := FromRecords(jsonl.Records(basePath), ro)
+	base, err := FromLog(basePath, ro)
 	if err != nil {
 		return nil, fmt.Errorf("report: compare: base: %w", err)
 	}
-	head, err := FromRecords(jsonl.Records(headPath), ro)
+	head, err := FromLog(headPath, ro)
 	if err != nil {
 		return nil, fmt.Errorf("report: compare: head: %w", err)
 	}

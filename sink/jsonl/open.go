@@ -177,8 +177,8 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 	// Every core checks whole lines up to the first that is not a record;
 	// from there on (a torn tail, a corrupt line: rare, and short) one
 	// line at a time, with the rule Records applies.
-	off, num, err := scanParallel(f, (*chunk).checkKeys, func(c *chunk) error {
-		for _, k := range c.keys {
+	off, num, err := recordjson.ScanChunks(f, checkKeys, func(c *recordjson.Chunk[numKey]) error {
+		for _, k := range c.Out {
 			if err := apply(k.LineKey, k.num); err != nil {
 				return err
 			}

@@ -228,8 +228,8 @@ func readFile(f *os.File, path string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		stopped := errors.New("stopped")
 		committed := 0
-		off, num, err := scanParallel(f, (*chunk).decodeEntries, func(c *chunk) error {
-			for _, e := range c.entries {
+		off, num, err := recordjson.ScanChunks(f, decodeEntries, func(c *recordjson.Chunk[Entry]) error {
+			for _, e := range c.Out {
 				committed++
 				if !yield(e, nil) {
 					return stopped
