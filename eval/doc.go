@@ -44,8 +44,8 @@
 //   - reuse.go, select.go, rejudge.go: results taken from earlier logs
 //     (Config.ReuseFrom), the samples a derived run selects (Config.Select,
 //     Config.Subset), and judging a log again ([Eval.Rejudge]).
-//   - progress.go: the numbers of a run in flight ([Progress]) and the
-//     line on stderr.
+//   - progress.go, progress_print.go: the numbers of a run in flight
+//     ([Progress], the tracker) and the line on stderr (the printer).
 //   - otel.go: one OpenTelemetry trace per episode and each verdict as an
 //     event, through the API only: nothing runs until a provider is set.
 //   - shard.go, transcript.go, interrupt.go, manifest.go: shards of a run
