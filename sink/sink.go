@@ -41,8 +41,41 @@ const (
 	KindNotSampled ErrorKind = "not_sampled"
 )
 
-// Record is the standard row: one per finished episode. Its JSON form (the
-// JSONL log) uses the snake_case names in the tags, in this order.
+// Record is the standard row: one per finished episode. Its JSON form, one
+// line of the JSONL log, is schema 1: the snake_case names in the tags, in
+// this order.
+//
+//   - schema: 1 ([SchemaVersion]).
+//   - run_id, eval: the run and the eval's name.
+//   - sample_id, epoch: the episode's key: (run, sample, epoch) is recorded
+//     exactly once.
+//   - attempt: 0 on the first try; retries count up.
+//   - status: pass, fail (the agent was wrong), error (infrastructure:
+//     timeout, panic, sandbox, harness or judge error, after retries),
+//     unscored (the judge could not decide). Pass rates leave out error and
+//     unscored episodes; a report always counts them.
+//   - score, scores, weight: the judge's score in [0,1], its sub-scores,
+//     and the inverse-probability weight of a sampled verdict.
+//   - reason, error, error_kind: why; the error (with the stack for a
+//     panic); its [ErrorKind].
+//   - input, output: the sample's input and the harness's output, as JSON.
+//   - tags: the sample's breakdown keys.
+//   - started_at, duration_ms: when the last attempt started, and how long
+//     it took.
+//   - input_tokens, output_tokens, cost_usd: the usage the harness and the
+//     judge recorded, over every attempt.
+//   - seed: the episode's seed, derived from (run seed, sample ID, epoch).
+//   - trace (Go: Transcript): PATH#OFFSET, the episode's transcript in the
+//     run's transcript store beside the log (run.traces.jsonl for
+//     run.jsonl; jsonl.TranscriptLink). The JSON name predates the word.
+//   - parent_run_id: for a rejudged run, the run whose outputs it judged.
+//   - reused_from: for a reused result, the run that produced it.
+//   - worker: where the episode ran in a sharded or distributed run
+//     ("host:pid").
+//   - trace_id, span_id: the episode's OpenTelemetry trace and span, when
+//     tracing is on.
+//
+// AppendJSON writes that form without reflection; encoding/json reads it.
 type Record struct {
 	Schema       int                `json:"schema"`
 	RunID        string             `json:"run_id"`
