@@ -1,7 +1,6 @@
 package report
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/proctor-evals/proctor/internal/recordjson"
@@ -19,7 +18,7 @@ import (
 func FromLog(path string, opts *Options) (*Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return FromRecords(jsonl.Records(path), opts) // which says why
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -27,9 +26,17 @@ func FromLog(path string, opts *Options) (*Report, error) {
 		return FromRecords(jsonl.Records(path), opts)
 	}
 	a := NewAggregator(opts)
-	end, _, err := recordjson.ScanChunks(f, decodeForReport, func(c *recordjson.Chunk[sink.Record]) error {
+	end, _, err := recordjson.ScanChunks(f, decodeForReport, func(c *recordjson.Chunk[reportLine]) error {
 		for i := range c.Out {
-			a.Add(&c.Out[i])
+			l := &c.Out[i]
+			if _, known := a.Index(l.rec.SampleID); !known {
+				// A sample's first record: Add keeps its tags.
+				var tagged sink.Record
+				if recordjson.DecodeLine(c.Data[l.start:l.end], &tagged, &tagsOnly) == nil {
+					l.rec.Tags = tagged.Tags
+				}
+			}
+			a.Add(&l.rec)
 		}
 		return nil
 	})
@@ -39,29 +46,29 @@ func FromLog(path string, opts *Options) (*Report, error) {
 	return a.Report(), nil
 }
 
-// reportDecode leaves out of a record what Aggregator.Add never reads.
-var reportDecode = recordjson.DecodeOptions{NoRaw: true, NoMaps: true}
+// reportLine is a record decoded as a report reads it, and where its line
+// is in its chunk.
+type reportLine struct {
+	rec        sink.Record
+	start, end int
+}
 
-// decodeForReport decodes the records of a chunk as a report reads them:
-// the tags only of the first record of each sample in the chunk (the first
-// record of a sample in the log is the first in its chunk, which is when
-// Add reads them), and stops at the first line that is not a committed
-// record.
-func decodeForReport(c *recordjson.Chunk[sink.Record]) {
-	seen := map[string]struct{}{}
-	c.EachLine(func(l []byte, _, _ int) bool {
-		c.Out = append(c.Out, sink.Record{})
-		r := &c.Out[len(c.Out)-1]
+var (
+	// reportDecode leaves out of a record what Aggregator.Add never reads
+	// (and the tags, which it reads once a sample).
+	reportDecode = recordjson.DecodeOptions{NoRaw: true, NoMaps: true}
+	tagsOnly     = recordjson.DecodeOptions{NoRaw: true}
+)
+
+// decodeForReport decodes the records of a chunk, up to the first line that
+// is not a committed record.
+func decodeForReport(c *recordjson.Chunk[reportLine]) {
+	c.EachLine(func(l []byte, i, _ int) bool {
+		c.Out = append(c.Out, reportLine{start: i, end: i + len(l)})
+		r := &c.Out[len(c.Out)-1].rec
 		if err := recordjson.DecodeLine(l, r, &reportDecode); err != nil || r.Schema != sink.SchemaVersion {
 			c.Out = c.Out[:len(c.Out)-1]
 			return false
-		}
-		if _, ok := seen[r.SampleID]; !ok {
-			seen[r.SampleID] = struct{}{}
-			var tagged sink.Record
-			if recordjson.DecodeLine(l, &tagged, &recordjson.DecodeOptions{NoRaw: true}) == nil {
-				r.Tags = tagged.Tags
-			}
 		}
 		return true
 	})
