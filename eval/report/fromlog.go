@@ -29,12 +29,14 @@ func FromLog(path string, opts *Options) (*Report, error) {
 	end, _, err := recordjson.ScanChunks(f, decodeForReport, func(c *recordjson.Chunk[reportLine]) error {
 		for i := range c.Out {
 			l := &c.Out[i]
-			if _, known := a.Index(l.rec.SampleID); !known {
-				// A sample's first record: Add keeps its tags.
-				var tagged sink.Record
-				if recordjson.DecodeLine(c.Data[l.start:l.end], &tagged, &tagsOnly) == nil {
-					l.rec.Tags = tagged.Tags
-				}
+			if s, known := a.Index(l.rec.SampleID); known {
+				a.AddAt(s, &l.rec)
+				continue
+			}
+			// A sample's first record: Add keeps its tags.
+			var tagged sink.Record
+			if recordjson.DecodeLine(c.Data[l.start:l.end], &tagged, &tagsOnly) == nil {
+				l.rec.Tags = tagged.Tags
 			}
 			a.Add(&l.rec)
 		}
