@@ -1,8 +1,6 @@
 package eval
 
 import (
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 
 	"github.com/proctor-evals/proctor/harness"
@@ -20,18 +18,9 @@ func transcriptLink(path string, offset int64) string {
 // ReadTranscript resolves a record's transcript link to the transcript. A
 // relative path in the link is taken relative to dir (the log's directory).
 func ReadTranscript(link, dir string) (*harness.Transcript, error) {
-	l, err := jsonl.ParseTranscriptLink(link)
-	if err != nil {
-		return nil, err
-	}
-	l = l.In(dir)
-	line, err := jsonl.ReadLineAt(l.Path, l.Offset)
-	if err != nil {
-		return nil, err
-	}
 	var t harness.Transcript
-	if err := json.Unmarshal(line, &t); err != nil {
-		return nil, fmt.Errorf("eval: transcript at %s: %w", l, err)
+	if err := jsonl.ReadTranscript(link, dir, &t); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }

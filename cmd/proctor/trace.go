@@ -92,18 +92,9 @@ type transcript = harness.Transcript
 // engine's eval.ReadTranscript does the same; the command does not link the
 // engine for it.)
 func readTranscript(link, dir string) (*transcript, error) {
-	l, err := jsonl.ParseTranscriptLink(link)
-	if err != nil {
-		return nil, err
-	}
-	l = l.In(dir)
-	line, err := jsonl.ReadLineAt(l.Path, l.Offset)
-	if err != nil {
-		return nil, err
-	}
 	var t transcript
-	if err := json.Unmarshal(line, &t); err != nil {
-		return nil, fmt.Errorf("transcript at %s: %w", l, err)
+	if err := jsonl.ReadTranscript(link, dir, &t); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }

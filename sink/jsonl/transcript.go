@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -58,4 +59,23 @@ func ResolveTranscript(logPath, link string) (path string, offset int64, err err
 	}
 	l = l.In(filepath.Dir(logPath))
 	return l.Path, l.Offset, nil
+}
+
+// ReadTranscript reads the transcript a record's link names, a relative
+// path taken relative to dir (the log's directory), and decodes its JSON
+// line into v (a *harness.Transcript).
+func ReadTranscript(link, dir string, v any) error {
+	l, err := ParseTranscriptLink(link)
+	if err != nil {
+		return err
+	}
+	l = l.In(dir)
+	line, err := ReadLineAt(l.Path, l.Offset)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		return fmt.Errorf("jsonl: transcript at %s: %w", l, err)
+	}
+	return nil
 }
