@@ -474,17 +474,6 @@ func (e *StopError) Error() string { return "cluster: run stopped: " + e.Reason 
 // returns the report. On ctx done (an interrupt) it stops the run: every
 // worker cancels its episodes, which run again on resume.
 func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
-	maxRate := c.cfg.MaxErrorRate
-	switch {
-	case maxRate == 0:
-		maxRate = eval.DefaultMaxErrorRate
-	case maxRate < 0:
-		maxRate = 0
-	}
-	after := int64(c.cfg.ErrorRateAfter)
-	if after == 0 {
-		after = eval.DefaultErrorRateAfter
-	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var stopErr error
@@ -506,12 +495,12 @@ loop:
 				budget = true
 				break loop
 			}
-			if maxRate > 0 && st.Records >= after && float64(st.Errors) > maxRate*float64(st.Records) {
-				last := ""
-				if p := c.lastErr.Load(); p != nil {
-					last = *p
-				}
-				stopErr = &eval.ErrorRateError{Errors: int(st.Errors), Episodes: int(st.Records), Max: maxRate, Last: last}
+			last := ""
+			if p := c.lastErr.Load(); p != nil {
+				last = *p
+			}
+			if err := c.cfg.ErrorRateStop(st.Errors, st.Records, last); err != nil {
+				stopErr = err
 				break loop
 			}
 		}

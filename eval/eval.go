@@ -218,11 +218,8 @@ func (c Config) withDefaults() Config {
 	if c.Epochs == 0 {
 		c.Epochs = 1
 	}
-	switch {
-	case c.MaxErrorRate == 0:
-		c.MaxErrorRate = DefaultMaxErrorRate
-	case c.MaxErrorRate < 0:
-		c.MaxErrorRate = 0
+	if c.MaxErrorRate == 0 {
+		c.MaxErrorRate = DefaultMaxErrorRate // negative stays: no stop
 	}
 	if c.ErrorRateAfter == 0 {
 		c.ErrorRateAfter = DefaultErrorRateAfter

@@ -294,3 +294,30 @@ func requireExactlyOnce(t *testing.T, recs []sink.Record, samples, epochs int) {
 		require.Equal(t, 1, n, "episode %v recorded %d times", k, n)
 	}
 }
+
+// TestErrorRateStop: the one rule both the scheduler and a cluster's
+// coordinator stop by, over Config as the user writes it.
+func TestErrorRateStop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg      eval.Config
+		errs, n  int64
+		stops    bool
+		wantRate float64
+	}{
+		{eval.Config{}, 11, 20, true, eval.DefaultMaxErrorRate}, // defaults: more than half of 20
+		{eval.Config{}, 10, 20, false, 0},                       // exactly half is not more
+		{eval.Config{}, 19, 19, false, 0},                       // fewer than ErrorRateAfter finished
+		{eval.Config{MaxErrorRate: -1}, 100, 100, false, 0},     // negative: never
+		{eval.Config{MaxErrorRate: 0.1, ErrorRateAfter: 5}, 1, 5, true, 0.1},
+		{eval.Config{MaxErrorRate: 1}, 20, 20, false, 0}, // all in error is not more than all
+	} {
+		err := tc.cfg.ErrorRateStop(tc.errs, tc.n, "boom")
+		require.Equal(t, tc.stops, err != nil, "%+v %d/%d", tc.cfg, tc.errs, tc.n)
+		if err != nil {
+			require.Equal(t, tc.wantRate, err.Max)
+			require.Equal(t, int(tc.errs), err.Errors)
+			require.Contains(t, err.Error(), "boom")
+		}
+	}
+}

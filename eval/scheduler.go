@@ -454,9 +454,8 @@ func (s *scheduler[T, O]) countSettled(rec *sink.Record) {
 	if rec.Status == sink.Error {
 		errs = s.errored.Add(1)
 	}
-	max := s.cfg.MaxErrorRate
-	if max > 0 && n >= int64(s.cfg.ErrorRateAfter) && float64(errs) > max*float64(n) {
-		s.stop(&ErrorRateError{Errors: int(errs), Episodes: int(n), Max: max, Last: rec.Error}, true)
+	if err := s.cfg.ErrorRateStop(errs, n, rec.Error); err != nil {
+		s.stop(err, true)
 	}
 }
 
@@ -481,6 +480,26 @@ func (s *scheduler[T, O]) stop(cause error, abort bool) {
 	if abort {
 		s.cancel(cause)
 	}
+}
+
+// ErrorRateStop is the error-rate stop of a run under c: when more than
+// c.MaxErrorRate (0: DefaultMaxErrorRate; negative: no stop) of n finished
+// episodes, n at least c.ErrorRateAfter (0: DefaultErrorRateAfter), ended
+// in error, the *ErrorRateError that stops the run, else nil. last is the
+// latest error message. The engine's scheduler and package cluster's
+// coordinator both stop by it.
+func (c *Config) ErrorRateStop(errs, n int64, last string) *ErrorRateError {
+	max, after := c.MaxErrorRate, int64(c.ErrorRateAfter)
+	if max == 0 {
+		max = DefaultMaxErrorRate
+	}
+	if after == 0 {
+		after = DefaultErrorRateAfter
+	}
+	if max < 0 || n < after || float64(errs) <= max*float64(n) {
+		return nil
+	}
+	return &ErrorRateError{Errors: int(errs), Episodes: int(n), Max: max, Last: last}
 }
 
 // ErrorRateError stops a run whose episodes mostly end in error (a bad API

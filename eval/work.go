@@ -45,7 +45,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	if err != nil {
 		return err
 	}
-	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, 0 // the coordinator's stops (0 here: none)
+	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, -1 // the coordinator's stops (none here)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
