@@ -29,9 +29,6 @@ import (
 // sample. Records, outputs and transcripts are never kept: the sample page
 // reads its lines back by offset.
 
-// chunkSize is how much of a log one worker folds at a time.
-var chunkSize = 4 << 20
-
 // errNotLog marks a file whose first line is not a record: a dataset or
 // another JSONL file in a runs directory, which the runs page leaves out.
 var errNotLog = errors.New("not a proctor log")
@@ -296,7 +293,6 @@ func (l *logState) refreshLocked() error {
 // file order (the index, the failures, where a bad line is) is kept per
 // chunk, the rest in the worker's aggregator and extras.
 type chunk struct {
-	seq     int
 	data    []byte
 	off     int64 // of data in the file
 	index   []indexEntry
@@ -412,66 +408,30 @@ type folded struct {
 // middle of it, or it is a torn tail.
 func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 	n := runtime.GOMAXPROCS(0)
-	jobs := make(chan *chunk, n)
-	// Buffers come back once folded: a fold reads the log into as many as
-	// are in flight (about 2n+1), not one per chunk.
-	free := make(chan []byte, 2*n+2)
-	var chunks []*chunk
+	// Each chunk is folded by whichever worker is free: a worker holds its
+	// own aggregator, extras and tag tables, merged at the end.
 	workers := make([]*worker, n)
-	var wg sync.WaitGroup
+	free := make(chan *worker, n)
 	for i := range workers {
-		w := &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}, shared: map[string]map[string]string{}}
-		workers[i] = w
-		wg.Go(func() {
-			for c := range jobs {
-				buf := c.data[:cap(c.data)]
-				w.fold(c, l.seed)
-				select {
-				case free <- buf:
-				default:
-				}
-			}
-		})
+		workers[i] = &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}, shared: map[string]map[string]string{}}
+		free <- workers[i]
 	}
-	var readErr error
-	var carry, carried []byte // carried: carry's own copy, once its buffer is sent
-	pos, start := from, from  // start: the offset of carry
 	maxFail := maxFailures(l.opts)
-	for pos < size {
-		want := max(min(chunkSize, len(carry)+int(min(size-pos, 1<<40))), 2*len(carry))
-		var buf []byte
-		select {
-		case buf = <-free:
-		default:
-		}
-		if cap(buf) < want {
-			buf = make([]byte, want)
-		}
-		buf = buf[:want]
-		k := copy(buf, carry)
-		m, err := f.ReadAt(buf[k:min(len(buf), k+int(min(size-pos, 1<<40)))], pos)
-		pos += int64(m)
-		if err != nil && err != io.EOF {
-			readErr = fmt.Errorf("view: read %s: %w", l.path, err)
-			break
-		}
-		data := buf[:k+m]
-		end := bytes.LastIndexByte(data, '\n') + 1
-		if end == 0 {
-			carry = data // a line longer than the buffer, or the unfinished last line
-			continue
-		}
-		carried = append(carried[:0], data[end:]...) // a worker may reuse data's buffer
-		carry = carried
-		c := &chunk{seq: len(chunks), data: data[:end], size: end, off: start, fails: failures{max: maxFail}}
-		start += int64(end)
-		chunks = append(chunks, c)
-		jobs <- c
-	}
-	close(jobs)
-	wg.Wait()
-	if readErr != nil {
-		return nil, readErr
+	var chunks []*chunk
+	// The log's one chunk reader: every chunk is folded (a bad line is
+	// found again below), none is left to a sequential reader.
+	_, _, err := recordjson.ScanChunks(io.NewSectionReader(f, from, size-from), func(rc *recordjson.Chunk[*chunk]) {
+		c := &chunk{data: rc.Data, size: len(rc.Data), off: from + rc.Off, fails: failures{max: maxFail}}
+		w := <-free
+		w.fold(c, l.seed)
+		free <- w
+		rc.Out = append(rc.Out, c)
+	}, func(rc *recordjson.Chunk[*chunk]) error {
+		chunks = append(chunks, rc.Out[0])
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("view: read %s: %w", l.path, err)
 	}
 	out := &folded{agg: workers[0].agg, ext: workers[0].ext, fails: failures{max: maxFail}, end: from}
 	for _, w := range workers[1:] {
