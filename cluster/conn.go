@@ -48,7 +48,9 @@ type workerStatus struct {
 	ID          string    `json:"id"` // host:pid
 	Running     int       `json:"running"`
 	Concurrency int       `json:"concurrency"`
-	Finished    int64     `json:"finished"` // episodes published
+	Finished    int64     `json:"finished"`          // episodes published
+	Waiting     int       `json:"waiting,omitempty"` // results the server refused, to publish again
+	Refused     string    `json:"refused,omitempty"` // why
 	At          time.Time `json:"at"`
 }
 

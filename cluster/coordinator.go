@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +47,10 @@ type CoordinatorOptions struct {
 	// milliseconds, every write bounds a run to a few thousand episodes
 	// per second; 50 ms does not.
 	SyncEvery time.Duration
+	// MaxStore, when positive, bounds the embedded server's store, in
+	// bytes; default what the disk holds. A full store pauses the run
+	// (see Wait).
+	MaxStore int64
 	// AckWait is how long a worker may hold work without a heartbeat
 	// before it is given to another; default 30 s. Workers heartbeat every
 	// AckWait/3.
@@ -87,20 +93,21 @@ func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
 // Coordinator serves one run to its workers. Start one with
 // [StartCoordinator]; Wait returns its report.
 type Coordinator struct {
-	rec   *eval.Recording
-	cfg   eval.Config
-	opts  CoordinatorOptions
-	n     names
-	srv   *embedded // nil with an external server
-	url   string
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	work  jetstream.Stream
-	res   jetstream.Stream
-	kv    jetstream.KeyValue
-	alive jetstream.KeyValue // the workers bucket
-	blobs jetstream.ObjectStore
-	cons  jetstream.ConsumeContext
+	rec    *eval.Recording
+	cfg    eval.Config
+	opts   CoordinatorOptions
+	n      names
+	srv    *embedded // nil with an external server
+	url    string
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	work   jetstream.Stream
+	res    jetstream.Stream
+	kv     jetstream.KeyValue
+	tagKey []byte             // signs each episode's work (trust.go)
+	alive  jetstream.KeyValue // the workers bucket
+	blobs  jetstream.ObjectStore
+	cons   jetstream.ConsumeContext
 
 	seen    atomic.Uint64 // the last result stream sequence handled
 	commits atomic.Int64  // Commit calls made
@@ -160,12 +167,12 @@ func (c *Coordinator) connect(ctx context.Context) error {
 		if dir == "" {
 			dir = storeDir(c.cfg.Log)
 		}
-		srv, err := startServer(o.Listen, dir, o.Token, o.SyncEvery)
+		srv, err := startServer(o.Listen, dir, o.Token, c.n, o.SyncEvery, o.MaxStore)
 		if err != nil {
 			return err
 		}
 		c.srv, c.url = srv, srv.url
-		copts = append(copts, nats.InProcessServer(srv.srv), nats.Token(srv.token))
+		copts = append(copts, nats.InProcessServer(srv.srv), nats.UserInfo(coordinatorUser, srv.coordSecret))
 		nc, err := nats.Connect("", copts...)
 		if err != nil {
 			return fmt.Errorf("cluster: connecting to the embedded server: %w", err)
@@ -214,7 +221,7 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return wrap("stream "+n.results, err)
 	}
 	_, err = c.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.opts.AckWait,
+		Durable: workConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.opts.AckWait,
 		MaxDeliver: -1, MaxAckPending: -1,
 	})
 	if err != nil {
@@ -240,6 +247,9 @@ func (c *Coordinator) setup(ctx context.Context) error {
 			return fmt.Errorf("cluster: clearing %s: %w", k, err)
 		}
 	}
+	if c.tagKey, err = tagKey(ctx, c.kv); err != nil {
+		return err
+	}
 	if err := putJSON(ctx, c.kv, keyManifest, c.rec.Manifest()); err != nil {
 		return fmt.Errorf("cluster: storing the manifest: %w", err)
 	}
@@ -259,6 +269,24 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return wrap("the results consumer", err)
 	}
 	return nil
+}
+
+// tagKey returns the run's tag key, made by its first coordinator: a
+// coordinator started again accepts the results of the work queued
+// before.
+func tagKey(ctx context.Context, kv jetstream.KeyValue) ([]byte, error) {
+	for {
+		e, err := kv.Get(ctx, keyTagKey)
+		if err == nil {
+			return e.Value(), nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("cluster: reading the run's tag key: %w", err)
+		}
+		if _, err := kv.Create(ctx, keyTagKey, newTagKey()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("cluster: storing the run's tag key: %w", err)
+		}
+	}
 }
 
 // handleResult commits one result message, in stream order.
@@ -286,6 +314,10 @@ func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Heade
 	if c.rec.Has(sampleID, epoch) {
 		return // logged already (a restart replays every result), or not of this run
 	}
+	if !validTag(c.tagKey, c.rec.RunID(), sampleID, epoch, header.Get(tagHeader)) {
+		c.drop(seq, fmt.Errorf("cluster: a result for sample %q epoch %d without the tag of its work: not from a worker given it", sampleID, epoch))
+		return
+	}
 	if name := header.Get(blobHeader); name != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		body, err = c.blobs.GetBytes(ctx, name)
@@ -294,8 +326,15 @@ func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Heade
 			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d is in object %q: %w", sampleID, epoch, name, err))
 			return
 		}
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != header.Get(blobDigestHeader) {
+			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d: object %q is not what its worker stored", sampleID, epoch, name))
+			return
+		}
 	}
 	f, err := decodeResult(body, sampleID, epoch)
+	if err == nil {
+		err = checkRecord(&f.Record, c.rec.Manifest().Eval)
+	}
 	if err != nil {
 		c.drop(seq, err)
 		return
@@ -439,7 +478,11 @@ func (c *Coordinator) reconcile(ctx context.Context) error {
 			continue
 		}
 		a.Epochs = lost
-		body, err := json.Marshal(a)
+		m := workMsg{Assignment: a, Tags: make([]string, len(lost))}
+		for i, ep := range lost {
+			m.Tags[i] = episodeTag(c.tagKey, c.rec.RunID(), a.SampleID, ep)
+		}
+		body, err := json.Marshal(m)
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,10 @@ type names struct {
 	resSubj  string // proctor.<id>.result
 }
 
+// workConsumer is the durable consumer of the work queue that every
+// worker fetches from.
+const workConsumer = "workers"
+
 func namesFor(runID string) names {
 	id := sanitize(runID)
 	return names{
@@ -52,8 +56,11 @@ func sampleKey(sampleID string) string { return base64.RawURLEncoding.EncodeToSt
 func (n names) workSubject(sampleID string) string { return n.workSubj + "." + sampleKey(sampleID) }
 
 // resultSubject is where an episode's result goes: one message, first
-// writer wins.
+// writer wins. Epoch -1 gives the wildcard of the sample's epochs.
 func (n names) resultSubject(sampleID string, epoch int) string {
+	if epoch < 0 {
+		return n.resSubj + "." + sampleKey(sampleID) + ".*"
+	}
 	return n.resSubj + "." + sampleKey(sampleID) + "." + strconv.Itoa(epoch)
 }
 

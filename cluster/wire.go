@@ -1,6 +1,7 @@
 package cluster
 
-// The wire forms: a work message is an eval.Assignment as JSON; a result
+// The wire forms: a work message is an eval.Assignment as JSON, with each
+// epoch's tag (trust.go); a result
 // message is the record's canonical line (sink.Record.AppendJSON, one
 // line, never a raw newline) followed, when the episode left a
 // transcript, by a newline and the transcript as a JSON array of
@@ -69,14 +70,24 @@ func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error
 	return f, nil
 }
 
+// workMsg is a work message: the assignment, and its epochs' tags in
+// the same order.
+type workMsg struct {
+	eval.Assignment
+	Tags []string `json:"tags"`
+}
+
 // decodeAssignment decodes a work message queued for sampleID.
-func decodeAssignment(body []byte, sampleID string) (eval.Assignment, error) {
-	var a eval.Assignment
+func decodeAssignment(body []byte, sampleID string) (workMsg, error) {
+	var a workMsg
 	if err := json.Unmarshal(body, &a); err != nil {
 		return a, fmt.Errorf("cluster: work message: %w", err)
 	}
 	if a.SampleID != sampleID {
 		return a, fmt.Errorf("cluster: work message for sample %q queued as %q", a.SampleID, sampleID)
+	}
+	if len(a.Tags) != len(a.Epochs) {
+		return a, fmt.Errorf("cluster: work message for sample %q: %d tags for %d epochs", sampleID, len(a.Tags), len(a.Epochs))
 	}
 	for _, ep := range a.Epochs {
 		if ep < 0 {

@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -105,7 +108,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
 		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) })}
 	if o.Token != "" {
-		copts = append(copts, nats.Token(o.Token))
+		copts = append(copts, nats.UserInfo(workerUser, o.Token))
 	}
 	// A worker may start before its coordinator: it waits for the server
 	// as long as it would wait for it to come back.
@@ -126,7 +129,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	defer nc.Close()
 
-	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*held{}, slot: make(chan struct{}, 1)}
+	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*result{}, slot: make(chan struct{}, 1)}
 	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(30*time.Second),
 		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
 	if err != nil {
@@ -189,7 +192,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if w.results, err = w.js.Stream(ctx, w.n.results); err != nil {
 		return fmt.Errorf("cluster: run %s: the results: %w", runID, err)
 	}
-	cons, err := stream.Consumer(ctx, "workers")
+	cons, err := stream.Consumer(ctx, workConsumer)
 	if err != nil {
 		return fmt.Errorf("cluster: run %s: the workers' consumer: %w", runID, err)
 	}
@@ -197,15 +200,19 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w.cancel = cancel
+	w.ctx, w.cancel = ctx, cancel
 	sub, err := nc.Subscribe(w.n.control, func(msg *nats.Msg) {
 		var c controlMsg
 		if json.Unmarshal(msg.Data, &c) != nil {
 			return
 		}
+		// A worker exits 0 only on the done key, which only the
+		// coordinator writes: "done" here says to read it now. A stop is
+		// taken as it comes (a full store may refuse the stop key; a
+		// forged stop costs a resume, never a record).
 		switch c.Op {
 		case "done":
-			cancel(errDone)
+			go w.checkControl(ctx)
 		case "stop":
 			cancel(&StopError{Reason: c.Reason})
 		}
@@ -252,15 +259,19 @@ type worker struct {
 	log     *slog.Logger
 	id      string
 	slots   int
+	ctx     context.Context // the worker's run: done when it leaves
 	cancel  context.CancelCauseFunc
 
 	mu      sync.Mutex
-	running int                 // episodes assigned and not yet published
-	held    map[heldKey][]*held // episodes running → the work message that carries them
-	byMsg   map[*nats.Msg]*held // results being published → their work message
-	msgs    map[*held]struct{}  // work messages not yet acked
-	slot    chan struct{}       // signalled when running drops
-	stored  atomic.Int64        // results published
+	running int                   // episodes assigned and not yet published
+	held    map[heldKey][]*held   // episodes running → the work message that carries them
+	byMsg   map[*nats.Msg]*result // results being published
+	waiting int                   // results refused by the server, to publish again
+	refused string                // why, the latest
+	warned  time.Time             // when that was last logged
+	msgs    map[*held]struct{}    // work messages not yet acked
+	slot    chan struct{}         // signalled when running drops
+	stored  atomic.Int64          // results published
 }
 
 type heldKey struct {
@@ -273,6 +284,7 @@ type heldKey struct {
 type held struct {
 	msg  jetstream.Msg
 	left int
+	tags map[int]string // epoch → its tag, returned with its result
 }
 
 // findRun returns the run to join — runID, or the run the server's latest
@@ -321,6 +333,16 @@ func (w *worker) control(ctx context.Context) (done bool, stop error) {
 	return false, nil
 }
 
+// checkControl ends the worker's run when the run's done or stop key is
+// set.
+func (w *worker) checkControl(ctx context.Context) {
+	if done, stop := w.control(ctx); done {
+		w.cancel(errDone)
+	} else if stop != nil {
+		w.cancel(stop)
+	}
+}
+
 // pull fetches work while there are free slots, until ctx is done.
 func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- eval.Assignment) {
 	defer close(out)
@@ -356,35 +378,35 @@ func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- e
 // take hands one work message's episodes to eval.Work.
 func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.Assignment) {
 	sampleID, err := w.n.parseWorkSubject(msg.Subject())
-	var a eval.Assignment
+	var m workMsg
 	if err == nil {
-		a, err = decodeAssignment(msg.Data(), sampleID)
+		m, err = decodeAssignment(msg.Data(), sampleID)
 	}
 	if err != nil {
 		w.log.Warn("proctor: dropping a malformed work message", "subject", msg.Subject(), "err", err)
 		msg.Term()
 		return
 	}
+	a := m.Assignment
+	tags := make(map[int]string, len(a.Epochs))
+	for i, ep := range a.Epochs {
+		tags[ep] = m.Tags[i]
+	}
 	// A first delivery runs as it is: no one else has held the message.
-	// A redelivery skips the epochs whose result another holder stored.
+	// A redelivery skips the epochs whose result another holder stored
+	// (a worker may see which results exist, not what they say).
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
-		var left []int
-		for _, ep := range a.Epochs {
-			_, err := w.results.GetLastMsgForSubject(ctx, w.n.resultSubject(sampleID, ep))
-			if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return // cannot tell (server gone?): leave it for redelivery
-			}
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				left = append(left, ep)
-			}
+		info, err := w.results.Info(ctx, jetstream.WithSubjectFilter(w.n.resultSubject(sampleID, -1)))
+		if err != nil {
+			return // cannot tell (server gone?): leave it for redelivery
 		}
-		a.Epochs = left
+		a.Epochs = slices.DeleteFunc(a.Epochs, func(ep int) bool { return info.State.Subjects[w.n.resultSubject(sampleID, ep)] > 0 })
 	}
 	if len(a.Epochs) == 0 {
 		msg.Ack()
 		return
 	}
-	h := &held{msg: msg, left: len(a.Epochs)}
+	h := &held{msg: msg, left: len(a.Epochs), tags: tags}
 	w.mu.Lock()
 	if w.msgs == nil {
 		w.msgs = map[*held]struct{}{}
@@ -405,71 +427,146 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.As
 // finished publishes an episode's result; eval.Work calls it from many
 // goroutines.
 func (w *worker) finished(f eval.Finished) {
+	w.mu.Lock()
+	h := w.release(heldKey{f.Record.SampleID, f.Record.Epoch})
+	w.mu.Unlock()
+	p := &result{held: h, msg: &nats.Msg{Subject: w.n.resultSubject(f.Record.SampleID, f.Record.Epoch), Header: nats.Header{}}}
+	if h != nil {
+		p.msg.Header.Set(tagHeader, h.tags[f.Record.Epoch])
+	}
 	body, err := encodeResult(make([]byte, 0, 1024), &f)
 	if err != nil {
 		w.log.Warn("proctor: a result cannot be encoded; its episode runs again elsewhere", "err", err)
+		w.settle(p, false)
 		return
 	}
-	msg := &nats.Msg{Subject: w.n.resultSubject(f.Record.SampleID, f.Record.Epoch), Data: body}
 	if len(body) > maxInline {
-		name := fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano())
+		p.blob = body
+		sum := sha256.Sum256(body)
+		p.msg.Header.Set(blobHeader, fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano()))
+		p.msg.Header.Set(blobDigestHeader, hex.EncodeToString(sum[:]))
+	} else {
+		p.msg.Data = body
+	}
+	w.publish(p)
+}
+
+// release returns the work message that holds the episode k, and forgets
+// it; w.mu is held.
+func (w *worker) release(k heldKey) *held {
+	hs := w.held[k]
+	if len(hs) == 0 {
+		return nil
+	}
+	h := hs[0]
+	if len(hs) == 1 {
+		delete(w.held, k)
+	} else {
+		w.held[k] = hs[1:]
+	}
+	return h
+}
+
+// result is a finished episode on its way to the server.
+type result struct {
+	held     *held
+	msg      *nats.Msg
+	blob     []byte // a body too big for its message, stored as an object first
+	attempts int
+}
+
+// publish sends a result. A result is never run again because the
+// server could not store it: it is kept, and its publish retried (see
+// retry).
+func (w *worker) publish(p *result) {
+	if p.blob != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := w.blobs.PutBytes(ctx, name, body)
+		_, err := w.blobs.PutBytes(ctx, p.msg.Header.Get(blobHeader), p.blob)
 		cancel()
 		if err != nil {
-			w.log.Warn("proctor: storing a large result failed; its episode runs again", "err", err)
+			w.retry(p, err)
 			return
 		}
-		msg.Data = nil
-		msg.Header = nats.Header{blobHeader: []string{name}}
+		p.blob = nil
 	}
 	w.mu.Lock()
-	k := heldKey{f.Record.SampleID, f.Record.Epoch}
-	hs := w.held[k]
-	var h *held
-	if len(hs) > 0 {
-		h, hs = hs[0], hs[1:]
-		if len(hs) == 0 {
-			delete(w.held, k)
-		} else {
-			w.held[k] = hs
-		}
-	}
-	w.byMsg[msg] = h
+	w.byMsg[p.msg] = p
 	w.mu.Unlock()
 	// A full window of unacknowledged publishes waits (backpressure) rather
 	// than failing the result.
-	if _, err := w.js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second)); err != nil {
-		w.publishFailed(w.js, msg, err)
+	if _, err := w.js.PublishMsgAsync(p.msg, jetstream.WithStallWait(30*time.Second)); err != nil {
+		w.publishFailed(w.js, p.msg, err)
 	}
 }
 
 // published settles a result the server stored.
 func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
-	w.settle(msg, true)
+	if p := w.unpublished(msg); p != nil {
+		w.settle(p, true)
+	}
 }
 
-// publishFailed settles a result the server refused: a full result
-// subject means another worker's result came first, which is as good.
-// Any other failure leaves the work unacked: it is redelivered and runs
-// again.
+// publishFailed settles a result the server refused because its subject
+// is full: another worker's result came first, which is as good. Any
+// other failure (a full store, a server restarting) is retried.
 func (w *worker) publishFailed(_ jetstream.JetStream, msg *nats.Msg, err error) {
-	if isPerSubjectFull(err) {
-		w.settle(msg, true)
-		return
+	p := w.unpublished(msg)
+	switch {
+	case p == nil:
+	case isPerSubjectFull(err):
+		w.settle(p, true)
+	default:
+		w.retry(p, err)
 	}
-	w.log.Warn("proctor: publishing a result failed; its work is redelivered", "subject", msg.Subject, "err", err)
-	w.settle(msg, false)
 }
 
-func (w *worker) settle(msg *nats.Msg, stored bool) {
+func (w *worker) unpublished(msg *nats.Msg) *result {
 	w.mu.Lock()
-	h, ok := w.byMsg[msg]
+	defer w.mu.Unlock()
+	p := w.byMsg[msg]
 	delete(w.byMsg, msg)
-	if !ok {
-		w.mu.Unlock()
-		return
+	return p
+}
+
+// retry publishes p again after a backoff (up to 10 s), while the
+// worker's run goes on. Its work message stays held (heartbeats go on)
+// and its slot busy, so a worker whose results the server refuses takes
+// no new work: a full store costs at most the episodes in flight.
+func (w *worker) retry(p *result, err error) {
+	p.attempts++
+	now := time.Now()
+	w.mu.Lock()
+	w.waiting++
+	w.refused = err.Error()
+	warn := now.Sub(w.warned) >= 10*time.Second
+	if warn {
+		w.warned = now
 	}
+	waiting := w.waiting
+	w.mu.Unlock()
+	if warn {
+		w.log.Warn("proctor: the server refuses results; keeping them and retrying", "waiting", waiting, "err", err)
+	}
+	time.AfterFunc(min(100*time.Millisecond<<min(p.attempts, 7), 10*time.Second), func() {
+		w.mu.Lock()
+		w.waiting--
+		if w.waiting == 0 {
+			w.refused = ""
+		}
+		w.mu.Unlock()
+		if w.ctx.Err() != nil {
+			w.settle(p, false) // the run ended here: the work is handed back
+			return
+		}
+		w.publish(p)
+	})
+}
+
+// settle counts a result stored (or given up), and acks its work message
+// once each of its episodes is stored, or hands it back at once.
+func (w *worker) settle(p *result, stored bool) {
+	w.mu.Lock()
+	h := p.held
 	w.running--
 	if stored {
 		w.stored.Add(1)
@@ -528,11 +625,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 			}
 		case <-live.C:
 			w.report(ctx)
-			if done, stop := w.control(ctx); done {
-				w.cancel(errDone)
-			} else if stop != nil {
-				w.cancel(stop)
-			}
+			w.checkControl(ctx)
 		}
 	}
 }
@@ -540,7 +633,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 // report puts this worker's status in the workers bucket.
 func (w *worker) report(ctx context.Context) {
 	w.mu.Lock()
-	s := workerStatus{ID: w.id, Running: w.running, Concurrency: w.slots, Finished: w.stored.Load(), At: time.Now().UTC()}
+	s := workerStatus{ID: w.id, Running: w.running, Concurrency: w.slots, Finished: w.stored.Load(), Waiting: w.waiting, Refused: w.refused, At: time.Now().UTC()}
 	w.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -1,0 +1,238 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// joinAsWorker connects to c's embedded server with the workers' token,
+// as anyone who holds it could, and collects the server's refusals.
+func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream, func() string) {
+	t.Helper()
+	var mu sync.Mutex
+	var errs []string
+	nc, err := nats.Connect(c.url, nats.UserInfo(workerUser, c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		mu.Lock()
+		errs = append(errs, err.Error())
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, func() string {
+		nc.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(errs, "\n")
+	}
+}
+
+// A worker's credentials grant a worker's part and nothing else: no
+// control message, no write to the run's keys, no read of the queue, of
+// others' results or of the key that signs work.
+func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 8, Sleep: 20 * time.Millisecond}
+	c, out := coordinate(t, s, runConfig(t.TempDir()+"/run.jsonl"), coordinatorOptions())
+	nc, js, refusals := joinAsWorker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+
+	if err := nc.Publish(c.n.control, []byte(`{"op":"done"}`)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 5*time.Second, "the control publish refused", func() bool {
+		return strings.Contains(refusals(), "Permissions Violation for Publish to \""+c.n.control)
+	})
+	kv, err := js.KeyValue(ctx, c.n.kv)
+	if err != nil {
+		t.Fatalf("a worker cannot open the run's bucket: %v", err)
+	}
+	if _, err := kv.Get(ctx, keyManifest); err != nil {
+		t.Errorf("a worker cannot read the manifest: %v", err)
+	}
+	for _, k := range []string{keyDone, keyStop} {
+		cctx, ccancel := short()
+		if _, err := kv.Put(cctx, k, []byte(`{"reason":"forged"}`)); err == nil {
+			t.Errorf("a worker put the run's %s key", k)
+		}
+		ccancel()
+	}
+	cctx, ccancel := short()
+	if _, err := kv.Get(cctx, keyTagKey); err == nil {
+		t.Error("a worker read the key that signs work")
+	}
+	ccancel()
+	work, err := js.Stream(ctx, c.n.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel = short()
+	if _, err := work.GetMsg(cctx, 1); err == nil {
+		t.Error("a worker read the work queue directly")
+	}
+	ccancel()
+	cctx, ccancel = short()
+	if _, err := work.CreateOrUpdateConsumer(cctx, jetstream.ConsumerConfig{Durable: "spy", FilterSubject: c.n.workSubj + ".>"}); err == nil {
+		t.Error("a worker made its own consumer of the work queue")
+	}
+	ccancel()
+	cctx, ccancel = short()
+	if _, err := js.Publish(cctx, c.n.workSubject("q000"), []byte(`{"sample_id":"q000","epochs":[0],"tags":["x"]}`)); err == nil {
+		t.Error("a worker queued work")
+	}
+	ccancel()
+	sub, err := nc.SubscribeSync(c.n.resSubj + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	until(t, 5*time.Second, "the results subscription refused", func() bool {
+		return strings.Contains(refusals(), "Permissions Violation for Subscription to \""+c.n.resSubj)
+	})
+	cctx, ccancel = short()
+	if err := js.DeleteStream(cctx, c.n.results); err == nil {
+		t.Error("a worker deleted the results stream")
+	}
+	ccancel()
+
+	// And the run, none of it having worked, completes with a real worker.
+	w := start(t, s, workerArgs(c, 4)...)
+	o := await(t, out, 60*time.Second)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+}
+
+// A result is refused unless it answers work the coordinator queued (its
+// tag) and its record could be this eval's: each forgery below, published
+// first on its episode's subject, is dropped, and the episode's real
+// result is logged instead.
+func TestForgedResultsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 12, Sleep: 20 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	var warnings syncBuf
+	o := coordinatorOptions()
+	o.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
+	c, out := coordinate(t, s, runConfig(log), o)
+	_, js, _ := joinAsWorker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tag := func(sample string, epoch int) string { return episodeTag(c.tagKey, c.RunID(), sample, epoch) }
+	good := func(sample string, epoch int) sink.Record {
+		return sink.Record{Schema: 1, Eval: "cluster-test", SampleID: sample, Epoch: epoch, Status: sink.Pass, Score: 1,
+			Input: json.RawMessage(`{"n":0}`), Output: json.RawMessage(`"forged"`), StartedAt: time.Now().UTC()}
+	}
+	type forgery struct {
+		name, sample, tag, why string
+		edit                   func(*sink.Record)
+	}
+	forgeries := []forgery{
+		{"no tag", "q000", "", "without the tag", nil},
+		{"another episode's tag", "q001", tag("q002", 0), "without the tag", nil},
+		{"another eval", "q003", tag("q003", 0), "is of eval", func(r *sink.Record) { r.Eval = "other" }},
+		{"negative cost", "q004", tag("q004", 0), "cost_usd -5", func(r *sink.Record) { r.CostUSD = -5 }},
+		{"negative tokens", "q005", tag("q005", 0), "input_tokens -1", func(r *sink.Record) { r.InputTokens = -1 }},
+		{"score 7", "q006", tag("q006", 0), "score 7", func(r *sink.Record) { r.Score = 7 }},
+	}
+	for _, f := range forgeries {
+		r := good(f.sample, 0)
+		if f.edit != nil {
+			f.edit(&r)
+		}
+		body, err := encodeResult(nil, &eval.Finished{Record: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := &nats.Msg{Subject: c.n.resultSubject(f.sample, 0), Data: body, Header: nats.Header{}}
+		if f.tag != "" {
+			msg.Header.Set(tagHeader, f.tag)
+		}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatalf("%s: publishing: %v", f.name, err)
+		}
+	}
+	until(t, 20*time.Second, "the forgeries dropped", func() bool { return strings.Count(warnings.String(), "dropping a result") >= len(forgeries) })
+	w := start(t, s, workerArgs(c, 4)...)
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	for _, f := range forgeries {
+		if !strings.Contains(warnings.String(), f.why) {
+			t.Errorf("%s: no warning says %q:\n%s", f.name, f.why, warnings.String())
+		}
+	}
+	for r, err := range jsonl.Records(log) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Output) == `"forged"` {
+			t.Errorf("%v: a forged result was logged", r.Key())
+		}
+	}
+	checkLog(t, log, s)
+	sameReport(t, baseline(t, s), res.rep)
+}
+
+// A "done" published on the control subject by anyone but the
+// coordinator ends no worker: workers act on the done key.
+func TestForgedDoneEndsNoWorker(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 24, Sleep: 50 * time.Millisecond}
+	srv := startNATS(t) // an external server granting everyone everything
+	log := t.TempDir() + "/run.jsonl"
+	o := coordinatorOptions()
+	o.NATS = srv.url
+	c, out := coordinate(t, s, runConfig(log), o)
+	w := start(t, s, workerArgs(c, 4)...)
+	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 8 })
+	nc, err := nats.Connect(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(c.n.control, []byte(`{"op":"done"}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	midRun(t, log, s)
+	select {
+	case <-w.exited:
+		t.Fatalf("the worker exited %d on a forged done with %d of %d logged:\n%s", w.code, logLines(log), s.Samples*testEpochs, w.stderr)
+	case <-time.After(time.Second):
+	}
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	checkLog(t, log, s)
+}
