@@ -335,6 +335,9 @@ func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Heade
 	if err == nil {
 		err = checkRecord(&f.Record, c.rec.Manifest().Eval)
 	}
+	if err == nil {
+		err = c.rec.CheckInput(sampleID, f.Record.Input)
+	}
 	if err != nil {
 		c.drop(seq, err)
 		return

@@ -143,7 +143,7 @@ func TestForgedResultsAreRefused(t *testing.T) {
 	tag := func(sample string, epoch int) string { return episodeTag(c.tagKey, c.RunID(), sample, epoch) }
 	good := func(sample string, epoch int) sink.Record {
 		return sink.Record{Schema: 1, Eval: "cluster-test", SampleID: sample, Epoch: epoch, Status: sink.Pass, Score: 1,
-			Input: json.RawMessage(`{"n":0}`), Output: json.RawMessage(`"forged"`), StartedAt: time.Now().UTC()}
+			Input: json.RawMessage(`{"n":` + strings.TrimPrefix(sample, "q00") + `}`), Output: json.RawMessage(`"forged"`), StartedAt: time.Now().UTC()}
 	}
 	type forgery struct {
 		name, sample, tag, why string
@@ -156,6 +156,7 @@ func TestForgedResultsAreRefused(t *testing.T) {
 		{"negative cost", "q004", tag("q004", 0), "cost_usd -5", func(r *sink.Record) { r.CostUSD = -5 }},
 		{"negative tokens", "q005", tag("q005", 0), "input_tokens -1", func(r *sink.Record) { r.InputTokens = -1 }},
 		{"score 7", "q006", tag("q006", 0), "score 7", func(r *sink.Record) { r.Score = 7 }},
+		{"a foreign input", "q007", tag("q007", 0), "another input", func(r *sink.Record) { r.Input = json.RawMessage(`{"n":99}`) }},
 	}
 	for _, f := range forgeries {
 		r := good(f.sample, 0)

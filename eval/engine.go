@@ -33,13 +33,14 @@ type runSetup[T, O any] struct {
 	// identity is the dataset's, when computed before the run opens (a
 	// coordinator's manifest, a shard's run ID): hashed once.
 	identity *manifest.DatasetIdentity
+	inputs   *inputDigests // filled by hashDataset when set before
 }
 
 // hashDataset returns the dataset's identity, hashing it the first
 // time.
 func (s *runSetup[T, O]) hashDataset(ctx context.Context) (manifest.DatasetIdentity, error) {
 	if s.identity == nil {
-		id, err := identityOf(ctx, s.samples)
+		id, err := identityOf(ctx, s.samples, s.inputs)
 		if err != nil {
 			return id, err
 		}
@@ -378,8 +379,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	return m
 }
 
-func identityOf[T any](ctx context.Context, samples *sampleTable[T]) (manifest.DatasetIdentity, error) {
+func identityOf[T any](ctx context.Context, samples *sampleTable[T], inputs *inputDigests) (manifest.DatasetIdentity, error) {
 	t := newIdentityTracker(samples.len())
+	t.inputs = inputs
 	err := hashSamples(ctx, t, samples, func(int) bool { return true })
 	return t.sum.Identity(samples.len()), err
 }

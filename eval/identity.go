@@ -9,6 +9,7 @@ package eval
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +18,7 @@ import (
 )
 
 type identityTracker struct {
+	inputs  *inputDigests // kept when a coordinator checks its workers' records
 	n       int
 	claimed []atomic.Uint64 // one bit per sample: hashed, or being hashed
 	mu      sync.Mutex
@@ -43,6 +45,20 @@ func (t *identityTracker) add(s manifest.IdentitySum) {
 	t.mu.Unlock()
 }
 
+// inputDigests are a 64-bit digest of each sample's input, as records
+// hold it, under a seed of this process: a coordinator checks that a
+// worker's record carries its sample's input (8 bytes a sample).
+type inputDigests struct {
+	seed    maphash.Seed
+	digests []uint64
+}
+
+func newInputDigests(n int) *inputDigests {
+	return &inputDigests{seed: maphash.MakeSeed(), digests: make([]uint64, n)}
+}
+
+func (d *inputDigests) of(input []byte) uint64 { return maphash.Bytes(d.seed, input) }
+
 // hashSamples hashes the samples that want(i) and nobody claimed yet. A
 // streamed dataset is read again only if there are any.
 func hashSamples[T any](ctx context.Context, t *identityTracker, samples *sampleTable[T], want func(i int) bool) error {
@@ -54,7 +70,11 @@ func hashSamples[T any](ctx context.Context, t *identityTracker, samples *sample
 	var scratch []byte
 	err := samples.each(ctx, func(i int, s *dataset.Sample[T]) bool {
 		if want(i) && t.claim(i) {
-			scratch = sum.Add(s.ID, enc.encode(s.Input), scratch)
+			in := enc.encode(s.Input)
+			scratch = sum.Add(s.ID, in, scratch)
+			if t.inputs != nil {
+				t.inputs.digests[i] = t.inputs.of(in)
+			}
 		}
 		return true
 	})

@@ -23,6 +23,7 @@ type Recording struct {
 	id       func(i int) string
 	epochs   int
 	manifest *manifest.Manifest
+	inputs   *inputDigests
 	progress *progressTracker
 	reporter *progressReporter // nil when nothing shows progress
 
@@ -41,11 +42,11 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples}
+	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples, inputs: newInputDigests(samples.len())}
 	if _, err := setup.hashDataset(ctx); err != nil { // the manifest workers check needs it now
 		return nil, err
 	}
-	r := &Recording{index: samples.index, samples: samples.len(), id: samples.id, epochs: cfg.Epochs}
+	r := &Recording{index: samples.index, samples: samples.len(), id: samples.id, epochs: cfg.Epochs, inputs: setup.inputs}
 	run, err := openRun(ctx, setup, r.fail)
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*manifest.Manife
 	}
 	m := newManifest(&runSetup[T, O]{e: e, cfg: cfg, samples: samples})
 	m.RunID = cfg.RunID
-	if m.Dataset, err = identityOf(ctx, samples); err != nil {
+	if m.Dataset, err = identityOf(ctx, samples, nil); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -119,6 +120,20 @@ func (r *Recording) Has(sampleID string, epoch int) bool {
 		return true
 	}
 	return r.run.done.has(int64(i)*int64(r.epochs) + int64(epoch))
+}
+
+// CheckInput returns an error unless input is the input of the run's
+// sample sampleID, as its record holds it: a coordinator refuses a
+// worker's record that claims another input.
+func (r *Recording) CheckInput(sampleID string, input []byte) error {
+	i, ok := r.index.get(sampleID)
+	if !ok {
+		return fmt.Errorf("eval: a result for sample %q, which this run does not have", sampleID)
+	}
+	if r.inputs.of(input) != r.inputs.digests[i] {
+		return fmt.Errorf("eval: the result of sample %q holds another input than the sample's", sampleID)
+	}
+	return nil
 }
 
 // Commit records a finished episode, once: a result for an episode that
