@@ -56,6 +56,7 @@ type shape struct {
 	CostUSD float64       // per episode
 	Variant string        // another dataset: a worker of another eval
 	Big     int           // bytes of output and transcript of every eighth sample
+	Calls   string        // a file each harness call appends a line to
 }
 
 func (s shape) env() []string {
@@ -65,6 +66,7 @@ func (s shape) env() []string {
 		"PROCTOR_TEST_COST=" + strconv.FormatFloat(s.CostUSD, 'g', -1, 64),
 		"PROCTOR_TEST_VARIANT=" + s.Variant,
 		"PROCTOR_TEST_BIG=" + strconv.Itoa(s.Big),
+		"PROCTOR_TEST_CALLS=" + s.Calls,
 	}
 }
 
@@ -75,6 +77,7 @@ func shapeFromEnv() shape {
 	s.CostUSD, _ = strconv.ParseFloat(os.Getenv("PROCTOR_TEST_COST"), 64)
 	s.Variant = os.Getenv("PROCTOR_TEST_VARIANT")
 	s.Big, _ = strconv.Atoi(os.Getenv("PROCTOR_TEST_BIG"))
+	s.Calls = os.Getenv("PROCTOR_TEST_CALLS")
 	return s
 }
 
@@ -96,6 +99,9 @@ func testEval(s shape) *eval.Eval[input, string] {
 		Name:    "cluster-test",
 		Dataset: samples,
 		Harness: harness.Func[input, string](func(ctx context.Context, ep *harness.Episode[input]) (string, error) {
+			if s.Calls != "" {
+				countCall(s.Calls)
+			}
 			if s.Sleep > 0 {
 				t := time.NewTimer(s.Sleep)
 				defer t.Stop()
@@ -125,6 +131,17 @@ func testEval(s shape) *eval.Eval[input, string] {
 			return judge.Verdict{Pass: pass, Score: score}, nil
 		}),
 	}
+}
+
+// countCall appends a line to the file at path (O_APPEND: one write, so
+// lines of concurrent calls and processes do not mix).
+func countCall(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	f.Write([]byte("call\n"))
+	f.Close()
 }
 
 const (

@@ -522,11 +522,16 @@ func (e *StopError) Error() string { return "cluster: run stopped: " + e.Reason 
 func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	held := time.NewTicker(2 * time.Second)
+	defer held.Stop()
 	var stopErr error
 	var budget bool
+	var refused refusedResults
 loop:
 	for {
 		select {
+		case <-held.C:
+			refused.check(ctx, c)
 		case <-c.rec.Complete():
 			break loop
 		case <-ctx.Done():
@@ -591,6 +596,42 @@ loop:
 	return rep, errors.Join(stopErr, err)
 }
 
+// refusedResults follows the results the server refuses to store (a full
+// store): workers keep them and retry, the run waits for them, and the
+// coordinator says so.
+type refusedResults struct {
+	since, told time.Time // zero while none are refused
+}
+
+// check reads what the workers report, and says what holds the run up:
+// when it starts, every 30 s while it lasts, and when it ends.
+func (r *refusedResults) check(ctx context.Context, c *Coordinator) {
+	ws, err := c.workers(ctx)
+	if err != nil {
+		return
+	}
+	waiting, why := 0, ""
+	for _, w := range ws {
+		if w.Waiting > 0 {
+			waiting += w.Waiting
+			why = w.Refused
+		}
+	}
+	now := time.Now()
+	switch {
+	case waiting > 0 && (r.since.IsZero() || now.Sub(r.told) >= 30*time.Second):
+		if r.since.IsZero() {
+			r.since = now
+		}
+		r.told = now
+		c.opts.Logger.Warn("proctor: the NATS server refuses to store results: the run is paused, its workers keep their results and retry (a full store: free space or raise its limit)",
+			"since", r.since.Format(time.TimeOnly), "results_waiting", waiting, "err", why)
+	case waiting == 0 && !r.since.IsZero():
+		c.opts.Logger.Info("proctor: the NATS server stores results again; the run goes on", "paused_for", now.Sub(r.since).Round(time.Second))
+		r.since = time.Time{}
+	}
+}
+
 func (c *Coordinator) publishControl(m controlMsg) {
 	b, _ := json.Marshal(m)
 	if err := c.nc.Publish(c.n.control, b); err == nil {
@@ -636,7 +677,7 @@ func (c *Coordinator) workers(ctx context.Context) ([]WorkerProgress, error) {
 		if json.Unmarshal(e.Value(), &s) != nil {
 			continue
 		}
-		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Seen: s.At})
+		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Waiting: s.Waiting, Refused: s.Refused, Seen: s.At})
 	}
 	slices.SortFunc(out, func(a, b WorkerProgress) int {
 		if a.ID < b.ID {
@@ -675,7 +716,9 @@ type WorkerProgress struct {
 	ID          string // host:pid
 	Running     int    // episodes it holds
 	Concurrency int
-	Finished    int64 // episodes it published
+	Finished    int64  // episodes it published
+	Waiting     int    // results the server refused, which it keeps and publishes again
+	Refused     string // why the server refused the latest
 	Seen        time.Time
 }
 

@@ -173,7 +173,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		cfg.Concurrency = eval.DefaultConcurrency
 	}
 	cfg.Worker = w.id
-	w.slots = cfg.Concurrency
+	w.slots, w.epochs = cfg.Concurrency, max(m.Epochs, 1)
 	if done, stop := w.control(ctx); done {
 		return nil
 	} else if stop != nil {
@@ -259,6 +259,7 @@ type worker struct {
 	log     *slog.Logger
 	id      string
 	slots   int
+	epochs  int             // the run's: the most episodes a work message carries
 	ctx     context.Context // the worker's run: done when it leaves
 	cancel  context.CancelCauseFunc
 
@@ -357,7 +358,9 @@ func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- e
 			}
 			continue
 		}
-		batch, err := cons.Fetch(min(free, 256), jetstream.FetchMaxWait(time.Second))
+		// A message carries up to a sample's epochs: fetch as many as fill
+		// the free slots, so that the worker holds at most epochs-1 more.
+		batch, err := cons.Fetch(min((free+w.epochs-1)/w.epochs, 256), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Debug("proctor: fetching work", "err", err)
