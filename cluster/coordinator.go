@@ -411,6 +411,17 @@ func (c *Coordinator) reconcile(ctx context.Context) error {
 		return fmt.Errorf("cluster: work queue: %w", err)
 	}
 	queued := winfo.State.Subjects
+	// Work for samples the dataset lacks (queued by a coordinator of the
+	// run whose dataset had them) is purged: no worker of this eval can
+	// run it.
+	for subj := range queued {
+		if id, err := c.n.parseWorkSubject(subj); err == nil && !c.rec.HasSample(id) {
+			c.opts.Logger.Warn("proctor: removing queued work for a sample the dataset lacks", "sample", id)
+			if err := c.work.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+				return fmt.Errorf("cluster: work queue: %w", err)
+			}
+		}
+	}
 	rinfo, err := c.res.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster: results stream: %w", err)

@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proctor-evals/proctor/eval"
 )
 
 // A full JetStream store refuses results: the worker keeps each one and
@@ -69,4 +72,80 @@ func TestFullStorePausesTheRun(t *testing.T) {
 	if !strings.Contains(w.stderr.String(), "keeping them and retrying") {
 		t.Errorf("the worker did not say it keeps its results:\n%s", w.stderr)
 	}
+}
+
+// Work for a sample the worker's dataset lacks (here queued behind the
+// coordinator's back) is terminated with a warning, and the worker goes
+// on: it neither hangs holding it nor ends.
+func TestWorkForAMissingSampleIsTerminated(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 12, Sleep: 20 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	o := coordinatorOptions()
+	o.ReconcileEvery = time.Hour // the coordinator would purge it
+	c, out := coordinate(t, s, runConfig(log), o)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := workMsg{Assignment: eval.Assignment{SampleID: "nope", Epochs: []int{0}}, Tags: []string{episodeTag(c.tagKey, c.RunID(), "nope", 0)}}
+	body, _ := json.Marshal(m)
+	if _, err := c.js.Publish(ctx, c.n.workSubject("nope"), body); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, s, workerArgs(c, 4)...)
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	if msg := w.stderr.String(); !strings.Contains(msg, "terminating work this worker cannot run") || !strings.Contains(msg, `is not in this worker`) {
+		t.Errorf("the worker did not say why it dropped the work:\n%s", msg)
+	}
+	checkLog(t, log, s)
+	info, err := c.work.Info(ctx)
+	if err == nil && info.State.Msgs != 0 {
+		t.Errorf("%d messages left in the work queue", info.State.Msgs)
+	}
+}
+
+// A coordinator started again on its log with samples removed from the
+// dataset purges the work its predecessor queued for them, and the run
+// completes with the samples it has.
+func TestRestartWithSamplesRemoved(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 24, Sleep: 20 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	o := coordinatorOptions()
+	o.Linger = time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	first, err := StartCoordinator(ctx, testEval(s), runConfig(log), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // no worker joined: every sample's work stays queued
+	if _, err := first.Wait(ctx); err == nil {
+		t.Fatal("a stopped coordinator returned no error")
+	}
+	fewer := s
+	fewer.Samples = 16
+	var warnings syncBuf
+	o2 := coordinatorOptions()
+	o2.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
+	c, out := coordinate(t, fewer, runConfig(log), o2)
+	w := start(t, fewer, workerArgs(c, 4)...)
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	if n := strings.Count(warnings.String(), "removing queued work for a sample the dataset lacks"); n != 8 {
+		t.Errorf("%d removals of the 8 samples' work:\n%s", n, warnings.String())
+	}
+	if strings.Contains(w.stderr.String(), "terminating work") {
+		t.Errorf("the worker was given work for a removed sample:\n%s", w.stderr)
+	}
+	checkLog(t, log, fewer)
 }

@@ -410,6 +410,7 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.As
 		return
 	}
 	h := &held{msg: msg, left: len(a.Epochs), tags: tags}
+	a.Refused = func(err error) { w.refuse(h, sampleID, a.Epochs, err) }
 	w.mu.Lock()
 	if w.msgs == nil {
 		w.msgs = map[*held]struct{}{}
@@ -425,6 +426,30 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.As
 	case out <- a:
 	case <-ctx.Done():
 	}
+}
+
+// refuse drops work this worker cannot run (a sample its dataset lacks:
+// forged, or queued by a coordinator of another dataset): no worker of
+// this eval can, so it is terminated, not handed back.
+func (w *worker) refuse(h *held, sampleID string, epochs []int, why error) {
+	w.log.Warn("proctor: terminating work this worker cannot run", "sample", sampleID, "err", why)
+	w.mu.Lock()
+	for _, ep := range epochs {
+		k := heldKey{sampleID, ep}
+		if hs := slices.DeleteFunc(w.held[k], func(x *held) bool { return x == h }); len(hs) > 0 {
+			w.held[k] = hs
+		} else {
+			delete(w.held, k)
+		}
+	}
+	w.running -= len(epochs)
+	delete(w.msgs, h)
+	w.mu.Unlock()
+	select {
+	case w.slot <- struct{}{}:
+	default:
+	}
+	h.msg.Term()
 }
 
 // finished publishes an episode's result; eval.Work calls it from many

@@ -122,6 +122,12 @@ func (r *Recording) Has(sampleID string, epoch int) bool {
 	return r.run.done.has(int64(i)*int64(r.epochs) + int64(epoch))
 }
 
+// HasSample reports whether the run's dataset has the sample.
+func (r *Recording) HasSample(sampleID string) bool {
+	_, ok := r.index.get(sampleID)
+	return ok
+}
+
 // CheckInput returns an error unless input is the input of the run's
 // sample sampleID, as its record holds it: a coordinator refuses a
 // worker's record that claims another input.

@@ -19,6 +19,10 @@ import (
 type Assignment struct {
 	SampleID string `json:"sample_id"`
 	Epochs   []int  `json:"epochs"`
+	// Refused, when set, is called instead of ending Work when this
+	// worker cannot run the assignment (a sample its dataset lacks, an
+	// epoch out of range): Work goes on with the next.
+	Refused func(error) `json:"-"`
 }
 
 // Finished is an episode with its final record and its transcript (nil
@@ -70,18 +74,15 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 			if !ok {
 				return
 			}
-			i, known := samples.index.get(a.SampleID)
-			if !known {
-				feedErr = fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
+			i, err := checkAssignment(a, samples.index, cfg.Epochs)
+			if err != nil && a.Refused != nil {
+				a.Refused(err)
+				continue
+			}
+			if err != nil {
+				feedErr = err
 				cancel(feedErr)
 				return
-			}
-			for _, ep := range a.Epochs {
-				if ep < 0 || ep >= cfg.Epochs {
-					feedErr = fmt.Errorf("eval: assigned epoch %d of sample %q: this worker runs %d epochs", ep, a.SampleID, cfg.Epochs)
-					cancel(feedErr)
-					return
-				}
 			}
 			if s.pool != nil && len(a.Epochs) > 0 {
 				s.pool.Add(strconv.Itoa(i), len(a.Epochs))
@@ -100,6 +101,21 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 		return feedErr
 	}
 	return context.Cause(ctx)
+}
+
+// checkAssignment returns the index of a's sample, or why this worker
+// cannot run a.
+func checkAssignment(a Assignment, index *sampleIndex, epochs int) (int, error) {
+	i, known := index.get(a.SampleID)
+	if !known {
+		return 0, fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
+	}
+	for _, ep := range a.Epochs {
+		if ep < 0 || ep >= epochs {
+			return 0, fmt.Errorf("eval: assigned epoch %d of sample %q: this worker runs %d epochs", ep, a.SampleID, epochs)
+		}
+	}
+	return i, nil
 }
 
 // workCommitter hands a worker's finished episodes to its caller.
