@@ -748,6 +748,17 @@ func TestCoordinatorServesTheRunsViewer(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "cluster-test") {
 		t.Fatalf("GET %s: %d\n%s", url, resp.StatusCode, body)
 	}
+	// A page whose DNS name rebinds to 127.0.0.1 is refused, as by proctor view.
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Host = "evil.example:80"
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("GET %s with Host %s: %d, want %d", url, req.Host, resp.StatusCode, http.StatusMisdirectedRequest)
+	}
 	if code := coord.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("the coordinator exited %d:\n%s", code, coord.stderr)
 	}

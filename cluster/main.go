@@ -17,6 +17,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/cli"
+	"github.com/proctor-evals/proctor/internal/loopback"
 	"github.com/proctor-evals/proctor/view"
 )
 
@@ -173,7 +174,9 @@ func serveView(addr, log string) (stop func(), url string, err error) {
 		v.Close()
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: v, ReadHeaderTimeout: 10 * time.Second}
+	// The check proctor view makes: on a loopback address, a loopback
+	// host name only (DNS rebinding).
+	srv := &http.Server{Handler: loopback.Guard(v, l.Addr()), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(l)
 	return func() {
 		v.Close()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/loopback"
 	"github.com/proctor-evals/proctor/view"
 )
 
@@ -54,11 +55,7 @@ With -trace-url, records' OpenTelemetry trace IDs link to a trace viewer:
 			if err != nil {
 				return 0, err
 			}
-			var h http.Handler = v
-			if ip := ln.Addr().(*net.TCPAddr).IP; ip.IsLoopback() {
-				h = loopbackOnly(v)
-			}
-			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: loopback.Guard(v, ln.Addr()), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			go func() {
@@ -75,24 +72,6 @@ With -trace-url, records' OpenTelemetry trace IDs link to a trace viewer:
 			return 0, nil
 		}
 	},
-}
-
-// loopbackOnly refuses requests whose Host is not a loopback name or
-// address: a page elsewhere that rebinds its DNS name to 127.0.0.1 must
-// not read the viewer.
-func loopbackOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		ip := net.ParseIP(strings.Trim(host, "[]"))
-		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			http.Error(w, "proctor view answers only to a loopback host name", http.StatusMisdirectedRequest)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // htmlGenerator marks the files report -html writes, so that it replaces

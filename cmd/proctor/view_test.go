@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/proctor-evals/proctor/internal/loopback"
 )
 
 // TestReportHTML: report -html writes the run page as one file, replaces
@@ -57,7 +59,7 @@ func TestReportHTML(t *testing.T) {
 // TestLoopbackOnly: on a loopback address the viewer answers only to a
 // loopback host name, so that a rebinding DNS name cannot read it.
 func TestLoopbackOnly(t *testing.T) {
-	h := loopbackOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	h := loopback.Only(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	for host, want := range map[string]int{
 		"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:80": 200, "localhost": 200,
 		"evil.example:8080": http.StatusMisdirectedRequest, "10.0.0.1": http.StatusMisdirectedRequest, "": http.StatusMisdirectedRequest,
