@@ -227,8 +227,15 @@ func (b *syncBuf) String() string {
 // killed, if still running, when the test ends.
 func start(t testing.TB, s shape, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, s, nil, args...)
+}
+
+// startEnv is start with env added to the process's environment.
+func startEnv(t testing.TB, s shape, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), append(s.env(), "PROCTOR_CLUSTER_CHILD=1", "PROCTOR_CLUSTER_ARGS="+strings.Join(args, "\x1f"))...)
+	cmd.Env = append(cmd.Env, env...)
 	p := &proc{cmd: cmd, stdout: &syncBuf{}, stderr: &syncBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
@@ -289,9 +296,18 @@ type natsServer struct {
 
 func startNATS(t *testing.T) *natsServer {
 	t.Helper()
+	return startNATSWith(t, func(*serverOptions) {})
+}
+
+type serverOptions = server.Options
+
+// startNATSWith starts a server with the options edit makes.
+func startNATSWith(t *testing.T, edit func(*serverOptions)) *natsServer {
+	t.Helper()
 	port := freePort(t)
 	s := &natsServer{t: t, opts: server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoSigs: true, NoLog: true},
 		url: "nats://127.0.0.1:" + strconv.Itoa(port)}
+	edit(&s.opts)
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -395,7 +411,11 @@ func await(t *testing.T, out <-chan outcome, d time.Duration) outcome {
 }
 
 func workerArgs(c *Coordinator, concurrency int) []string {
-	return append(c.JoinArgs(), "-concurrency", strconv.Itoa(concurrency))
+	args := append(c.JoinArgs(), "-concurrency", strconv.Itoa(concurrency))
+	if c.srv != nil {
+		args = append(args, "-token", c.srv.token)
+	}
+	return args
 }
 
 func TestKilledWorkersEpisodesRunElsewhere(t *testing.T) {
@@ -450,7 +470,7 @@ func TestServerRestartMidRun(t *testing.T) {
 	srv := startNATS(t)
 	log := t.TempDir() + "/run.jsonl"
 	o := coordinatorOptions()
-	o.NATS = srv.url
+	o.NATS, o.Listen = srv.url, ""
 	c, out := coordinate(t, s, runConfig(log), o)
 	w1 := start(t, s, workerArgs(c, 6)...)
 	w2 := start(t, s, workerArgs(c, 6)...)

@@ -64,7 +64,7 @@ type AuthError struct {
 }
 
 func (e *AuthError) Error() string {
-	return fmt.Sprintf("cluster: the server at %s refused our credentials (%v): pass the -token the coordinator printed", e.URL, e.Err)
+	return fmt.Sprintf("cluster: the server at %s refused our credentials (%v): set $PROCTOR_TOKEN to the workers' token (the file the coordinator's command names) or pass -creds", redactURL(e.URL), e.Err)
 }
 
 func (e *AuthError) Unwrap() error { return e.Err }
@@ -76,7 +76,7 @@ func dial(url string, opts ...nats.Option) (*nats.Conn, error) {
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
 			return nil, &AuthError{URL: url, Err: err}
 		}
-		return nil, fmt.Errorf("cluster: connecting to %s: %w", url, err)
+		return nil, fmt.Errorf("cluster: connecting to %s: %w", redactURL(url), err)
 	}
 	return nc, nil
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,14 +30,23 @@ type CoordinatorOptions struct {
 	// 127.0.0.1:4222 (port 0 picks a free one). Workers on other machines
 	// need an address they can reach, e.g. 0.0.0.0:4222.
 	Listen string
-	// Token is what workers present to the embedded server; default a
-	// random one (see Coordinator.JoinArgs).
+	// Token is, with the embedded server, what workers present; default
+	// the one in the token file beside the log (runs/x.jsonl →
+	// runs/x.token, mode 0600), made at the run's first start, so that a
+	// coordinator started again admits the same workers. With NATS, the
+	// coordinator presents it to that server (when set). It is never
+	// printed: workers take it from $PROCTOR_TOKEN.
 	Token string
 	// NATS is the URL of an external NATS server with JetStream; when set,
-	// no server is embedded and Listen and Token are not used (credentials
-	// and TLS go in NATSOptions).
+	// no server is embedded and Listen, StoreDir, SyncEvery and MaxStore
+	// must be unset (the coordinator's credentials and TLS go in Token
+	// or NATSOptions).
 	NATS        string
 	NATSOptions []nats.Option
+	// WorkerCredsFile and TLSCAFile are paths the printed work command
+	// carries (JoinArgs): the workers' NATS credentials file and the CA
+	// that verifies the server's certificate.
+	WorkerCredsFile, TLSCAFile string
 	// StoreDir is where the embedded server stores its streams; default
 	// beside the log (runs/x.jsonl → runs/x.nats).
 	StoreDir string
@@ -67,12 +78,37 @@ type CoordinatorOptions struct {
 	Logger *slog.Logger
 }
 
+// check refuses options that do not apply together: an external server's
+// store, sync and address are its own.
+func (o *CoordinatorOptions) check() error {
+	if o.NATS == "" {
+		return nil
+	}
+	var set []string
+	if o.Listen != "" {
+		set = append(set, "-listen (Listen)")
+	}
+	if o.StoreDir != "" {
+		set = append(set, "-store (StoreDir)")
+	}
+	if o.SyncEvery != 0 {
+		set = append(set, "-sync-every (SyncEvery: the server's sync_interval)")
+	}
+	if o.MaxStore != 0 {
+		set = append(set, "-max-store (MaxStore: the server's max_file_store)")
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("cluster: %s apply to the embedded server only, not with -nats (NATS)", strings.Join(set, ", "))
+	}
+	return nil
+}
+
 func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
 	var c CoordinatorOptions
 	if o != nil {
 		c = *o
 	}
-	if c.Listen == "" {
+	if c.Listen == "" && c.NATS == "" {
 		c.Listen = "127.0.0.1:4222"
 	}
 	if c.AckWait <= 0 {
@@ -93,21 +129,22 @@ func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
 // Coordinator serves one run to its workers. Start one with
 // [StartCoordinator]; Wait returns its report.
 type Coordinator struct {
-	rec    *eval.Recording
-	cfg    eval.Config
-	opts   CoordinatorOptions
-	n      names
-	srv    *embedded // nil with an external server
-	url    string
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	work   jetstream.Stream
-	res    jetstream.Stream
-	kv     jetstream.KeyValue
-	tagKey []byte             // signs each episode's work (trust.go)
-	alive  jetstream.KeyValue // the workers bucket
-	blobs  jetstream.ObjectStore
-	cons   jetstream.ConsumeContext
+	rec       *eval.Recording
+	cfg       eval.Config
+	opts      CoordinatorOptions
+	n         names
+	srv       *embedded // nil with an external server
+	url       string
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	work      jetstream.Stream
+	res       jetstream.Stream
+	madeToken bool // the token file is this coordinator's: removed with the run
+	kv        jetstream.KeyValue
+	tagKey    []byte             // signs each episode's work (trust.go)
+	alive     jetstream.KeyValue // the workers bucket
+	blobs     jetstream.ObjectStore
+	cons      jetstream.ConsumeContext
 
 	seen    atomic.Uint64 // the last result stream sequence handled
 	commits atomic.Int64  // Commit calls made
@@ -140,6 +177,9 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	if cfg.Log == "" {
 		return nil, errors.New("cluster: the coordinator needs a log (Config.Log): it is the run's truth")
 	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	rec, err := e.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -148,6 +188,9 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	if err := c.connect(ctx); err != nil {
 		c.shutdown()
 		rec.Close(context.WithoutCancel(ctx))
+		if c.madeToken {
+			os.Remove(tokenFile(cfg.Log))
+		}
 		return nil, err
 	}
 	// The progress line and Progress count what the live workers hold.
@@ -167,12 +210,17 @@ func (c *Coordinator) connect(ctx context.Context) error {
 		if dir == "" {
 			dir = storeDir(c.cfg.Log)
 		}
-		srv, err := startServer(o.Listen, dir, o.Token, c.n, o.SyncEvery, o.MaxStore)
+		token, made, err := workersToken(o.Token, tokenFile(c.cfg.Log))
+		if err != nil {
+			return err
+		}
+		c.madeToken = made
+		srv, err := startServer(o.Listen, dir, token, c.n, o.SyncEvery, o.MaxStore)
 		if err != nil {
 			return err
 		}
 		c.srv, c.url = srv, srv.url
-		copts = append(copts, nats.InProcessServer(srv.srv), nats.UserInfo(coordinatorUser, srv.coordSecret))
+		copts = append(copts, nats.InProcessServer(srv.srv), nats.Token(srv.coordSecret))
 		nc, err := nats.Connect("", copts...)
 		if err != nil {
 			return fmt.Errorf("cluster: connecting to the embedded server: %w", err)
@@ -180,6 +228,9 @@ func (c *Coordinator) connect(ctx context.Context) error {
 		c.nc = nc
 	} else {
 		c.url = o.NATS
+		if o.Token != "" {
+			copts = append(copts, nats.Token(o.Token))
+		}
 		nc, err := dial(o.NATS, append(copts, o.NATSOptions...)...)
 		if err != nil {
 			return err
@@ -756,11 +807,25 @@ func (c *Coordinator) Progress(ctx context.Context) (Progress, error) {
 func (c *Coordinator) RunID() string { return c.rec.RunID() }
 
 // JoinArgs returns the arguments of the work command that joins this run:
-// -join URL -run-id ID, and -token T for the embedded server.
+// -join URL -run-id ID, and the paths of the workers' credentials and of
+// the CA when given. It holds no secret (the URL's user and password are
+// left out): workers take the token from $PROCTOR_TOKEN (see TokenFile).
 func (c *Coordinator) JoinArgs() []string {
-	args := []string{"work", "-join", c.url, "-run-id", c.rec.RunID()}
-	if c.srv != nil {
-		args = append(args, "-token", c.srv.token)
+	args := []string{"work", "-join", redactURL(c.url), "-run-id", c.rec.RunID()}
+	if c.opts.WorkerCredsFile != "" {
+		args = append(args, "-creds", c.opts.WorkerCredsFile)
+	}
+	if c.opts.TLSCAFile != "" {
+		args = append(args, "-tls-ca", c.opts.TLSCAFile)
 	}
 	return args
+}
+
+// TokenFile returns the file holding the workers' token, when the
+// coordinator made it (no Token given), else "".
+func (c *Coordinator) TokenFile() string {
+	if c.srv == nil || c.opts.Token != "" {
+		return ""
+	}
+	return tokenFile(c.cfg.Log)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,13 +61,15 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	fs.SetOutput(stderr)
 	cli.BindFlags(fs, &cfg)
 	var o CoordinatorOptions
-	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "`host:port` the embedded NATS server listens on (0.0.0.0:4222 for other machines)")
-	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "`token` workers present (default $PROCTOR_TOKEN, else generated and printed)")
+	fs.StringVar(&o.Listen, "listen", "", "`host:port` the embedded NATS server listens on (default 127.0.0.1:4222; 0.0.0.0:4222 for other machines)")
+	fs.StringVar(&o.Token, "token", "", "`token` workers present to the embedded server, or the coordinator to -nats's (default $PROCTOR_TOKEN; else, embedded, the one in the token file beside the log, made at the run's first start)")
 	fs.StringVar(&o.NATS, "nats", "", "`URL` of an external NATS server with JetStream, instead of the embedded one")
-	creds := fs.String("creds", "", "NATS credentials `file` for -nats")
-	ca := fs.String("tls-ca", "", "CA `file` to verify -nats's TLS certificate")
+	creds := fs.String("creds", os.Getenv("PROCTOR_CREDS"), "NATS credentials `file` the coordinator presents to -nats (default $PROCTOR_CREDS)")
+	fs.StringVar(&o.WorkerCredsFile, "worker-creds", "", "the workers' NATS credentials `file`, named in the printed work command")
+	fs.StringVar(&o.TLSCAFile, "tls-ca", os.Getenv("PROCTOR_TLS_CA"), "CA `file` to verify -nats's TLS certificate, named in the printed work command (default $PROCTOR_TLS_CA)")
 	fs.StringVar(&o.StoreDir, "store", "", "`dir` of the embedded server's streams (default beside the log: x.jsonl → x.nats)")
 	fs.DurationVar(&o.SyncEvery, "sync-every", 0, "fsync the embedded server's streams at this `interval` instead of every write (e.g. 50ms: much faster; a power cut may lose the interval's results, which reconciliation runs again)")
+	fs.Int64Var(&o.MaxStore, "max-store", 0, "bound the embedded server's store to this many `bytes` (0: the disk); a full store pauses the run")
 	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -78,13 +81,20 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 		fmt.Fprintf(stderr, "%s coordinate: -log is required: the log is the run's truth\n", prog())
 		return 2
 	}
-	o.NATSOptions = natsOptions(*creds, *ca)
+	if o.Token == "" {
+		o.Token = os.Getenv("PROCTOR_TOKEN") // read here, not as the flag's default: -h would print it
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "%s coordinate: %v\n", prog(), err)
+		return 2
+	}
+	o.NATSOptions = natsOptions(*creds, o.TLSCAFile)
 	c, err := StartCoordinator(ctx, e, cfg, &o)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s %s\n", prog(), c.RunID(), prog(), strings.Join(c.JoinArgs(), " "))
+	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s\n", prog(), c.RunID(), joinCommand(c, o.Token != ""))
 	if *viewAddr != "" {
 		stop, url, err := serveView(*viewAddr, cfg.Log)
 		if err != nil {
@@ -98,21 +108,47 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	return cli.PrintOutcome(stdout, stderr, rep, err, *asJSON)
 }
 
+// joinCommand is the work command to print: it names where the token is,
+// never the token.
+func joinCommand(c *Coordinator, tokenGiven bool) string {
+	cmd := prog() + " " + strings.Join(c.JoinArgs(), " ")
+	switch {
+	case c.TokenFile() != "":
+		return "PROCTOR_TOKEN=$(cat " + c.TokenFile() + ") " + cmd
+	case tokenGiven:
+		return cmd + "\n  with $PROCTOR_TOKEN set to the coordinator's token"
+	}
+	return cmd
+}
+
 func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("work", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cli.BindFlags(fs, &cfg)
 	var o WorkerOptions
 	fs.StringVar(&o.Join, "join", "", "`URL` of the run's NATS server (nats://host:port), as the coordinator printed")
-	fs.StringVar(&o.Token, "token", os.Getenv("PROCTOR_TOKEN"), "the coordinator's `token` (default $PROCTOR_TOKEN)")
-	creds := fs.String("creds", "", "NATS credentials `file`")
-	ca := fs.String("tls-ca", "", "CA `file` to verify the server's TLS certificate")
+	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "the `ID` of the run to join, as the coordinator printed")
+	fs.StringVar(&o.Token, "token", "", "the workers' `token` (default $PROCTOR_TOKEN)")
+	creds := fs.String("creds", os.Getenv("PROCTOR_CREDS"), "NATS credentials `file` (default $PROCTOR_CREDS)")
+	ca := fs.String("tls-ca", os.Getenv("PROCTOR_TLS_CA"), "CA `file` to verify the server's TLS certificate (default $PROCTOR_TLS_CA)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "episodes in flight on this machine")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound of one attempt (negative: none)")
+	fs.IntVar(&cfg.Retries, "retries", cfg.Retries, "retries of an episode that ended in error (negative: none)")
+	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "runs per sample (default: the run's)")
+	fs.Func("seed", "the run `seed` (default: the run's)", func(v string) error {
+		s, err := strconv.ParseUint(v, 10, 64)
+		cfg.Seed = s
+		return err
+	})
+	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
 	if o.Join == "" {
 		fmt.Fprintf(stderr, "%s work: -join is required\n", prog())
 		return 2
+	}
+	if o.Token == "" {
+		o.Token = os.Getenv("PROCTOR_TOKEN")
 	}
 	// The run's seed and epochs are the coordinator's unless given here.
 	o.AdoptRunShape = true
@@ -122,8 +158,7 @@ func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Con
 		}
 	})
 	o.NATSOptions = natsOptions(*creds, *ca)
-	err := Work(ctx, e, cfg, &o)
-	if err != nil {
+	if err := Work(ctx, e, cfg, &o); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
 		return 1
 	}

@@ -2,19 +2,25 @@ package cluster
 
 import (
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// The embedded server's two users: the coordinator (in its process, with
-// a secret that never leaves it) may do anything; a worker holds only
-// what workerPermissions grants.
+// The embedded server's two roles: the coordinator (in its process, with
+// a token that never leaves it) may do anything; a worker holds only what
+// workerPermissions grants.
 const (
 	coordinatorUser = "coordinator"
 	workerUser      = "worker"
@@ -46,9 +52,6 @@ func startServer(listen, dir, token string, n names, syncEvery time.Duration, ma
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	if token == "" {
-		token = newToken()
-	}
 	coord := newToken()
 	opts := &server.Options{
 		ServerName: "proctor", Host: host, Port: port,
@@ -59,9 +62,10 @@ func startServer(listen, dir, token string, n names, syncEvery time.Duration, ma
 		// reconciliation runs them again.
 		SyncAlways:   syncEvery <= 0,
 		SyncInterval: max(syncEvery, 0),
-		Users: []*server.User{
-			{Username: coordinatorUser, Password: coord},
-			{Username: workerUser, Password: token, Permissions: workerPermissions(n)},
+		CustomClientAuthentication: tokenAuth{
+			coord:  &server.User{Username: coordinatorUser},
+			worker: &server.User{Username: workerUser, Permissions: workerPermissions(n)},
+			tokens: [2]string{coord, token},
 		},
 		NoSigs: true, NoLog: true,
 	}
@@ -84,6 +88,26 @@ func startServer(listen, dir, token string, n names, syncEvery time.Duration, ma
 		h = hostname() // listening everywhere: name this machine
 	}
 	return &embedded{srv: srv, url: "nats://" + net.JoinHostPort(h, strconv.Itoa(addr.Port)), token: token, coordSecret: coord}, nil
+}
+
+// tokenAuth admits a client by its token (a plain token, as an external
+// server's authorization token is presented) and gives it its role.
+type tokenAuth struct {
+	coord, worker *server.User
+	tokens        [2]string // the coordinator's, the workers'
+}
+
+func (a tokenAuth) Check(c server.ClientAuthentication) bool {
+	got := []byte(c.GetOpts().Token)
+	switch {
+	case subtle.ConstantTimeCompare(got, []byte(a.tokens[0])) == 1:
+		c.RegisterUser(a.coord)
+	case subtle.ConstantTimeCompare(got, []byte(a.tokens[1])) == 1:
+		c.RegisterUser(a.worker)
+	default:
+		return false
+	}
+	return true
 }
 
 // workerPermissions is least privilege for a worker of run n: it fetches
@@ -136,6 +160,51 @@ func newToken() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// tokenFile is where the workers' token of the run logged at log is kept
+// when the coordinator makes it: runs/x.jsonl → runs/x.token.
+func tokenFile(log string) string {
+	return log[:len(log)-len(filepath.Ext(log))] + ".token"
+}
+
+// workersToken returns the workers' token: given, or the one in file, or
+// a new one written there (0600, never replacing a file). made says it
+// was written now.
+func workersToken(given, file string) (token string, made bool, err error) {
+	if given != "" {
+		return given, false, nil
+	}
+	if b, err := os.ReadFile(file); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, false, nil
+		}
+		return "", false, fmt.Errorf("cluster: the token file %s is empty", file)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("cluster: the workers' token: %w", err)
+	}
+	token = newToken()
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("cluster: writing the workers' token: %w", err)
+	}
+	_, err = f.WriteString(token + "\n")
+	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+		os.Remove(file)
+		return "", false, fmt.Errorf("cluster: writing the workers' token: %w", err)
+	}
+	return token, true, nil
+}
+
+// redactURL drops a URL's user and password: a printed command carries no
+// secret.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
 }
 
 // storeDir is where the embedded server of the run logged at log keeps

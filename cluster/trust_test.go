@@ -23,7 +23,7 @@ func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream
 	t.Helper()
 	var mu sync.Mutex
 	var errs []string
-	nc, err := nats.Connect(c.url, nats.UserInfo(workerUser, c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := nats.Connect(c.url, nats.Token(c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		mu.Lock()
 		errs = append(errs, err.Error())
 		mu.Unlock()
@@ -209,7 +209,7 @@ func TestForgedDoneEndsNoWorker(t *testing.T) {
 	srv := startNATS(t) // an external server granting everyone everything
 	log := t.TempDir() + "/run.jsonl"
 	o := coordinatorOptions()
-	o.NATS = srv.url
+	o.NATS, o.Listen = srv.url, ""
 	c, out := coordinate(t, s, runConfig(log), o)
 	w := start(t, s, workerArgs(c, 4)...)
 	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 8 })

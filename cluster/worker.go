@@ -108,7 +108,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
 		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) })}
 	if o.Token != "" {
-		copts = append(copts, nats.UserInfo(workerUser, o.Token))
+		copts = append(copts, nats.Token(o.Token))
 	}
 	// A worker may start before its coordinator: it waits for the server
 	// as long as it would wait for it to come back.

@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// printedJoin returns the work command a coordinator process printed.
+func printedJoin(t *testing.T, p *proc) string {
+	t.Helper()
+	var line string
+	until(t, 20*time.Second, "the printed work command", func() bool {
+		_, rest, ok := strings.Cut(p.stderr.String(), "workers join with:\n  ")
+		line, _, ok = strings.Cut(rest, "\n")
+		return ok
+	})
+	return line
+}
+
+// The embedded coordinator makes the workers' token once, in a file
+// beside the log only its user reads, and prints a command that names the
+// file, never the token; that command, run as printed, joins the run.
+func TestPrintedWorkCommandHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 8, Sleep: 10 * time.Millisecond}
+	dir := t.TempDir()
+	log := dir + "/run.jsonl"
+	coord := start(t, s, "coordinate", "-log", log, "-listen", "127.0.0.1:0", "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-json", "-quiet")
+	line := printedJoin(t, coord)
+	tokenFile := dir + "/run.token"
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(b))
+	if st, err := os.Stat(tokenFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the token file's mode is %v, want 0600 (%v)", st.Mode().Perm(), err)
+	}
+	if strings.Contains(coord.stderr.String(), token) {
+		t.Fatalf("the coordinator printed the token:\n%s", coord.stderr)
+	}
+	prefix := "PROCTOR_TOKEN=$(cat " + tokenFile + ") proctor-cluster-test "
+	args, ok := strings.CutPrefix(line, prefix)
+	if !ok {
+		t.Fatalf("the printed command %q does not start with %q", line, prefix)
+	}
+	w := startEnv(t, s, []string{"PROCTOR_TOKEN=" + token}, strings.Fields(args)...)
+	if code := coord.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the coordinator exited %d:\n%s", code, coord.stderr)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	checkLog(t, log, s)
+}
+
+// With -nats, the token comes from $PROCTOR_TOKEN (it was ignored), and
+// the printed command carries neither it nor the URL's credentials, but
+// the paths of the workers' credentials and CA.
+func TestExternalServerTakesTheTokenFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 8, Sleep: 10 * time.Millisecond}
+	srv := startNATSWith(t, func(o *serverOptions) { o.Authorization = "sesame" })
+	log := t.TempDir() + "/run.jsonl"
+	coord := startEnv(t, s, []string{"PROCTOR_TOKEN=sesame"}, "coordinate", "-log", log, "-nats", srv.url, "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-worker-creds", "/etc/proctor/worker.creds", "-json", "-quiet")
+	line := printedJoin(t, coord)
+	if strings.Contains(coord.stderr.String(), "sesame") || !strings.Contains(line, " -creds /etc/proctor/worker.creds") {
+		t.Errorf("printed: %q", line)
+	}
+	if !strings.Contains(coord.stderr.String(), "with $PROCTOR_TOKEN set") {
+		t.Errorf("the coordinator does not say where the token goes:\n%s", coord.stderr)
+	}
+	w := startEnv(t, s, []string{"PROCTOR_TOKEN=sesame"}, "work", "-join", srv.url, "-run-id", runIDOf(t, line), "-concurrency", "4")
+	if code := coord.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the coordinator exited %d:\n%s", code, coord.stderr)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	checkLog(t, log, s)
+
+	// A token in the URL is not printed either.
+	log2 := t.TempDir() + "/run.jsonl"
+	withURL := start(t, s, "coordinate", "-log", log2, "-nats", strings.Replace(srv.url, "nats://", "nats://sesame@", 1), "-json", "-quiet")
+	if line := printedJoin(t, withURL); strings.Contains(line, "sesame") || !strings.Contains(line, " -join "+srv.url+" ") {
+		t.Errorf("printed: %q", line)
+	}
+}
+
+func runIDOf(t *testing.T, line string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(line, " -run-id ")
+	if !ok {
+		t.Fatalf("no -run-id in %q", line)
+	}
+	id, _, _ := strings.Cut(rest, " ")
+	return id
+}
+
+// Flags of the embedded server are refused with -nats, not ignored; work
+// -h lists a worker's flags only.
+func TestFlagsThatDoNotApplyAreRefused(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 2}
+	for _, flag := range [][]string{{"-sync-every", "50ms"}, {"-store", "/tmp/x"}, {"-listen", "0.0.0.0:4222"}, {"-max-store", "1000"}} {
+		p := start(t, s, append([]string{"coordinate", "-log", t.TempDir() + "/run.jsonl", "-nats", "nats://127.0.0.1:1"}, flag...)...)
+		if code := p.wait(t, 20*time.Second); code != 2 || !strings.Contains(p.stderr.String(), flag[0]+" ") {
+			t.Errorf("coordinate -nats %v: exit %d:\n%s", flag, code, p.stderr)
+		}
+	}
+	h := start(t, s, "work", "-h")
+	h.wait(t, 20*time.Second)
+	for _, want := range []string{"-join", "-run-id", "-concurrency", "-token", "-creds"} {
+		if !strings.Contains(h.stderr.String(), want) {
+			t.Errorf("work -h does not list %s:\n%s", want, h.stderr)
+		}
+	}
+	for _, not := range []string{"-log", "-max-cost", "-shard", "-max-error-rate", "-reuse-from"} {
+		if strings.Contains(h.stderr.String(), not+" ") {
+			t.Errorf("work -h lists %s, which a worker ignores:\n%s", not, h.stderr)
+		}
+	}
+}
