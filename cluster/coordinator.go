@@ -62,6 +62,11 @@ type CoordinatorOptions struct {
 	// bytes; default what the disk holds. A full store pauses the run
 	// (see Wait).
 	MaxStore int64
+	// Replicas is how many copies JetStream keeps of the run's streams,
+	// buckets and object store; default the cluster's size up to 3 (1 on
+	// a single server). It is set when they are made, and raised, never
+	// lowered, on a restart: a stream an operator made R3 stays R3.
+	Replicas int
 	// AckWait is how long a worker may hold work without a heartbeat
 	// before it is given to another; default 30 s. Workers heartbeat every
 	// AckWait/3.
@@ -256,16 +261,27 @@ func (c *Coordinator) connect(ctx context.Context) error {
 func (c *Coordinator) setup(ctx context.Context) error {
 	n := c.n
 	wrap := func(what string, err error) error { return fmt.Errorf("cluster: creating %s: %w", what, err) }
+	want := c.opts.Replicas
+	if want <= 0 {
+		want = clusterReplicas(c.nc)
+	}
+	// replicas is want, or more when the stream has more already.
+	replicas := func(stream string) int {
+		if s, err := c.js.Stream(ctx, stream); err == nil {
+			return max(want, s.CachedInfo().Config.Replicas)
+		}
+		return want
+	}
 	var err error
 	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage,
+		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.work),
 		Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
 		return wrap("stream "+n.work, err)
 	}
 	c.res, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage,
+		Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.results),
 		Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
@@ -278,16 +294,16 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if err != nil {
 		return wrap("the workers' consumer", err)
 	}
-	if c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.kv, Storage: jetstream.FileStorage}); err != nil {
+	if c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.kv, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + n.kv)}); err != nil {
 		return wrap("bucket "+n.kv, err)
 	}
-	if c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage}); err != nil {
+	if c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.workers)}); err != nil {
 		return wrap("bucket "+n.workers, err)
 	}
-	if c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage}); err != nil {
+	if c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)}); err != nil {
 		return wrap("object store "+n.blobs, err)
 	}
-	runs, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage})
+	runs, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + runsBucket)})
 	if err != nil {
 		return wrap("bucket "+runsBucket, err)
 	}
@@ -320,6 +336,16 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return wrap("the results consumer", err)
 	}
 	return nil
+}
+
+// clusterReplicas is the default replica count: the size of the cluster
+// nc is connected to (the servers it knows), up to 3; 1 on a single
+// server.
+func clusterReplicas(nc *nats.Conn) int {
+	if nc.ConnectedClusterName() == "" {
+		return 1
+	}
+	return min(max(len(nc.Servers()), 1), 3)
 }
 
 // tagKey returns the run's tag key, made by its first coordinator: a
@@ -686,7 +712,11 @@ func (r *refusedResults) check(ctx context.Context, c *Coordinator) {
 			r.since = now
 		}
 		r.told = now
-		c.opts.Logger.Warn("proctor: the NATS server refuses to store results: the run is paused, its workers keep their results and retry (a full store: free space or raise its limit)",
+		hint := "is a server or the stream down?"
+		if strings.Contains(why, "insufficient resources") {
+			hint = "a full store: free space or raise its limit"
+		}
+		c.opts.Logger.Warn("proctor: the NATS server does not store results: the run is paused, its workers keep their results and retry ("+hint+")",
 			"since", r.since.Format(time.TimeOnly), "results_waiting", waiting, "err", why)
 	case waiting == 0 && !r.since.IsZero():
 		c.opts.Logger.Info("proctor: the NATS server stores results again; the run goes on", "paused_for", now.Sub(r.since).Round(time.Second))

@@ -199,12 +199,14 @@ func workersToken(given, file string) (token string, made bool, err error) {
 // redactURL drops a URL's user and password: a printed command carries no
 // secret.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
+	urls := strings.Split(s, ",") // nats.Connect takes a list
+	for i, x := range urls {
+		if u, err := url.Parse(strings.TrimSpace(x)); err == nil && u.User != nil {
+			u.User = nil
+			urls[i] = u.String()
+		}
 	}
-	u.User = nil
-	return u.String()
+	return strings.Join(urls, ",")
 }
 
 // storeDir is where the embedded server of the run logged at log keeps
