@@ -126,3 +126,35 @@ func TestFlagsThatDoNotApplyAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A worker says what it joined and why it leaves; one pointed at a run the
+// server does not have fails at once saying so; one pointed at a dead
+// server says at once what it waits for and why.
+func TestWorkersSayWhatTheyDo(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 8, Sleep: 10 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	c, out := coordinate(t, s, runConfig(log), coordinatorOptions())
+	unknown := start(t, s, "work", "-join", c.url, "-run-id", "no-such-run", "-token", c.srv.token)
+	if code := unknown.wait(t, 10*time.Second); code != 1 || !strings.Contains(unknown.stderr.String(), "run no-such-run is not on this server, or not this worker's to join (its latest is run "+c.RunID()) {
+		t.Errorf("a worker of an unknown run exited %d:\n%s", code, unknown.stderr)
+	}
+	dead := start(t, s, "work", "-join", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)))
+	until(t, 10*time.Second, "the worker to say it waits for a dead server", func() bool {
+		msg := dead.stderr.String()
+		return strings.Contains(msg, "waiting for the server at nats://127.0.0.1:") && strings.Contains(msg, "connection refused")
+	})
+	w := start(t, s, workerArgs(c, 4)...)
+	if res := await(t, out, 60*time.Second); res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	msg := w.stderr.String()
+	for _, want := range []string{"joined run " + c.RunID(), "eval=cluster-test", "is done; leaving", "published=24"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the worker's log lacks %q:\n%s", want, msg)
+		}
+	}
+}

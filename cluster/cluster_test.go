@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -471,6 +472,8 @@ func TestServerRestartMidRun(t *testing.T) {
 	log := t.TempDir() + "/run.jsonl"
 	o := coordinatorOptions()
 	o.NATS, o.Listen = srv.url, ""
+	var warnings syncBuf
+	o.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
 	c, out := coordinate(t, s, runConfig(log), o)
 	w1 := start(t, s, workerArgs(c, 6)...)
 	w2 := start(t, s, workerArgs(c, 6)...)
@@ -482,6 +485,9 @@ func TestServerRestartMidRun(t *testing.T) {
 	res := await(t, out, 60*time.Second)
 	if res.err != nil {
 		t.Fatal(res.err)
+	}
+	if msg := warnings.String(); !strings.Contains(msg, "lost the NATS server") || !strings.Contains(msg, "the NATS server is back") {
+		t.Errorf("the coordinator did not say it lost the server and found it again:\n%s", msg)
 	}
 	for _, p := range []*proc{w1, w2} {
 		if code := p.wait(t, 10*time.Second); code != 0 {

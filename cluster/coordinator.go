@@ -152,6 +152,7 @@ type Coordinator struct {
 	cons      jetstream.ConsumeContext
 
 	seen    atomic.Uint64 // the last result stream sequence handled
+	lostAt  atomic.Int64  // when the connection to the server was lost (Unix ns), 0 while connected
 	commits atomic.Int64  // Commit calls made
 	lastErr atomic.Pointer[string]
 	fatal   chan error // cap 1: results can no longer be recorded
@@ -209,7 +210,18 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 
 func (c *Coordinator) connect(ctx context.Context) error {
 	o := c.opts
-	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // closed by us
+			}
+			c.lostAt.Store(time.Now().UnixNano())
+			c.opts.Logger.Warn("proctor: lost the NATS server; waiting for it (the run waits too)", "since", time.Now().Format(time.TimeOnly), "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			lost := time.Unix(0, c.lostAt.Swap(0))
+			c.opts.Logger.Info("proctor: the NATS server is back", "server", nc.ConnectedServerName(), "after", time.Since(lost).Round(time.Millisecond))
+		})}
 	if o.NATS == "" {
 		dir := o.StoreDir
 		if dir == "" {

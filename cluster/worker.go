@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,22 +113,19 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if o.Token != "" {
 		copts = append(copts, nats.Token(o.Token))
 	}
-	// A worker may start before its coordinator: it waits for the server
-	// as long as it would wait for it to come back.
+	// A worker may start before its coordinator: it waits for the server,
+	// then for the run, as long as it would wait for the server to come
+	// back, saying what it waits for.
 	var nc *nats.Conn
-	var err error
-	for deadline := time.Now().Add(o.ReconnectFor); ; {
+	err := waitFor(ctx, o, "the server at "+redactURL(o.Join), func() (err error, retry bool) {
 		nc, err = dial(o.Join, append(copts, o.NATSOptions...)...)
-		if err == nil {
-			break
+		if errors.Is(err, nats.ErrNoServers) {
+			return fmt.Errorf("%w (%v)", err, probe(o.Join)), true
 		}
-		if !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
-			return err
-		}
-		sleep(ctx, reconnectWait)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
+		return err, false
+	})
+	if err != nil {
+		return err
 	}
 	defer nc.Close()
 
@@ -135,21 +135,21 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	// The run may not be served yet: its coordinator may be starting.
 	var runID string
 	var entry jetstream.KeyValueEntry
-	for deadline := time.Now().Add(o.ReconnectFor); ; {
+	what := "a run on " + redactURL(o.Join)
+	if cfg.RunID != "" {
+		what = "run " + cfg.RunID + " on " + redactURL(o.Join)
+	}
+	err = waitFor(ctx, o, what, func() (err error, retry bool) {
 		runID, entry, err = w.findRun(ctx, cfg.RunID)
-		if err == nil {
-			break
-		}
-		if !notYet(err) || time.Now().After(deadline) {
-			return fmt.Errorf("cluster: joining %s: %w", o.Join, err)
-		}
-		sleep(ctx, reconnectWait)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
+		return err, notYet(err)
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.RunID == "" {
+		o.Logger.Warn("proctor: no -run-id: joining the run this server's latest coordinator serves", "run", runID)
 	}
 	var m manifest.Manifest
 	if err := json.Unmarshal(entry.Value(), &m); err != nil {
@@ -175,10 +175,13 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	cfg.Worker = w.id
 	w.slots, w.epochs = cfg.Concurrency, max(m.Epochs, 1)
 	if done, stop := w.control(ctx); done {
+		o.Logger.Info("proctor: run "+runID+" is done already: nothing to do", "server", redactURL(o.Join))
 		return nil
 	} else if stop != nil {
 		return stop
 	}
+	w.quiet = cfg.Quiet
+	o.Logger.Info("proctor: joined run "+runID, "eval", m.Eval, "server", redactURL(o.Join), "worker", w.id, "concurrency", cfg.Concurrency)
 	if w.alive, err = w.js.KeyValue(ctx, w.n.workers); err != nil {
 		return fmt.Errorf("cluster: run %s: %w", runID, err)
 	}
@@ -235,9 +238,10 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errDone):
+		o.Logger.Info("proctor: run "+runID+" is done; leaving", "published", w.stored.Load())
 		return nil
 	case errors.Is(cause, errLost):
-		return fmt.Errorf("cluster: lost the server at %s for %v", o.Join, o.ReconnectFor)
+		return fmt.Errorf("cluster: lost the server at %s for %v (%d results published)", redactURL(o.Join), o.ReconnectFor, w.stored.Load())
 	}
 	return cause
 }
@@ -259,6 +263,7 @@ type worker struct {
 	log     *slog.Logger
 	id      string
 	slots   int
+	quiet   bool            // no progress line
 	epochs  int             // the run's: the most episodes a work message carries
 	ctx     context.Context // the worker's run: done when it leaves
 	cancel  context.CancelCauseFunc
@@ -288,6 +293,51 @@ type held struct {
 	tags map[int]string // epoch → its tag, returned with its result
 }
 
+// waitFor calls try until it succeeds, fails for good (retry false), ctx
+// is done or o.ReconnectFor has passed, and says what it waits for and
+// why, at once and every 10 s. It returns try's last error.
+func waitFor(ctx context.Context, o WorkerOptions, what string, try func() (err error, retry bool)) error {
+	start := time.Now()
+	var told time.Time
+	for {
+		err, retry := try()
+		switch {
+		case err == nil:
+			return nil
+		case !retry:
+			return err
+		case time.Since(start) > o.ReconnectFor:
+			return fmt.Errorf("cluster: waited %v for %s: %w", o.ReconnectFor, what, err)
+		case time.Since(told) >= 10*time.Second:
+			told = time.Now()
+			o.Logger.Warn("proctor: waiting for "+what, "since", start.Format(time.TimeOnly), "for", o.ReconnectFor, "err", err)
+		}
+		sleep(ctx, 250*time.Millisecond)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// probe returns why the first server of urls cannot be reached.
+func probe(urls string) error {
+	first, _, _ := strings.Cut(urls, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil {
+		return err
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "4222")
+	}
+	c, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	return errors.New("it accepts TCP connections, but not as a NATS server")
+}
+
 // findRun returns the run to join — runID, or the run the server's latest
 // coordinator serves — and its manifest, and sets w.n and w.kv.
 func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.KeyValueEntry, error) {
@@ -303,7 +353,25 @@ func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.K
 		runID = string(e.Value())
 	}
 	w.n = namesFor(runID)
-	kv, err := w.js.KeyValue(ctx, w.n.kv)
+	// A run other than the server's latest may be unknown here (another
+	// server's, or over and cleaned up), or not this worker's to read (an
+	// embedded server grants its own run only): a short look says which.
+	var latest string
+	if runs, err := w.js.KeyValue(ctx, runsBucket); err == nil {
+		if e, err := runs.Get(ctx, currentKey); err == nil {
+			latest = string(e.Value())
+		}
+	}
+	lctx := ctx
+	if latest != "" && latest != runID {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+	}
+	kv, err := w.js.KeyValue(lctx, w.n.kv)
+	if err != nil && latest != "" && latest != runID {
+		return "", nil, fmt.Errorf("cluster: run %s is not on this server, or not this worker's to join (its latest is run %s; a finished run's streams are removed): %w", runID, latest, err)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("run %s: %w", runID, err)
 	}
@@ -633,6 +701,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 	defer hb.Stop()
 	live := time.NewTicker(min(2*time.Second, workersTTL/4))
 	defer live.Stop()
+	told := time.Now() // the progress line's last
 	w.report(ctx)
 	for {
 		select {
@@ -654,6 +723,13 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 		case <-live.C:
 			w.report(ctx)
 			w.checkControl(ctx)
+			if !w.quiet && time.Since(told) >= 10*time.Second {
+				told = time.Now()
+				w.mu.Lock()
+				running := w.running
+				w.mu.Unlock()
+				w.log.Info("proctor: working", "published", w.stored.Load(), "running", running, "slots", w.slots)
+			}
 		}
 	}
 }
