@@ -573,7 +573,7 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	srv := startNATS(t)
 	dir := t.TempDir()
 	log := dir + "/run.jsonl"
-	coord := []string{"coordinate", "-log", log, "-nats", srv.url, "-epochs", strconv.Itoa(testEpochs), "-seed", strconv.Itoa(testSeed),
+	coord := []string{"coordinate", "-log", log, "-nats", srv.url, "-keep", "-epochs", strconv.Itoa(testEpochs), "-seed", strconv.Itoa(testSeed),
 		"-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
 	first := start(t, s, coord...)
 	until(t, 10*time.Second, "the run's manifest", func() bool { _, err := os.Stat(dir + "/run.manifest.json"); return err == nil })

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -79,6 +81,11 @@ type CoordinatorOptions struct {
 	// its workers to see it and leave before its embedded server stops;
 	// default 5 s.
 	Linger time.Duration
+	// Keep keeps a completed run's streams, buckets and object store (and
+	// the embedded server's store) for inspection; by default they are
+	// removed once the run is complete: the log is the truth. A stopped
+	// run keeps them, for its resume.
+	Keep bool
 	// Logger receives warnings; default slog.Default().
 	Logger *slog.Logger
 }
@@ -186,17 +193,19 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	// A coordinator that fails to start leaves nothing behind: what Open
+	// and the server made is removed, what was there is not.
+	fresh := absent(cfg.Log, cfg.Log+".lock", manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
 	rec, err := e.Open(ctx, cfg)
 	if err != nil {
+		removeAll(fresh)
 		return nil, err
 	}
 	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1)}
 	if err := c.connect(ctx); err != nil {
 		c.shutdown()
 		rec.Close(context.WithoutCancel(ctx))
-		if c.madeToken {
-			os.Remove(tokenFile(cfg.Log))
-		}
+		removeAll(fresh)
 		return nil, err
 	}
 	// The progress line and Progress count what the live workers hold.
@@ -692,8 +701,64 @@ loop:
 		c.rec.SetStopped(running, budget)
 	}
 	rep, err := c.rec.Close(bg)
+	if complete && err == nil && !c.opts.Keep {
+		c.removeRun(bg)
+	}
 	c.shutdown()
+	if complete && err == nil && !c.opts.Keep && c.srv != nil {
+		c.removeEmbedded()
+	}
 	return rep, errors.Join(stopErr, err)
+}
+
+// removeRun deletes a completed run's streams, buckets and object store,
+// and its name as the server's latest run.
+func (c *Coordinator) removeRun(ctx context.Context) {
+	if err := deleteRun(ctx, c.js, c.n); err != nil {
+		c.opts.Logger.Warn("proctor: removing the run's streams (gc removes them later)", "err", err)
+	}
+	if runs, err := c.js.KeyValue(ctx, runsBucket); err == nil {
+		if e, err := runs.Get(ctx, currentKey); err == nil && string(e.Value()) == c.rec.RunID() {
+			runs.Delete(ctx, currentKey, jetstream.LastRevision(e.Revision()))
+		}
+	}
+}
+
+// removeEmbedded removes, once its server has stopped, the embedded
+// store when it is the default one beside the log (a -store directory is
+// the operator's), and the token file.
+func (c *Coordinator) removeEmbedded() {
+	if c.opts.StoreDir == "" {
+		if err := os.RemoveAll(storeDir(c.cfg.Log)); err != nil {
+			c.opts.Logger.Warn("proctor: removing the embedded server's store", "err", err)
+		}
+	}
+	if f := c.TokenFile(); f != "" {
+		os.Remove(f)
+	}
+}
+
+// absent returns those of paths that do not exist.
+func absent(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.RemoveAll(p)
+	}
+}
+
+// transcriptPath is where eval keeps the run's transcripts: x.jsonl →
+// x.traces.jsonl.
+func transcriptPath(log string) string {
+	return log[:len(log)-len(filepath.Ext(log))] + ".traces.jsonl"
 }
 
 // refusedResults follows the results the server refuses to store (a full

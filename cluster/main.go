@@ -48,8 +48,10 @@ func MainArgs[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config
 			return coordinateCommand(ctx, e, cfg, args[1:], stdout, stderr)
 		case "work":
 			return workCommand(ctx, e, cfg, args[1:], stderr)
+		case "gc":
+			return gcCommand(ctx, args[1:], stdout, stderr)
 		case "help", "-h", "-help", "--help":
-			fmt.Fprintf(stdout, "usage:\n  %[1]s run [flags]          run on this machine\n  %[1]s coordinate -log L ...  serve the run to workers\n  %[1]s work -join URL ...     work for a coordinator\n\n%[1]s COMMAND -h lists a command's flags.\n", prog())
+			fmt.Fprintf(stdout, "usage:\n  %[1]s run [flags]          run on this machine\n  %[1]s coordinate -log L ...  serve the run to workers\n  %[1]s work -join URL ...     work for a coordinator\n  %[1]s gc -nats URL ...       remove finished or abandoned runs' streams from a server\n\n%[1]s COMMAND -h lists a command's flags.\n", prog())
 			return 0
 		}
 	}
@@ -71,6 +73,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	fs.DurationVar(&o.SyncEvery, "sync-every", 0, "fsync the embedded server's streams at this `interval` instead of every write (e.g. 50ms: much faster; a power cut may lose the interval's results, which reconciliation runs again)")
 	fs.Int64Var(&o.MaxStore, "max-store", 0, "bound the embedded server's store to this many `bytes` (0: the disk); a full store pauses the run")
 	fs.IntVar(&o.Replicas, "replicas", 0, "copies JetStream keeps of the run's streams (default: the cluster's size up to 3, 1 on one server; never lowered)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep a completed run's streams, buckets and embedded store for inspection (default: removed; gc removes them later)")
 	fs.DurationVar(&o.AckWait, "ack-wait", 30*time.Second, "how long a worker may hold work without a heartbeat")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile", 10*time.Second, "how often lost work is queued again")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -160,6 +163,53 @@ func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Con
 	})
 	o.NATSOptions = natsOptions(*creds, *ca)
 	if err := Work(ctx, e, cfg, &o); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
+		return 1
+	}
+	return 0
+}
+
+func gcCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("nats", "", "`URL` of the NATS server")
+	token := fs.String("token", "", "`token` to present (default $PROCTOR_TOKEN)")
+	creds := fs.String("creds", os.Getenv("PROCTOR_CREDS"), "NATS credentials `file` (default $PROCTOR_CREDS)")
+	ca := fs.String("tls-ca", os.Getenv("PROCTOR_TLS_CA"), "CA `file` to verify the server's TLS certificate (default $PROCTOR_TLS_CA)")
+	idle := fs.Duration("idle", 7*24*time.Hour, "also remove runs nothing wrote to for this `long` (abandoned; 0: never)")
+	dry := fs.Bool("dry-run", false, "list the runs and what would be removed, remove nothing")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if *server == "" {
+		fmt.Fprintf(stderr, "%s gc: -nats is required\n", prog())
+		return 2
+	}
+	if *token == "" {
+		*token = os.Getenv("PROCTOR_TOKEN")
+	}
+	opts := natsOptions(*creds, *ca)
+	if *token != "" {
+		opts = append(opts, nats.Token(*token))
+	}
+	nc, err := dial(*server, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
+		return 1
+	}
+	defer nc.Close()
+	runs, err := GC(ctx, nc, *idle, *dry)
+	for _, r := range runs {
+		state := "live"
+		switch {
+		case r.Removed:
+			state = "removed"
+		case r.Done || *idle > 0 && time.Since(r.LastUse) > *idle:
+			state = "would be removed"
+		}
+		fmt.Fprintf(stdout, "%s\tdone=%v\tlast write %s\t%s\n", r.ID, r.Done, r.LastUse.UTC().Format(time.RFC3339), state)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
 		return 1
 	}
