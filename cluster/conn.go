@@ -51,6 +51,8 @@ type workerStatus struct {
 	Finished    int64     `json:"finished"`          // episodes published
 	Waiting     int       `json:"waiting,omitempty"` // results the server refused, to publish again
 	Refused     string    `json:"refused,omitempty"` // why
+	Holding     []uint64  `json:"holding,omitempty"` // the work stream sequences of the messages it holds
+	Left        bool      `json:"left,omitempty"`    // it left, handing back what it held
 	At          time.Time `json:"at"`
 }
 

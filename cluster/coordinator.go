@@ -162,7 +162,8 @@ type Coordinator struct {
 	lostAt  atomic.Int64  // when the connection to the server was lost (Unix ns), 0 while connected
 	commits atomic.Int64  // Commit calls made
 	lastErr atomic.Pointer[string]
-	fatal   chan error // cap 1: results can no longer be recorded
+	fatal   chan error    // cap 1: results can no longer be recorded
+	kick    chan struct{} // cap 1: reconcile now
 
 	mu     sync.Mutex // held by each Commit; closed makes later ones return
 	closed bool
@@ -201,7 +202,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 		removeAll(fresh)
 		return nil, err
 	}
-	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1)}
+	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1), kick: make(chan struct{}, 1)}
 	if err := c.connect(ctx); err != nil {
 		c.shutdown()
 		rec.Close(context.WithoutCancel(ctx))
@@ -479,6 +480,7 @@ func (c *Coordinator) reconcileLoop(ctx context.Context) {
 		case <-c.rec.Complete():
 			return
 		case <-t.C:
+		case <-c.kick:
 		}
 		c.mu.Lock()
 		closed := c.closed
@@ -636,11 +638,15 @@ func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
 	var stopErr error
 	var budget bool
 	var refused refusedResults
+	var lost lostWorkers
 loop:
 	for {
 		select {
 		case <-held.C:
-			refused.check(ctx, c)
+			if ws, err := c.workers(ctx); err == nil {
+				refused.check(c, ws)
+				lost.check(ctx, c, ws)
+			}
 		case <-c.rec.Complete():
 			break loop
 		case <-ctx.Done():
@@ -770,11 +776,7 @@ type refusedResults struct {
 
 // check reads what the workers report, and says what holds the run up:
 // when it starts, every 30 s while it lasts, and when it ends.
-func (r *refusedResults) check(ctx context.Context, c *Coordinator) {
-	ws, err := c.workers(ctx)
-	if err != nil {
-		return
-	}
+func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 	waiting, why := 0, ""
 	for _, w := range ws {
 		if w.Waiting > 0 {
@@ -801,6 +803,45 @@ func (r *refusedResults) check(ctx context.Context, c *Coordinator) {
 	}
 }
 
+// lostWorkers follows the live workers, to requeue at once the work of
+// one whose liveness entry expired (killed, paused, cut off) rather than
+// after the ack wait.
+type lostWorkers struct {
+	last map[string]WorkerProgress
+}
+
+func (l *lostWorkers) check(ctx context.Context, c *Coordinator, ws []WorkerProgress) {
+	now := make(map[string]WorkerProgress, len(ws))
+	for _, w := range ws {
+		now[w.ID] = w
+	}
+	if c.opts.AckWait <= workersTTL {
+		l.last = now // redelivery after the ack wait comes first
+		return
+	}
+	for id, w := range l.last {
+		if _, ok := now[id]; ok || w.Left || len(w.holding) == 0 {
+			continue
+		}
+		// Its messages are deleted and queued again by reconcile; if it
+		// was only paused, its results still count (first one wins).
+		n := 0
+		for _, seq := range w.holding {
+			if err := c.work.DeleteMsg(ctx, seq); err == nil {
+				n++
+			}
+		}
+		c.opts.Logger.Warn("proctor: a worker stopped reporting (its liveness expired): its work is queued again now", "worker", id, "samples", n, "last_seen", w.Seen.Format(time.TimeOnly))
+		if n > 0 {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	l.last = now
+}
+
 func (c *Coordinator) publishControl(m controlMsg) {
 	b, _ := json.Marshal(m)
 	if err := c.nc.Publish(c.n.control, b); err == nil {
@@ -814,7 +855,7 @@ func (c *Coordinator) linger(ctx context.Context) {
 	deadline := time.Now().Add(c.opts.Linger)
 	for time.Now().Before(deadline) {
 		ws, err := c.workers(ctx)
-		if err == nil && len(ws) == 0 {
+		if err == nil && !slices.ContainsFunc(ws, func(w WorkerProgress) bool { return !w.Left }) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -846,7 +887,8 @@ func (c *Coordinator) workers(ctx context.Context) ([]WorkerProgress, error) {
 		if json.Unmarshal(e.Value(), &s) != nil {
 			continue
 		}
-		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Waiting: s.Waiting, Refused: s.Refused, Seen: s.At})
+		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Waiting: s.Waiting, Refused: s.Refused,
+			Seen: s.At, Left: s.Left, holding: s.Holding})
 	}
 	slices.SortFunc(out, func(a, b WorkerProgress) int {
 		if a.ID < b.ID {
@@ -889,6 +931,9 @@ type WorkerProgress struct {
 	Waiting     int    // results the server refused, which it keeps and publishes again
 	Refused     string // why the server refused the latest
 	Seen        time.Time
+	Left        bool // it left (its entry stays until the TTL drops it)
+
+	holding []uint64 // the work stream sequences it holds
 }
 
 // Running is the episodes held by live workers.
@@ -906,7 +951,7 @@ func (c *Coordinator) Progress(ctx context.Context) (Progress, error) {
 	st := c.rec.Stats()
 	p := Progress{Done: st.Done, Total: st.Total, Records: st.Records, Errors: st.Errors, CostUSD: st.CostUSD}
 	ws, err := c.workers(ctx)
-	p.Workers = ws
+	p.Workers = slices.DeleteFunc(ws, func(w WorkerProgress) bool { return w.Left })
 	return p, err
 }
 

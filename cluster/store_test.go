@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +149,40 @@ func TestRestartWithSamplesRemoved(t *testing.T) {
 		t.Errorf("the worker was given work for a removed sample:\n%s", w.stderr)
 	}
 	checkLog(t, log, fewer)
+}
+
+// A killed worker's work is queued again when its liveness entry expires
+// (10 s), not after the ack wait (here 2 minutes), and the coordinator
+// says so.
+func TestKilledWorkersWorkIsRequeuedAtOnce(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 6, Sleep: 2 * time.Second} // a sample's 3 epochs at once: 2 s a message
+	log := t.TempDir() + "/run.jsonl"
+	var warnings syncBuf
+	o := coordinatorOptions()
+	o.AckWait = 2 * time.Minute
+	o.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
+	c, out := coordinate(t, s, runConfig(log), o)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the coordinator's log:\n%s", warnings.String())
+		}
+	})
+	victim := start(t, s, workerArgs(c, 3)...)
+	until(t, 20*time.Second, "the victim's first sample", func() bool { return logLines(log) >= 3 })
+	time.Sleep(500 * time.Millisecond) // it holds its second sample, and has said so
+	victim.signal(t, syscall.SIGKILL)
+	survivor := start(t, s, workerArgs(c, 3)...)
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := survivor.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the surviving worker exited %d:\n%s", code, survivor.stderr)
+	}
+	if !strings.Contains(warnings.String(), "a worker stopped reporting") {
+		t.Errorf("the coordinator did not say why it requeued:\n%s", warnings.String())
+	}
+	checkLog(t, log, s)
+	sameReport(t, baseline(t, s), res.rep)
 }

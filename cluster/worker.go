@@ -129,7 +129,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	defer nc.Close()
 
-	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*result{}, slot: make(chan struct{}, 1)}
+	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*result{}, slot: make(chan struct{}, 1), took: make(chan struct{}, 1)}
 	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(30*time.Second),
 		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
 	if err != nil {
@@ -277,6 +277,7 @@ type worker struct {
 	warned  time.Time             // when that was last logged
 	msgs    map[*held]struct{}    // work messages not yet acked
 	slot    chan struct{}         // signalled when running drops
+	took    chan struct{}         // signalled when work is taken, to report it soon
 	stored  atomic.Int64          // results published
 }
 
@@ -289,6 +290,7 @@ type heldKey struct {
 // episodes has its result stored.
 type held struct {
 	msg  jetstream.Msg
+	seq  uint64 // in the work stream
 	left int
 	tags map[int]string // epoch → its tag, returned with its result
 }
@@ -438,6 +440,13 @@ func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- e
 		}
 		for msg := range batch.Messages() {
 			w.take(ctx, msg, out)
+			// What it holds is reported within 50 ms of its taking it, not
+			// only every 2 s: if it dies, the coordinator can queue that
+			// work again at once.
+			select {
+			case w.took <- struct{}{}:
+			default:
+			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
 			w.log.Debug("proctor: fetching work", "err", err)
@@ -478,6 +487,9 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.As
 		return
 	}
 	h := &held{msg: msg, left: len(a.Epochs), tags: tags}
+	if md, err := msg.Metadata(); err == nil {
+		h.seq = md.Sequence.Stream
+	}
 	a.Refused = func(err error) { w.refuse(h, sampleID, a.Epochs, err) }
 	w.mu.Lock()
 	if w.msgs == nil {
@@ -702,6 +714,9 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 	live := time.NewTicker(min(2*time.Second, workersTTL/4))
 	defer live.Stop()
 	told := time.Now() // the progress line's last
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	armed := false // soon will report what was taken since the last report
 	w.report(ctx)
 	for {
 		select {
@@ -720,6 +735,14 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 			for _, m := range msgs {
 				m.InProgress()
 			}
+		case <-w.took:
+			if !armed {
+				armed = true
+				soon.Reset(50 * time.Millisecond)
+			}
+		case <-soon.C:
+			armed = false
+			w.report(ctx)
 		case <-live.C:
 			w.report(ctx)
 			w.checkControl(ctx)
@@ -738,6 +761,9 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 func (w *worker) report(ctx context.Context) {
 	w.mu.Lock()
 	s := workerStatus{ID: w.id, Running: w.running, Concurrency: w.slots, Finished: w.stored.Load(), Waiting: w.waiting, Refused: w.refused, At: time.Now().UTC()}
+	for h := range w.msgs {
+		s.Holding = append(s.Holding, h.seq)
+	}
 	w.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -745,7 +771,7 @@ func (w *worker) report(ctx context.Context) {
 }
 
 // leave waits briefly for results on their way, hands back the work whose
-// episodes were cancelled, and removes this worker from the live list.
+// episodes were cancelled, and says it left.
 func (w *worker) leave() {
 	select {
 	case <-w.js.PublishAsyncComplete():
@@ -761,9 +787,11 @@ func (w *worker) leave() {
 	for _, m := range msgs {
 		m.Nak() // redelivered now, not after AckWait
 	}
+	// Its entry says it left (the bucket's TTL removes it): a worker that
+	// vanishes without saying so has its work queued again at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	w.alive.Delete(ctx, workerKey(w.id))
+	putJSON(ctx, w.alive, workerKey(w.id), workerStatus{ID: w.id, Concurrency: w.slots, Finished: w.stored.Load(), Left: true, At: time.Now().UTC()})
 	w.nc.FlushTimeout(2 * time.Second)
 }
 
