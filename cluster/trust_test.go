@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -236,4 +237,38 @@ func TestForgedDoneEndsNoWorker(t *testing.T) {
 		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
 	}
 	checkLog(t, log, s)
+}
+
+// The permissions docs/distributed.md gives each role on an external
+// server are enough for a run (users with passwords in the URLs here).
+func TestDocumentedPermissionsRunARun(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 8, Sleep: 10 * time.Millisecond, Big: 600_000} // large results use the object store
+	n := namesFor("r1")
+	coordPerms := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>", "$JS.FC.>", "$KV.PROCTOR_RUNS.>", "$KV." + n.kv + ".>", "$O." + n.blobs + ".>", "proctor." + n.id + ".>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	}
+	srv := startNATSWith(t, func(o *serverOptions) {
+		o.Users = []*server.User{{Username: "coord", Password: "c-pw", Permissions: coordPerms}, {Username: "work", Password: "w-pw", Permissions: workerPermissions(n)}}
+	})
+	log := t.TempDir() + "/run.jsonl"
+	cfg := runConfig(log)
+	cfg.RunID = "r1"
+	o := coordinatorOptions()
+	o.NATS, o.Listen = strings.Replace(srv.url, "nats://", "nats://coord:c-pw@", 1), ""
+	_, out := coordinate(t, s, cfg, o)
+	w := start(t, s, "work", "-join", strings.Replace(srv.url, "nats://", "nats://work:w-pw@", 1), "-run-id", "r1", "-concurrency", "4")
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
+	if msg := w.stderr.String(); strings.Contains(msg, "ermission") {
+		t.Errorf("the worker was refused something:\n%s", msg)
+	}
+	checkLog(t, log, s)
+	sameReport(t, baseline(t, s), res.rep)
 }
