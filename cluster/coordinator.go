@@ -141,22 +141,23 @@ func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
 // Coordinator serves one run to its workers. Start one with
 // [StartCoordinator]; Wait returns its report.
 type Coordinator struct {
-	rec       *eval.Recording
-	cfg       eval.Config
-	opts      CoordinatorOptions
-	n         names
-	srv       *embedded // nil with an external server
-	url       string
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	work      jetstream.Stream
-	res       jetstream.Stream
-	madeToken bool // the token file is this coordinator's: removed with the run
-	kv        jetstream.KeyValue
-	tagKey    []byte             // signs each episode's work (trust.go)
-	alive     jetstream.KeyValue // the workers bucket
-	blobs     jetstream.ObjectStore
-	cons      jetstream.ConsumeContext
+	rec             *eval.Recording
+	cfg             eval.Config
+	opts            CoordinatorOptions
+	n               names
+	srv             *embedded // nil with an external server
+	url             string
+	nc              *nats.Conn
+	js              jetstream.JetStream
+	work            jetstream.Stream
+	res             jetstream.Stream
+	madeToken       bool           // the token file is this coordinator's: removed with the run
+	workersManifest *eval.Manifest // what workers check theirs against
+	kv              jetstream.KeyValue
+	tagKey          []byte             // signs each episode's work (trust.go)
+	alive           jetstream.KeyValue // the workers bucket
+	blobs           jetstream.ObjectStore
+	cons            jetstream.ConsumeContext
 
 	seen    atomic.Uint64 // the last result stream sequence handled
 	lostAt  atomic.Int64  // when the connection to the server was lost (Unix ns), 0 while connected
@@ -203,6 +204,19 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 		return nil, err
 	}
 	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1), kick: make(chan struct{}, 1)}
+	// Workers check their eval against the manifest of the whole dataset:
+	// a narrowed run (-smoke, -from) is the coordinator's choice, which
+	// they run from their whole dataset.
+	c.workersManifest = rec.Manifest()
+	if cfg.Subset.PerValue > 0 || cfg.Select != nil {
+		whole := cfg
+		whole.Subset, whole.Select, whole.RunID = eval.Subset{}, nil, rec.RunID()
+		if c.workersManifest, err = e.Manifest(ctx, whole); err != nil {
+			rec.Close(context.WithoutCancel(ctx))
+			removeAll(fresh)
+			return nil, err
+		}
+	}
 	if err := c.connect(ctx); err != nil {
 		c.shutdown()
 		rec.Close(context.WithoutCancel(ctx))
@@ -339,7 +353,7 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if c.tagKey, err = tagKey(ctx, c.kv); err != nil {
 		return err
 	}
-	if err := putJSON(ctx, c.kv, keyManifest, c.rec.Manifest()); err != nil {
+	if err := putJSON(ctx, c.kv, keyManifest, c.workersManifest); err != nil {
 		return fmt.Errorf("cluster: storing the manifest: %w", err)
 	}
 	if _, err := runs.Put(ctx, currentKey, []byte(c.rec.RunID())); err != nil {

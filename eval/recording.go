@@ -37,9 +37,14 @@ type Recording struct {
 // anything: Commit feeds it.
 func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
-	// unless reusing earlier results compares their inputs.
-	cfg, samples, err := e.prepare(ctx, cfg, len(cfg.ReuseFrom) == 0)
+	// unless it narrows it (Subset, Select) or reusing earlier results
+	// compares their inputs, as Run.
+	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0
+	cfg, samples, err := e.prepare(ctx, cfg, !narrows)
 	if err != nil {
+		return nil, err
+	}
+	if samples, err = narrow(ctx, cfg, samples); err != nil {
 		return nil, err
 	}
 	setup := &runSetup[T, O]{e: e, cfg: cfg, samples: samples, inputs: newInputDigests(samples.len())}
