@@ -411,6 +411,22 @@ func await(t *testing.T, out <-chan outcome, d time.Duration) outcome {
 	}
 }
 
+// finish awaits the coordinator's outcome, failing the test on an error,
+// and each worker's exit 0.
+func finish(t *testing.T, out <-chan outcome, workers ...*proc) outcome {
+	t.Helper()
+	res := await(t, out, 60*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for _, w := range workers {
+		if code := w.wait(t, 20*time.Second); code != 0 {
+			t.Errorf("a worker exited %d:\n%s", code, w.stderr)
+		}
+	}
+	return res
+}
+
 func workerArgs(c *Coordinator, concurrency int) []string {
 	args := append(c.JoinArgs(), "-concurrency", strconv.Itoa(concurrency))
 	if c.srv != nil {

@@ -190,15 +190,7 @@ func TestClusterSurvivesTheResultsLeadersDeath(t *testing.T) {
 				time.Sleep(time.Second)
 				cl.start(leader)
 			}
-			res := await(t, out, 90*time.Second)
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			for _, p := range []*proc{w1, w2} {
-				if code := p.wait(t, 20*time.Second); code != 0 {
-					t.Errorf("a worker exited %d:\n%s", code, p.stderr)
-				}
-			}
+			res := finish(t, out, w1, w2)
 			checkLog(t, log, s)
 			sameReport(t, baseline(t, s), res.rep)
 		})

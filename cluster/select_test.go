@@ -18,13 +18,7 @@ func TestSmokeRunDistributed(t *testing.T) {
 	cfg.Subset = eval.Subset{PerValue: 2, Tag: "level"}
 	c, out := coordinate(t, s, cfg, coordinatorOptions())
 	w := start(t, s, workerArgs(c, 4)...)
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	res := finish(t, out, w)
 	base := cfg
 	base.Log = t.TempDir() + "/base.jsonl"
 	want, err := testEval(s).Run(context.Background(), base)

@@ -58,13 +58,7 @@ func TestFullStorePausesTheRun(t *testing.T) {
 	if err := c.js.DeleteStream(ctx, fill.CachedInfo().Config.Name); err != nil {
 		t.Fatal(err)
 	}
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	res := finish(t, out, w)
 	if n, want := logLines(s.Calls), s.Samples*testEpochs; n != want {
 		t.Errorf("%d agent calls for %d episodes", n, want)
 	}
@@ -93,13 +87,7 @@ func TestWorkForAMissingSampleIsTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := start(t, s, workerArgs(c, 4)...)
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	finish(t, out, w)
 	if msg := w.stderr.String(); !strings.Contains(msg, "terminating work this worker cannot run") || !strings.Contains(msg, `is not in this worker`) {
 		t.Errorf("the worker did not say why it dropped the work:\n%s", msg)
 	}
@@ -135,13 +123,7 @@ func TestRestartWithSamplesRemoved(t *testing.T) {
 	o2.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
 	c, out := coordinate(t, fewer, runConfig(log), o2)
 	w := start(t, fewer, workerArgs(c, 4)...)
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	finish(t, out, w)
 	if n := strings.Count(warnings.String(), "removing queued work for a sample the dataset lacks"); n != 8 {
 		t.Errorf("%d removals of the 8 samples' work:\n%s", n, warnings.String())
 	}
@@ -173,13 +155,7 @@ func TestKilledWorkersWorkIsRequeuedAtOnce(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // it holds its second sample, and has said so
 	victim.signal(t, syscall.SIGKILL)
 	survivor := start(t, s, workerArgs(c, 3)...)
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := survivor.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the surviving worker exited %d:\n%s", code, survivor.stderr)
-	}
+	res := finish(t, out, survivor)
 	if !strings.Contains(warnings.String(), "a worker stopped reporting") {
 		t.Errorf("the coordinator did not say why it requeued:\n%s", warnings.String())
 	}

@@ -117,13 +117,7 @@ func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 
 	// And the run, none of it having worked, completes with a real worker.
 	w := start(t, s, workerArgs(c, 4)...)
-	o := await(t, out, 60*time.Second)
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	finish(t, out, w)
 }
 
 // A result is refused unless it answers work the coordinator queued (its
@@ -178,13 +172,7 @@ func TestForgedResultsAreRefused(t *testing.T) {
 	}
 	until(t, 20*time.Second, "the forgeries dropped", func() bool { return strings.Count(warnings.String(), "dropping a result") >= len(forgeries) })
 	w := start(t, s, workerArgs(c, 4)...)
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	res := finish(t, out, w)
 	for _, f := range forgeries {
 		if !strings.Contains(warnings.String(), f.why) {
 			t.Errorf("%s: no warning says %q:\n%s", f.name, f.why, warnings.String())
@@ -229,13 +217,7 @@ func TestForgedDoneEndsNoWorker(t *testing.T) {
 		t.Fatalf("the worker exited %d on a forged done with %d of %d logged:\n%s", w.code, logLines(log), s.Samples*testEpochs, w.stderr)
 	case <-time.After(time.Second):
 	}
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	finish(t, out, w)
 	checkLog(t, log, s)
 }
 
@@ -259,13 +241,7 @@ func TestDocumentedPermissionsRunARun(t *testing.T) {
 	o.NATS, o.Listen = strings.Replace(srv.url, "nats://", "nats://coord:c-pw@", 1), ""
 	_, out := coordinate(t, s, cfg, o)
 	w := start(t, s, "work", "-join", strings.Replace(srv.url, "nats://", "nats://work:w-pw@", 1), "-run-id", "r1", "-concurrency", "4")
-	res := await(t, out, 60*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if code := w.wait(t, 10*time.Second); code != 0 {
-		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
-	}
+	res := finish(t, out, w)
 	if msg := w.stderr.String(); strings.Contains(msg, "ermission") {
 		t.Errorf("the worker was refused something:\n%s", msg)
 	}
