@@ -68,11 +68,21 @@ func FuzzDecodeResult(f *testing.F) {
 	f.Add(append(append(line, '\n'), `[{"time":"2026-01-01T00:00:00Z","kind":"note"}]`...))
 	f.Add([]byte(`{"sample_id":"q1","epoch":0,"status":"pass"}`))
 	f.Add([]byte("\n[]"))
+	f.Add([]byte(`{"sample_id":"q1","epochs":[0,2],"tags":["a","b"]}`))
+	f.Add([]byte(`{"schema":1,"eval":"e","sample_id":"q1","epoch":0,"status":"pass","score":7,"cost_usd":-1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeResult(body, "q1", 0)
 		if err == nil && (got.Record.SampleID != "q1" || got.Record.Epoch != 0) {
 			t.Fatalf("accepted a result for %q epoch %d", got.Record.SampleID, got.Record.Epoch)
 		}
-		decodeAssignment(body, "q1")
+		if err == nil && checkRecord(&got.Record, got.Record.Eval) == nil {
+			r := got.Record
+			if !(r.Score >= 0 && r.Score <= 1) || !(r.CostUSD >= 0) || r.InputTokens < 0 || r.OutputTokens < 0 {
+				t.Fatalf("checkRecord accepted %+v", r)
+			}
+		}
+		if a, err := decodeAssignment(body, "q1"); err == nil && (a.SampleID != "q1" || len(a.Tags) != len(a.Epochs)) {
+			t.Fatalf("accepted work %+v for q1", a)
+		}
 	})
 }
