@@ -37,6 +37,8 @@ import (
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/local"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -44,7 +46,8 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("PROCTOR_CLUSTER_CHILD") == "1" {
 		os.Args = append([]string{"proctor-cluster-test"}, strings.Split(os.Getenv("PROCTOR_CLUSTER_ARGS"), "\x1f")...)
-		Main(testEval(shapeFromEnv()), eval.Config{Retries: -1, Timeout: time.Minute})
+		s := shapeFromEnv()
+		Main(testEval(s), s.config(eval.Config{Retries: -1, Timeout: time.Minute}))
 	}
 	os.Exit(m.Run())
 }
@@ -58,6 +61,7 @@ type shape struct {
 	Variant string        // another dataset: a worker of another eval
 	Big     int           // bytes of output and transcript of every eighth sample
 	Calls   string        // a file each harness call appends a line to
+	Sandbox string        // a dir for the local sandbox driver: each sample's environment, provisioned once (appending a line to Sandbox/provisions)
 }
 
 func (s shape) env() []string {
@@ -68,6 +72,7 @@ func (s shape) env() []string {
 		"PROCTOR_TEST_VARIANT=" + s.Variant,
 		"PROCTOR_TEST_BIG=" + strconv.Itoa(s.Big),
 		"PROCTOR_TEST_CALLS=" + s.Calls,
+		"PROCTOR_TEST_SANDBOX=" + s.Sandbox,
 	}
 }
 
@@ -79,6 +84,7 @@ func shapeFromEnv() shape {
 	s.Variant = os.Getenv("PROCTOR_TEST_VARIANT")
 	s.Big, _ = strconv.Atoi(os.Getenv("PROCTOR_TEST_BIG"))
 	s.Calls = os.Getenv("PROCTOR_TEST_CALLS")
+	s.Sandbox = os.Getenv("PROCTOR_TEST_SANDBOX")
 	return s
 }
 
@@ -96,12 +102,26 @@ func testEval(s shape) *eval.Eval[input, string] {
 		samples[i] = dataset.Sample[input]{ID: fmt.Sprintf("q%03d", i), Input: input{N: i, Variant: s.Variant},
 			Tags: map[string]string{"level": strconv.Itoa(i % 3)}}
 	}
+	var spec func(dataset.Sample[input]) sandbox.Spec
+	if s.Sandbox != "" {
+		spec = func(smp dataset.Sample[input]) sandbox.Spec {
+			return sandbox.Spec{Setup: []sandbox.Cmd{{Args: []string{"sh", "-c", `printf %s "$1" > setup.txt && echo "$2" >> "$3"`,
+				"sh", "provisioned " + smp.ID, smp.ID, filepath.Join(s.Sandbox, "provisions")}}}}
+		}
+	}
 	return &eval.Eval[input, string]{
 		Name:    "cluster-test",
+		Sandbox: spec,
 		Dataset: samples,
 		Harness: harness.Func[input, string](func(ctx context.Context, ep *harness.Episode[input]) (string, error) {
 			if s.Calls != "" {
 				countCall(s.Calls)
+			}
+			if s.Sandbox != "" {
+				got, err := ep.Sandbox.ReadFile(ctx, "setup.txt")
+				if err != nil || string(got) != "provisioned "+ep.Sample.ID {
+					return "", fmt.Errorf("the sample's environment holds %q (%v)", got, err)
+				}
 			}
 			if s.Sleep > 0 {
 				t := time.NewTimer(s.Sleep)
@@ -132,6 +152,14 @@ func testEval(s shape) *eval.Eval[input, string] {
 			return judge.Verdict{Pass: pass, Score: score}, nil
 		}),
 	}
+}
+
+// config is cfg with the shape's sandbox provider.
+func (s shape) config(cfg eval.Config) eval.Config {
+	if s.Sandbox != "" {
+		cfg.Sandbox = local.New(&local.Options{Dir: filepath.Join(s.Sandbox, "envs")})
+	}
+	return cfg
 }
 
 // countCall appends a line to the file at path (O_APPEND: one write, so

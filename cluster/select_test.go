@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,4 +78,36 @@ func TestFromAndReuseFromDistributed(t *testing.T) {
 		}
 		sameReport(t, want, res.rep)
 	}
+}
+
+// Sandboxes go through the cluster: each worker provisions a sample's
+// environment once (the local driver) and forks it per episode; the run
+// reports as one process's with the same sandboxes.
+func TestSandboxesThroughTheCluster(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("sh"); err != nil {
+		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
+			t.Fatal("PROCTOR_REQUIRE_TOOLS=1 but sh is not on PATH")
+		}
+		t.Skip("the local sandbox driver's setup runs sh, which is not on PATH")
+	}
+	s := shape{Samples: 8, Sandbox: t.TempDir()}
+	c, out := coordinate(t, s, runConfig(t.TempDir()+"/run.jsonl"), coordinatorOptions())
+	w1 := start(t, s, workerArgs(c, 6)...)
+	w2 := start(t, s, workerArgs(c, 6)...)
+	res := finish(t, out, w1, w2)
+	if res.rep.Errored > 0 {
+		t.Fatalf("%d episodes ended in error: %v", res.rep.Errored, res.rep.Failures)
+	}
+	if n := logLines(filepath.Join(s.Sandbox, "provisions")); n != s.Samples {
+		t.Errorf("%d environments provisioned for %d samples", n, s.Samples)
+	}
+	base := s
+	base.Sandbox = t.TempDir()
+	cfg := base.config(runConfig(t.TempDir() + "/base.jsonl"))
+	want, err := testEval(base).Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameReport(t, want, res.rep)
 }
