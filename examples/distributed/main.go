@@ -23,8 +23,9 @@
 // A coordinator and workers:
 //
 //	go run ./examples/distributed coordinate -log runs/run.jsonl -listen 0.0.0.0:4222
-//	go run ./examples/distributed work -join nats://HOST:4222 -token TOKEN
+//	PROCTOR_TOKEN=$(cat runs/run.token) go run ./examples/distributed work -join nats://HOST:4222 -run-id ID
 //
+// (the coordinator prints the second line; docs/distributed.md has the rest)
 // k8s/coordinator.yaml and k8s/worker.yaml run those on a cluster.
 package main
 
