@@ -165,6 +165,7 @@ type Coordinator struct {
 	lastErr atomic.Pointer[string]
 	fatal   chan error    // cap 1: results can no longer be recorded
 	kick    chan struct{} // cap 1: reconcile now
+	handled chan struct{} // cap 1: a result was handled (seen moved); reconcile waits on it
 
 	mu     sync.Mutex // held by each Commit; closed makes later ones return
 	closed bool
@@ -203,7 +204,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 		removeAll(fresh)
 		return nil, err
 	}
-	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1), kick: make(chan struct{}, 1)}
+	c := &Coordinator{rec: rec, cfg: cfg, opts: o, n: namesFor(rec.RunID()), fatal: make(chan error, 1), kick: make(chan struct{}, 1), handled: make(chan struct{}, 1)}
 	// Workers check their eval against the manifest of the whole dataset:
 	// a narrowed run (-smoke, -from) is the coordinator's choice, which
 	// they run from their whole dataset.
@@ -411,6 +412,10 @@ func (c *Coordinator) handleResult(msg jetstream.Msg) {
 	}
 	c.commitResult(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
 	c.seen.Store(md.Sequence.Stream)
+	select {
+	case c.handled <- struct{}{}:
+	default:
+	}
 }
 
 // handleStored commits a result read from the stream by subject.
@@ -547,7 +552,7 @@ func (c *Coordinator) reconcile(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil // behind: the next round catches up
-		case <-time.After(5 * time.Millisecond):
+		case <-c.handled:
 		}
 	}
 	// Results committed but not yet written look pending: give the
