@@ -151,8 +151,8 @@ type Coordinator struct {
 	js              jetstream.JetStream
 	work            jetstream.Stream
 	res             jetstream.Stream
-	madeToken       bool           // the token file is this coordinator's: removed with the run
-	workersManifest *eval.Manifest // what workers check theirs against
+	madeToken       bool               // the token file is this coordinator's: removed with the run
+	workersManifest *manifest.Manifest // what workers check theirs against
 	kv              jetstream.KeyValue
 	tagKey          []byte             // signs each episode's work (trust.go)
 	alive           jetstream.KeyValue // the workers bucket

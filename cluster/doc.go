@@ -7,8 +7,14 @@
 // logged, nor with a result, nor queued are queued again. Workers that
 // die, pause, or lose the server cost a redelivery, never a second record.
 //
-// [Main] gives the user's binary three commands: run (one machine, as
-// cli.Main), coordinate and work. [Coordinate] and [Work] are the library
-// functions behind them. Package eval never imports this one: importing
-// eval links no NATS.
+// Workers are trusted with their part only: on the embedded server they
+// hold a role that cannot control the run or read others' work, each
+// episode's work carries a tag its result must return, and the
+// coordinator checks every record it commits (eval, input, ranges).
+// docs/distributed.md is the operator's guide.
+//
+// [Main] gives the user's binary four commands: run (one machine, as
+// cli.Main), coordinate, work and gc. [Coordinate], [Work] and [GC] are
+// the library functions behind them. Package eval never imports this one:
+// importing eval links no NATS.
 package cluster

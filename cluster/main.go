@@ -22,11 +22,12 @@ import (
 	"github.com/proctor-evals/proctor/view"
 )
 
-// Main runs e as a command with three subcommands, and exits:
+// Main runs e as a command with four subcommands, and exits:
 //
 //	myeval run        [run flags]   one machine (cli.Main's run)
-//	myeval coordinate -log L [-listen 127.0.0.1:4222] [-token T | -nats URL] [-store DIR] [-ack-wait D] [run flags]
-//	myeval work       -join nats://host:port [-token T] [-concurrency N]
+//	myeval coordinate -log L [-listen 127.0.0.1:4222 | -nats URL] [-replicas N] [-keep] [run flags]
+//	myeval work       -join nats://host:port -run-id ID [-concurrency N]   (token in $PROCTOR_TOKEN)
+//	myeval gc         -nats URL [-idle D] [-dry-run]
 //
 // coordinate prints the work command that joins it on stderr and the
 // report on stdout; it exits 0 when the run is complete and 1 when it
