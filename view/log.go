@@ -259,13 +259,6 @@ type snapshot struct {
 	Fails    []failure // Report.Failures with their OpenTelemetry IDs
 }
 
-// refresh folds in what was appended to the log since the last call.
-func (l *logState) refresh() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refreshLocked()
-}
-
 func (l *logState) refreshLocked() error {
 	f, err := os.Open(l.path)
 	if err != nil {
