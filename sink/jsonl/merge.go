@@ -9,12 +9,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
@@ -249,15 +249,17 @@ func checkMergeOutput(out, store string, logs []string, force bool) error {
 // notInUse fails when a writer holds the log at path: a shard still
 // running. It takes no lock that it could hold and creates no file.
 func notInUse(path string) error {
-	f, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // no lock file, or none we may open: no writer we can see
 	}
 	defer f.Close() // drops the lock if we got it
+	if checkLockFile(f) != nil {
+		return nil // not a lock file: no writer
+	}
 	if ok, err := tryLock(f); err == nil && !ok {
-		b, _ := io.ReadAll(io.LimitReader(f, 512))
-		e := &LockedError{Path: path}
-		fmt.Sscanf(string(b), "%d %s", &e.PID, &e.Host)
+		e := readHolder(f)
+		e.Path = path
 		return e
 	}
 	return nil
