@@ -12,7 +12,6 @@ import (
 	"maps"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/numfmt"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
@@ -365,7 +365,7 @@ func runsData(snaps []*snapshot) *runsBody {
 			if r.Passed+r.Failed > 0 {
 				row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Interval.Lo), pct(r.Interval.Hi))
 			}
-			row.Live = s.Tail > 0
+			row.Live = s.Tail > 0 && s.Err == nil // a log in error is not being written
 			if r.Episodes > 0 {
 				byEval[r.Eval] = append(byEval[r.Eval], s)
 			}
@@ -464,7 +464,7 @@ func readTranscript(logPath, link string) (*transcript, error) {
 	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return nil, fmt.Errorf("%w: %s", errOutside, link)
 	}
-	f, err := os.Open(real)
+	f, err := safeopen.Open(real)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -178,7 +179,7 @@ func boolOrder(a, b bool) int {
 // by the rule Open and Records apply. A torn tail is returned as a
 // *TornTailError after the records before it.
 func indexLog(path string, i int, keys []mergeKey) ([]mergeKey, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return keys, fmt.Errorf("jsonl: merge: %w", err)
 	}
@@ -304,7 +305,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 		}
 	}()
 	for i, path := range logs {
-		if inputs[i], err = os.Open(path); err != nil {
+		if inputs[i], err = safeopen.Open(path); err != nil {
 			return fmt.Errorf("jsonl: merge: %w", err)
 		}
 	}
@@ -375,7 +376,7 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 	}
 	f, ok := files[path]
 	if !ok {
-		f, err = os.Open(path)
+		f, err = safeopen.Open(path)
 		if err != nil {
 			files[path] = nil
 			return buf, err
