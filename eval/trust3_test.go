@@ -6,6 +6,7 @@ package eval_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,4 +74,35 @@ func TestDeepOutputCostsOneEpisodeNotTheLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Resumed)
 	require.Equal(t, 2, rep.Errored)
+}
+
+// TestALogWithoutItsManifestIsNotAdoptedByAnotherEval: with the manifest
+// gone, another eval (or seed) resumed the log, printed its records as its
+// own and wrote its manifest over it, so that the first eval was then
+// refused on its own log. The records name their eval and carry seeds
+// derived from the run's: they are checked instead.
+func TestALogWithoutItsManifestIsNotAdoptedByAnotherEval(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	first := &eval.Eval[string, string]{Name: "first", Dataset: samples("ok", "ok"), Harness: echo, Judge: wantOK}
+	_, err := first.Run(context.Background(), eval.Config{Log: log, Seed: 3})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(eval.ManifestPath(log)))
+
+	second := &eval.Eval[string, string]{Name: "second", Dataset: samples("ok", "no", "ok"), Harness: echo, Judge: wantOK}
+	_, err = second.Run(context.Background(), eval.Config{Log: log, Seed: 3})
+	var mm *eval.ManifestMismatchError
+	require.ErrorAs(t, err, &mm)
+	require.Contains(t, err.Error(), `eval: "first" in the log's records, "second" now`)
+	_, err = first.Run(context.Background(), eval.Config{Log: log, Seed: 4})
+	require.ErrorAs(t, err, &mm)
+	require.Contains(t, err.Error(), "another run seed than 4")
+	_, err = os.Stat(eval.ManifestPath(log))
+	require.ErrorIs(t, err, os.ErrNotExist, "a refused run writes no manifest")
+
+	rep, err := first.Run(context.Background(), eval.Config{Log: log, Seed: 3})
+	require.NoError(t, err, "its own eval resumes it")
+	require.Equal(t, 2, rep.Resumed)
+	_, err = second.Run(context.Background(), eval.Config{Log: log, Seed: 3, AllowChanged: true})
+	require.NoError(t, err, "AllowChanged adopts it knowingly")
 }
