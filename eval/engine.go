@@ -364,6 +364,9 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		return fail(fmt.Errorf("eval: opening the transcript store: %w", err))
 	}
 	l.transcripts = traces
+	if err := traces.SkipTo(rec.TraceEnd); err != nil {
+		return fail(fmt.Errorf("eval: opening the trace store: %w", err))
+	}
 	w.FlushFirst(traces)
 	return l, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/proctor-evals/proctor/internal/jsontext"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -367,8 +368,8 @@ func (c *reuseCopier) copyTranscript(src *reuseSource, rec *sink.Record) string 
 	if err == nil {
 		line, err = w.lineAt(off)
 	}
-	if err == nil && !(len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}') {
-		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	if err == nil {
+		err = transcript.Check(line, rec.SampleID, rec.Epoch)
 	}
 	if err == nil {
 		off, err = c.r.rec.transcripts.WriteLine(line)
@@ -403,7 +404,13 @@ func (s *reuseSource) closeTraces() {
 func (s *reuseSource) transcript(path string) (*windowReader, error) {
 	w, ok := s.transcripts[path]
 	if !ok {
-		f, err := safeopen.Open(path)
+		// Only a store beside the log is copied: a planted link to
+		// another file would copy it into this run's store.
+		real, err := transcript.Confine(s.path, path)
+		var f *os.File
+		if err == nil {
+			f, err = safeopen.Open(real)
+		}
 		if err != nil {
 			s.transcripts[path] = nil
 			return nil, err

@@ -5,7 +5,6 @@ package jsonl
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -326,7 +326,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 			return fmt.Errorf("jsonl: merge: %s at offset %d: the log changed while being merged: %w", logs[k.log], k.offset, err)
 		}
 		if r.Transcript != "" {
-			tbuf, err = readTranscript(logs[k.log], r.Transcript, traceFiles, tbuf)
+			tbuf, err = readTranscript(logs[k.log], r.Transcript, r.SampleID, r.Epoch, traceFiles, tbuf)
 			if err != nil {
 				if missing == 0 {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("transcript of %s epoch %d in %s: %v", r.SampleID, r.Epoch, logs[k.log], err))
@@ -369,14 +369,20 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 
 // readTranscript reads the transcript a record's transcript link points to.
 // files caches the transcript stores opened (nil for one that failed to).
-func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]byte, error) {
+func readTranscript(log, link, sampleID string, epoch int, files map[string]*os.File, buf []byte) ([]byte, error) {
 	path, off, err := ResolveTranscript(log, link)
 	if err != nil {
 		return buf, err
 	}
 	f, ok := files[path]
 	if !ok {
-		f, err = safeopen.Open(path)
+		// Only a store beside the log is copied: a planted link to
+		// another file would copy it into the output.
+		var real string
+		real, err = transcript.Confine(log, path)
+		if err == nil {
+			f, err = safeopen.Open(real)
+		}
 		if err != nil {
 			files[path] = nil
 			return buf, err
@@ -384,18 +390,11 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 		files[path] = f
 	}
 	if f == nil {
-		return buf, fmt.Errorf("%s cannot be opened", path)
+		return buf, fmt.Errorf("%s cannot be read", path)
 	}
 	buf, err = ReadLineFrom(f, off, buf)
-	if err == nil && !json0(buf) {
-		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	if err == nil {
+		err = transcript.Check(buf, sampleID, epoch)
 	}
 	return buf, err
-}
-
-// json0 reports whether b looks like a JSON object: a transcript link that
-// points into the middle of a line reads garbage.
-func json0(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
 }

@@ -2,10 +2,12 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"syscall"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
@@ -35,6 +37,11 @@ type Recovery struct {
 	Done    map[sink.Key]struct{} // episodes with a final record (any status but error); nil with OpenOptions.Visit
 	Dropped int                   // error records removed so that their episodes run again
 	Torn    *TornTailError        // the torn tail that was cut off, if any
+	// TraceEnd is one past the largest transcript offset a record links
+	// to (0 for none): a trace store resumed with this log must not give
+	// an offset below it to a new transcript (Writer.SkipTo), or an older
+	// record's link would show another episode's.
+	TraceEnd int64
 }
 
 // Open recovers the log at path and opens it for appending, creating it
@@ -165,6 +172,11 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 			rec.RunID = string(k.RunID)
 		} else if string(k.RunID) != rec.RunID {
 			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, num, k.RunID, rec.RunID)
+		}
+		if i := bytes.LastIndexByte(k.Transcript, '#'); i >= 0 {
+			if off, err := strconv.ParseInt(string(k.Transcript[i+1:]), 10, 64); err == nil && off >= rec.TraceEnd {
+				rec.TraceEnd = off + 1
+			}
 		}
 		if k.Status == sink.Error {
 			rec.Dropped++
