@@ -63,7 +63,9 @@ func (e *RunMismatchError) Error() string {
 //
 //   - Of several records of one key, a record that is not an error is
 //     kept over an error record, and otherwise the first one, in the
-//     order of logs and then of lines. The others count as Duplicates.
+//     order of logs and then of lines. The others count as Duplicates;
+//     a final result (not an error) that differs from the kept one in
+//     status or score is a conflict, one warning each in Merged.Warnings.
 //   - Records are written in a deterministic order: by sample ID, digits
 //     compared by value ("q5" before "q10"), then by epoch. The bytes
 //     written depend only on the records kept, so logs without
@@ -140,9 +142,16 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 			cmp.Compare(a.epoch, b.epoch), boolOrder(a.isError, b.isError))
 	})
 	kept := keys[:0]
-	for i, k := range keys {
-		if i > 0 && k.sampleID == keys[i-1].sampleID && k.epoch == keys[i-1].epoch {
+	var conflicts conflictReader
+	defer conflicts.close()
+	for _, k := range keys {
+		if n := len(kept); n > 0 && k.sampleID == kept[n-1].sampleID && k.epoch == kept[n-1].epoch {
 			res.Duplicates++
+			if w, err := conflicts.check(logs, kept[n-1], k); err != nil {
+				return nil, err
+			} else if w != "" {
+				res.Warnings = append(res.Warnings, w)
+			}
 			continue
 		}
 		kept = append(kept, k)
@@ -153,6 +162,55 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	}
 	res.Records = len(kept)
 	return res, nil
+}
+
+// conflictReader reads the records of one key that two inputs hold, to
+// tell a conflict (two final results that differ) from a duplicate.
+type conflictReader struct {
+	files map[int]*os.File
+	buf   []byte
+}
+
+// check returns a warning when kept and dropped, two records of one key,
+// are final results (not errors, which a rerun is meant to replace) that
+// differ in status or score.
+func (c *conflictReader) check(logs []string, kept, dropped mergeKey) (string, error) {
+	if kept.isError || dropped.isError {
+		return "", nil
+	}
+	var rs [2]sink.Record
+	for i, k := range [2]mergeKey{kept, dropped} {
+		if c.files == nil {
+			c.files = map[int]*os.File{}
+		}
+		f := c.files[k.log]
+		if f == nil {
+			var err error
+			if f, err = safeopen.Open(logs[k.log]); err != nil {
+				return "", fmt.Errorf("jsonl: merge: %w", err)
+			}
+			c.files[k.log] = f
+		}
+		var err error
+		if c.buf, err = ReadLineFrom(f, k.offset, c.buf); err == nil {
+			err = sink.DecodeLine(c.buf, &rs[i], &sink.DecodeOptions{NoRaw: true, NoMaps: true})
+		}
+		if err != nil {
+			return "", fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
+		}
+	}
+	a, b := &rs[0], &rs[1]
+	if a.Status == b.Status && (a.Score == b.Score || a.Score != a.Score && b.Score != b.Score) {
+		return "", nil
+	}
+	return fmt.Sprintf("conflict: %s epoch %d is %s (score %g) in %s and %s (score %g) in %s: the first is kept",
+		a.SampleID, a.Epoch, a.Status, a.Score, logs[kept.log], b.Status, b.Score, logs[dropped.log]), nil
+}
+
+func (c *conflictReader) close() {
+	for _, f := range c.files {
+		f.Close()
+	}
 }
 
 // mergeKey is where an input record is: its key, status and line.
