@@ -73,3 +73,27 @@ func TestViewerRefusesAFIFO(t *testing.T) {
 		t.Fatal("a FIFO hangs the viewer")
 	}
 }
+
+// TestTranscriptOfAnotherEpisodeIsNotShown: a record whose link points to
+// another episode's transcript (a trace store deleted or cut, then
+// appended to) shows an error, not that episode's events.
+func TestTranscriptOfAnotherEpisodeIsNotShown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "run.jsonl")
+	writeRun(t, log, 0.8, 1)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(b), "\n")
+	link := func(line string) string {
+		i := strings.Index(line, `"trace":"`) + len(`"trace":"`)
+		return line[i : i+strings.IndexByte(line[i:], '"')]
+	}
+	// Line 0 is s-00 epoch 0; line 1 is s-01 epoch 0.
+	lines[0] = strings.Replace(lines[0], link(lines[0]), link(lines[1]), 1)
+	require.NoError(t, os.WriteFile(log, []byte(strings.Join(lines, "")), 0o644))
+
+	_, ts := serve(t, []string{dir}, nil)
+	_, _, body := get(t, ts.URL+"/transcript/run.jsonl?s=s-00&e=0")
+	contains(t, body, `it is &#34;s-01&#34; epoch 0&#39;s, not &#34;s-00&#34; epoch 0&#39;s`)
+}

@@ -193,7 +193,7 @@ func (c *conflictReader) check(logs []string, kept, dropped mergeKey) (string, e
 		}
 		var err error
 		if c.buf, err = ReadLineFrom(f, k.offset, c.buf); err == nil {
-			err = sink.DecodeLine(c.buf, &rs[i], &sink.DecodeOptions{NoRaw: true, NoMaps: true})
+			err = recordjson.DecodeLine(c.buf, &rs[i], &recordjson.DecodeOptions{NoRaw: true, NoMaps: true})
 		}
 		if err != nil {
 			return "", fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
