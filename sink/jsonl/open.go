@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
@@ -115,6 +114,22 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 	return w, rec, nil
 }
 
+// linkOffset is the OFFSET of a trace link PATH#OFFSET; -1 for none.
+func linkOffset(link []byte) int64 {
+	i := bytes.LastIndexByte(link, '#')
+	if i < 0 || i == len(link)-1 {
+		return -1
+	}
+	var n int64
+	for _, c := range link[i+1:] {
+		if c < '0' || c > '9' || n > (1<<62)/10 {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
 // NotLogError reports a file that is not a proctor log: Open leaves it as
 // it is rather than append to it or cut anything off.
 type NotLogError struct {
@@ -173,10 +188,8 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 		} else if string(k.RunID) != rec.RunID {
 			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, num, k.RunID, rec.RunID)
 		}
-		if i := bytes.LastIndexByte(k.Transcript, '#'); i >= 0 {
-			if off, err := strconv.ParseInt(string(k.Transcript[i+1:]), 10, 64); err == nil && off >= rec.TraceEnd {
-				rec.TraceEnd = off + 1
-			}
+		if off := linkOffset(k.Transcript); off >= rec.TraceEnd {
+			rec.TraceEnd = off + 1
 		}
 		if k.Status == sink.Error {
 			rec.Dropped++
