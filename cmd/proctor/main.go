@@ -52,6 +52,7 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/sink/parquetsink"
@@ -272,13 +273,13 @@ func endsLine(path string) bool {
 	if strings.HasSuffix(path, ".parquet") {
 		return false
 	}
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+	if err != nil || st.Size() == 0 {
 		return false
 	}
 	var b [1]byte
