@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/jsondepth"
 	"github.com/proctor-evals/proctor/internal/permanent"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -208,6 +209,20 @@ func (s *scheduler[T, O]) classify(ctx context.Context, err error, def sink.Erro
 //
 //go:noinline
 func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) {
+	// An input or output nested deeper than a record holds would be a
+	// record no reader takes back (or, with sink's fallback, not the value
+	// judged): the episode is an error, as it would be on every attempt.
+	input, deep := j.input, ""
+	if jsondepth.Exceeds(input, sink.MaxJSONDepth) {
+		input, deep = nil, "input"
+	}
+	if jsondepth.Exceeds(res.outJSON, sink.MaxJSONDepth) {
+		res.outJSON, deep = nil, "output"
+	}
+	if deep != "" {
+		res.v, res.fault = judge.Verdict{}, sink.KindHarness
+		res.err = Permanent(fmt.Errorf("eval: the %s is nested deeper than %d levels, more than a record holds (sink.MaxJSONDepth)", deep, sink.MaxJSONDepth))
+	}
 	v, err := &res.v, res.err
 	var status sink.Status
 	var kind sink.ErrorKind
@@ -236,7 +251,7 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			msg += " (permanent: not retried)"
 		}
 	}
-	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, j.input, res.outJSON, j.usage)
+	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, input, res.outJSON, j.usage)
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}

@@ -301,10 +301,14 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		return nil, err
 	}
 	m := newManifest(setup)
+	var d []string
 	if old != nil {
-		if d := m.Diff(old); len(d) > 0 && !cfg.AllowChanged {
-			return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d}
-		}
+		d = m.Diff(old)
+	} else {
+		d = recordsDiff(cfg.Log, setup.e.Name, cfg.Seed)
+	}
+	if len(d) > 0 && !cfg.AllowChanged {
+		return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d}
 	}
 	epochs := int64(cfg.Epochs)
 	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
@@ -361,8 +365,32 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		return fail(fmt.Errorf("eval: opening the transcript store: %w", err))
 	}
 	l.transcripts = traces
+	if err := traces.SkipTo(rec.TraceEnd); err != nil {
+		return fail(fmt.Errorf("eval: opening the trace store: %w", err))
+	}
 	w.FlushFirst(traces)
 	return l, nil
+}
+
+// recordsDiff is Manifest.Diff for a log without a manifest (deleted, or
+// older than manifests): its first record says which eval wrote it, and
+// its episode seed which run seed. Before this check any eval adopted such
+// a log, reported its records as its own and wrote its manifest over it.
+func recordsDiff(log, name string, seed uint64) []string {
+	for r, err := range jsonl.Records(log) {
+		if err != nil {
+			return nil // no record: Open says what the file is
+		}
+		var d []string
+		if r.Eval != name {
+			d = append(d, fmt.Sprintf("eval: %q in the log's records, %q now", r.Eval, name))
+		}
+		if r.Seed != 0 && r.Seed != episodeSeed(seed, r.SampleID, r.Epoch) {
+			d = append(d, fmt.Sprintf("seed: the log's records were made with another run seed than %d", seed))
+		}
+		return d
+	}
+	return nil
 }
 
 func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {

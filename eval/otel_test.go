@@ -209,7 +209,7 @@ func TestTracingOneTracePerEpisode(t *testing.T) {
 		attrs := spanAttrs(root)
 		got := map[string]string{}
 		for _, k := range []string{"proctor.run_id", "proctor.eval", "proctor.sample_id", "proctor.epoch", "proctor.attempt", "proctor.seed", "proctor.status"} {
-			got[k] = attrs[k].Emit()
+			got[k] = attrs[k].String()
 		}
 		want := map[string]string{"proctor.run_id": r.RunID, "proctor.eval": "traced", "proctor.sample_id": r.SampleID,
 			"proctor.epoch": "0", "proctor.attempt": strconv.Itoa(r.Attempt), "proctor.seed": strconv.FormatUint(r.Seed, 10),

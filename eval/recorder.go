@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -312,7 +312,7 @@ func (r *recorder) close(ctx context.Context) error {
 // resumed run already held — into the report. Records of samples or
 // epochs this run does not have stay in the log and are counted apart.
 func (r *recorder) ingestLog(path string, size int64, index func(id string) (int, bool)) (resumed, excluded int, err error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -41,7 +42,7 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	// One open file for the index and every read of an output: a log
 	// rewritten meanwhile (a resume renames a new file over it) does not
 	// move the offsets under the reads.
-	f, err := os.Open(fromLog)
+	f, err := safeopen.Open(fromLog)
 	if err != nil {
 		return nil, fmt.Errorf("eval: rejudging: %w", err)
 	}

@@ -29,6 +29,8 @@ import (
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/jsontext"
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -222,8 +224,10 @@ func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource
 	}
 	m, err := manifest.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if _, serr := os.Stat(path); serr != nil {
+		if st, serr := os.Stat(path); serr != nil {
 			return nil, "", fmt.Errorf("eval: reusing results: %w", serr)
+		} else if !st.Mode().IsRegular() {
+			return nil, "", fmt.Errorf("eval: reusing results: %s is not a regular file (%v)", path, st.Mode().Type())
 		}
 		return nil, "it has no manifest (written before manifests existed), so the versions that produced it are unknown", nil
 	}
@@ -243,7 +247,7 @@ func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource
 	if src.judgeOnly && cfg.Sandbox != nil {
 		return nil, fmt.Sprintf("judge version %q there, %q now, and episodes have sandboxes: a judge may need the world the harness left, which a log does not keep, so they run again", m.Versions.Judge, v.Judge), nil
 	}
-	if src.f, err = os.Open(path); err != nil {
+	if src.f, err = safeopen.Open(path); err != nil {
 		return nil, "", fmt.Errorf("eval: reusing results: %w", err)
 	}
 	return src, "", nil
@@ -364,8 +368,8 @@ func (c *reuseCopier) copyTranscript(src *reuseSource, rec *sink.Record) string 
 	if err == nil {
 		line, err = w.lineAt(off)
 	}
-	if err == nil && !(len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}') {
-		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	if err == nil {
+		err = transcript.Check(line, rec.SampleID, rec.Epoch)
 	}
 	if err == nil {
 		off, err = c.r.rec.transcripts.WriteLine(line)
@@ -400,7 +404,13 @@ func (s *reuseSource) closeTraces() {
 func (s *reuseSource) transcript(path string) (*windowReader, error) {
 	w, ok := s.transcripts[path]
 	if !ok {
-		f, err := os.Open(path)
+		// Only a store beside the log is copied: a planted link to
+		// another file would copy it into this run's store.
+		real, err := transcript.Confine(s.path, path)
+		var f *os.File
+		if err == nil {
+			f, err = safeopen.Open(real)
+		}
 		if err != nil {
 			s.transcripts[path] = nil
 			return nil, err

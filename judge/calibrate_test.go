@@ -61,7 +61,7 @@ func TestCalibrate(t *testing.T) {
 	require.False(t, math.IsNaN(c.Spearman))
 	require.True(t, strings.HasPrefix(c.String(), "calibration: 101 items"))
 
-	_, err = judge.Calibrate(context.Background(), fixed(judge.Verdict{}, boom, nil), golden, judge.CalibrateConfig{})
-	require.ErrorIs(t, err, boom)
+	_, err = judge.Calibrate(context.Background(), fixed(judge.Verdict{}, errBoom, nil), golden, judge.CalibrateConfig{})
+	require.ErrorIs(t, err, errBoom)
 	require.ErrorContains(t, err, "judge: calibrate")
 }

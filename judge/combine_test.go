@@ -30,7 +30,7 @@ var (
 	fail     = judge.Verdict{Score: 0, Reason: "wrong"}
 	partial  = judge.Verdict{Score: 0.5, Reason: "half"}
 	unscored = judge.Unscored("cannot tell")
-	boom     = errors.New("grader down")
+	errBoom  = errors.New("grader down")
 )
 
 func ep(seed uint64) *harness.Episode[string] {
@@ -79,7 +79,7 @@ func TestAllAny(t *testing.T) {
 		{"all fail", []sub{{fail, nil}, {fail, nil}}, oFail, oFail, 1, 2, "wrong"},
 		{"unscored then fail: fail dominates in All", []sub{{judge.Verdict{}, unscored}, {fail, nil}}, oFail, oUnscored, 2, 2, "wrong"},
 		{"unscored then pass: pass dominates in Any", []sub{{judge.Verdict{}, unscored}, {pass, nil}}, oUnscored, oPass, 2, 2, ""},
-		{"error stops both", []sub{{judge.Verdict{}, boom}, {pass, nil}}, oError, oError, 1, 1, ""},
+		{"error stops both", []sub{{judge.Verdict{}, errBoom}, {pass, nil}}, oError, oError, 1, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestWeighted(t *testing.T) {
 			{Name: "b", Weight: 1, Judge: fixed(judge.Verdict{}, unscored, nil)},
 		}, oUnscored, 0},
 		{"error", 0.5, []judge.Criterion[string, string]{
-			{Name: "a", Weight: 1, Judge: fixed(judge.Verdict{}, boom, nil)},
+			{Name: "a", Weight: 1, Judge: fixed(judge.Verdict{}, errBoom, nil)},
 		}, oError, 0},
 	}
 	for _, tt := range tests {
@@ -182,7 +182,7 @@ func TestCascade(t *testing.T) {
 		{"gate failure settles", fail, nil, judge.FailSettles, oFail, 0, 0},
 		{"gate pass escalates", pass, nil, judge.FailSettles, oFail, 1, 1},
 		{"cheap unscored escalates", judge.Verdict{}, unscored, judge.PassSettles, oFail, 1, 1},
-		{"cheap error stops", judge.Verdict{}, boom, judge.PassSettles, oError, 0, 0},
+		{"cheap error stops", judge.Verdict{}, errBoom, judge.PassSettles, oError, 0, 0},
 		{"never settles", pass, nil, judge.NeverSettles, oFail, 1, 1},
 	}
 	for _, tt := range tests {
@@ -229,7 +229,7 @@ func TestVote(t *testing.T) {
 		{"abstentions do not count", 3, []J{seq(pass, unscored, fail, pass, pass)}, oPass, 0.75},
 		{"tie is unscored", 2, []J{seq(pass, fail)}, oUnscored, 0},
 		{"all abstain", 3, []J{seq(unscored)}, oUnscored, 0},
-		{"error", 3, []J{seq(pass, boom, pass)}, oError, 0},
+		{"error", 3, []J{seq(pass, errBoom, pass)}, oError, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

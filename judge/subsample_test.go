@@ -34,8 +34,8 @@ func TestSampleRouting(t *testing.T) {
 	_, err := judge.Subsample(fixed(judge.Verdict{}, unscored, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
 	require.NoError(t, err)
 	// An error of the suspect is returned.
-	_, err = judge.Subsample(fixed(judge.Verdict{}, boom, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
-	require.ErrorIs(t, err, boom)
+	_, err = judge.Subsample(fixed(judge.Verdict{}, errBoom, nil), expensive, rate, 7).Judge(context.Background(), ep(1), "")
+	require.ErrorIs(t, err, errBoom)
 
 	// Suspected successes: about rate of them, reproducibly from the seed.
 	calls.Store(0)

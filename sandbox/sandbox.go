@@ -223,6 +223,7 @@ func checkSpec(spec Spec) (Spec, error) {
 				err = fs.ErrInvalid
 			}
 			if err != nil {
+				//lint:ignore ST1005 the message starts with the field it is about
 				return spec, fmt.Errorf("Files[%q]: %w", name, err)
 			}
 			files[n] = data
@@ -233,6 +234,7 @@ func checkSpec(spec Spec) (Spec, error) {
 		spec.Setup = slices.Clone(spec.Setup)
 		for i := range spec.Setup {
 			if err := checkCmd(&spec.Setup[i]); err != nil {
+				//lint:ignore ST1005 the message starts with the field it is about
 				return spec, fmt.Errorf("Setup[%d]: %w", i, err)
 			}
 		}
@@ -306,6 +308,7 @@ func checkCmd(c *Cmd) error {
 	}
 	d, err := clean(c.Dir)
 	if err != nil {
+		//lint:ignore ST1005 the message starts with the field it is about
 		return fmt.Errorf("Dir %q: %w", c.Dir, err)
 	}
 	c.Dir = d

@@ -8,6 +8,13 @@ import (
 	"github.com/proctor-evals/proctor/internal/jsontext"
 )
 
+// MaxJSONDepth is the deepest nesting of a record's input or output
+// written as it is. Deeper values are written as a JSON string holding
+// their text (the engine makes such an episode an error instead): read
+// back in a record, one level deeper, they could exceed what JSON readers
+// accept (10,000 levels for encoding/json; less for others).
+const MaxJSONDepth = jsontext.MaxDepth
+
 // AppendJSON appends r's JSON form (one object, no newline) to b. It writes
 // the same document encoding/json would (fields in declaration order, map
 // keys sorted) without reflection: the log is on every episode's hot path.

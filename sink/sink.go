@@ -91,7 +91,7 @@ type Record struct {
 	Error        string             `json:"error,omitempty"`
 	ErrorKind    ErrorKind          `json:"error_kind,omitempty"`
 	Input        json.RawMessage    `json:"input,omitempty"`  // the sample's input, as JSON
-	Output       json.RawMessage    `json:"output,omitempty"` // the harness's output, as JSON
+	Output       json.RawMessage    `json:"output,omitempty"` // the harness's output, as JSON; for both, see MaxJSONDepth
 	Tags         map[string]string  `json:"tags,omitempty"`
 	StartedAt    time.Time          `json:"started_at"`
 	DurationMS   float64            `json:"duration_ms"`

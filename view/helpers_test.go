@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -149,15 +148,4 @@ func get(t testing.TB, url string) (int, http.Header, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, string(b)
-}
-
-func copyFile(t testing.TB, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

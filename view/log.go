@@ -18,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -259,15 +260,8 @@ type snapshot struct {
 	Fails    []failure // Report.Failures with their OpenTelemetry IDs
 }
 
-// refresh folds in what was appended to the log since the last call.
-func (l *logState) refresh() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refreshLocked()
-}
-
 func (l *logState) refreshLocked() error {
-	f, err := os.Open(l.path)
+	f, err := safeopen.Open(l.path)
 	if err != nil {
 		return fmt.Errorf("view: %w", err)
 	}
@@ -303,6 +297,7 @@ type chunk struct {
 	bad     int    // offset in data of the first line that is not a record; -1 for none
 	badLine []byte // that line
 	badErr  error  // why
+	schema  int    // the bad line's schema when it is a record of another schema; 0 otherwise
 }
 
 // worker is one goroutine's share of a fold.
@@ -335,6 +330,7 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 			*r = sink.Record{}
 			err := recordjson.DecodeLine(line, r, &foldDecode)
 			if err == nil && r.Schema != sink.SchemaVersion {
+				c.schema = r.Schema
 				err = fmt.Errorf("record schema %d, this version of proctor reads schema %d", r.Schema, sink.SchemaVersion)
 			}
 			if err != nil {
@@ -491,6 +487,10 @@ func (l *logState) fold(f *os.File, size int64) error {
 		line := bad.badLine
 		last := l.off+int64(len(line))+1 == size
 		switch {
+		case bad.schema != 0:
+			// A whole record of another schema is never a torn tail, last
+			// or not: resume and report refuse it too (jsonl.SchemaError).
+			l.err = fmt.Errorf("view: %s:%d: %v", l.path, l.lines+1, bad.badErr)
 		case l.records == 0 && !looksLikeRecord(line) || l.records == 0 && !last:
 			l.err = fmt.Errorf("view: %s:%d: %w: %v", l.path, l.lines+1, errNotLog, bad.badErr)
 		case last:
@@ -599,7 +599,7 @@ func (l *logState) sampleRecords(id string) ([]located, error) {
 		}
 	}
 	l.mu.Unlock()
-	f, err := os.Open(l.path)
+	f, err := safeopen.Open(l.path)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"html/template"
@@ -12,7 +11,6 @@ import (
 	"maps"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +20,8 @@ import (
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/numfmt"
+	"github.com/proctor-evals/proctor/internal/safeopen"
+	itranscript "github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
@@ -365,7 +365,7 @@ func runsData(snaps []*snapshot) *runsBody {
 			if r.Passed+r.Failed > 0 {
 				row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Interval.Lo), pct(r.Interval.Hi))
 			}
-			row.Live = s.Tail > 0
+			row.Live = s.Tail > 0 && s.Err == nil // a log in error is not being written
 			if r.Episodes > 0 {
 				byEval[r.Eval] = append(byEval[r.Eval], s)
 			}
@@ -439,13 +439,11 @@ func pretty(raw json.RawMessage) string {
 
 type transcript = harness.Transcript
 
-// errOutside refuses a transcript link that leaves its log's directory.
-var errOutside = errors.New("view: the transcript is outside the log's directory")
-
-// readTranscript reads the transcript a record links to, from a file in
-// the log's directory or below it only: a log may be hostile, and its
-// links must not read the rest of the disk.
-func readTranscript(logPath, link string) (*transcript, error) {
+// readTranscript reads the transcript r links to, from a file in the
+// log's directory or below it only (internal/transcript), and only if it
+// is r's episode's.
+func readTranscript(logPath string, r *sink.Record) (*transcript, error) {
+	link := r.Transcript
 	if link == "" {
 		return nil, nil
 	}
@@ -453,26 +451,19 @@ func readTranscript(logPath, link string) (*transcript, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(logPath))
+	real, err := itranscript.Confine(logPath, path)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return nil, fmt.Errorf("view: %w", err)
-	}
-	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return nil, fmt.Errorf("%w: %s", errOutside, link)
-	}
-	f, err := os.Open(real)
+	f, err := safeopen.Open(real)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file", errOutside, link)
-	}
 	line, err := jsonl.ReadLineFrom(f, off, nil)
+	if err == nil {
+		err = itranscript.Check(line, r.SampleID, r.Epoch)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("view: transcript %s: %w", link, err)
 	}

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	itranscript "github.com/proctor-evals/proctor/internal/transcript"
 )
 
 //go:embed assets templates
@@ -339,8 +340,8 @@ func (s *Server) transcriptPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such episode in the run", http.StatusNotFound)
 		return
 	}
-	t, err := readTranscript(l.path, recs[i].Transcript)
-	if errors.Is(err, errOutside) {
+	t, err := readTranscript(l.path, &recs[i].Record)
+	if errors.Is(err, itranscript.ErrOutside) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}

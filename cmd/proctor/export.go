@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/sink/parquetsink"
@@ -326,7 +327,7 @@ func onlyExportedDataset(path string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s exists and is not a regular file: not replacing it", path)
 	}
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,7 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/sink/parquetsink"
@@ -272,13 +273,13 @@ func endsLine(path string) bool {
 	if strings.HasSuffix(path, ".parquet") {
 		return false
 	}
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+	if err != nil || st.Size() == 0 {
 		return false
 	}
 	var b [1]byte
@@ -300,7 +301,9 @@ text or Markdown under a heading naming the run, and with -json as a stream
 of JSON documents, one per run (as 'go list -json' prints). Runs are not
 merged into one report: two logs may hold the same episode (a copy, a
 resumed run), which a merged report would count twice. Shards of one run
-are merged into one log first, where each episode is kept once.`,
+are merged into one log first, where each episode is kept once. A RUN that
+is the transcript store, manifest or lock of a log that exists (what
+runs/*.jsonl matches) is skipped, with a note on stderr.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print JSON")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
@@ -310,6 +313,10 @@ are merged into one log first, where each episode is kept once.`,
 				return writeHTMLReport(pos, *htmlOut)
 			}
 			if err := wantArgs(pos, 1, -1, "at least one RUN"); err != nil {
+				return 0, err
+			}
+			pos, err := logArgs(pos, stderr)
+			if err != nil {
 				return 0, err
 			}
 			for i, path := range pos {

@@ -27,7 +27,10 @@ OUT, whose report is the report of the whole run.
 OUT holds one record per episode (sample, epoch): of several, a record
 that is not an error is kept over an error record, and otherwise the first
 in the order the LOGs are given; the others are counted as duplicates
-dropped. Records are written by sample ID (digits compared by value), then
+dropped, and each that differs from the one kept in status or score (two
+final results of one episode: a conflict) is warned about on stderr.
+Files among the LOGs that are the transcript store, manifest or lock of
+a log that exists (what runs/*.jsonl matches) are skipped, with a note. Records are written by sample ID (digits compared by value), then
 by epoch, so that the same shards merge to the same bytes in any order.
 Each record's transcript is copied into OUT's transcript store
 (OUT.traces.jsonl) and its transcript link rewritten to it.
@@ -51,6 +54,10 @@ proctor log (an earlier merge) is replaced.`,
 			}
 			if *out == "" {
 				return 0, usageError("-o OUT is required")
+			}
+			pos, err := logArgs(pos, stderr)
+			if err != nil {
+				return 0, err
 			}
 			return 0, merge(*out, pos, *force, stdout, stderr)
 		}

@@ -136,6 +136,12 @@ func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error 
 		if tr, err = readTranscript(r.Transcript, dir); err != nil {
 			return err
 		}
+		if tr.SampleID != r.SampleID || tr.Epoch != r.Epoch {
+			// A trace store deleted or cut, then appended to, holds
+			// another episode where this record's link points.
+			return fmt.Errorf("%s: the transcript at %s is %q epoch %d's, not this record's (%q epoch %d): the transcript store was replaced or cut since",
+				r.SampleID, r.Transcript, tr.SampleID, tr.Epoch, r.SampleID, r.Epoch)
+		}
 	}
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{"record": r, "trace": tr})

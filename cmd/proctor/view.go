@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/internal/loopback"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/view"
 )
 
@@ -88,13 +90,15 @@ func writeHTMLReport(pos []string, out string) (int, error) {
 	if st, err := os.Stat(pos[0]); err == nil && (st.IsDir() || strings.HasSuffix(pos[0], ".parquet")) {
 		return 0, usageError("-html reads a JSONL log, not Parquet")
 	}
-	if f, err := os.Open(out); err == nil {
+	if f, err := safeopen.Open(out); err == nil {
 		head := make([]byte, 1024)
 		n, _ := io.ReadFull(bufio.NewReader(f), head)
 		f.Close()
 		if !bytes.Contains(head[:n], []byte(htmlGenerator)) {
 			return 0, fmt.Errorf("%s exists and is not a report proctor wrote: not replacing it", out)
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("not replacing %s: %w", out, err)
 	}
 	err := atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return view.WriteHTML(w, pos[0], nil) })
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 )
 
 // Schema is the version of the manifest's JSON form that this package
@@ -94,7 +94,7 @@ func Path(log string) string {
 // errors.Is(err, fs.ErrNotExist).
 func Read(log string) (*Manifest, error) {
 	path := Path(log)
-	b, err := os.ReadFile(path)
+	b, err := safeopen.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}

@@ -1,9 +1,8 @@
 package report
 
 import (
-	"os"
-
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -16,7 +15,7 @@ import (
 // corrupt line, not a log at all) is read by FromRecords, which says what
 // it is.
 func FromLog(path string, opts *Options) (*Report, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return FromRecords(jsonl.Records(path), opts) // which says why
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/proctor-evals/proctor/internal/jsondepth"
 )
 
 // AppendInt is strconv.AppendInt in base 10, with a one-digit number
@@ -26,9 +28,9 @@ func AppendInt(b []byte, n int64) []byte {
 
 // AppendRawJSON appends the JSON value v as encoding/json writes a
 // json.RawMessage: compacted (so that a record stays on one line) and with
-// <, >, & and U+2028/2029 escaped. A value that is not valid JSON cannot be
-// written as it is; it is written as a JSON string holding its text, so the
-// record stays readable.
+// <, >, & and U+2028/2029 escaped. A value that is not valid JSON, or that
+// nests deeper than MaxDepth, cannot be written as it is; it is written as
+// a JSON string holding its text, so the record stays readable.
 func AppendRawJSON(b []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return b // the absent value: appendRaw leaves the field out
@@ -37,7 +39,7 @@ func AppendRawJSON(b []byte, v []byte) []byte {
 		return append(b, v...) // already in its written form: the usual case
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, v); err != nil {
+	if jsondepth.Exceeds(v, MaxDepth) || json.Compact(&buf, v) != nil {
 		return AppendString(b, string(v))
 	}
 	var out bytes.Buffer
@@ -327,10 +329,11 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// MaxDepth bounds the nesting of a value (a record's input and output) the
-// scanners follow; deeper documents go to encoding/json, which allows
-// 10,000.
-const MaxDepth = 512
+// MaxDepth bounds the nesting of a value (a record's input and output)
+// that AppendRawJSON writes as it is and the scanners follow; logs of
+// older versions may hold deeper ones, which go to encoding/json (it
+// allows 10,000).
+const MaxDepth = jsondepth.Max
 
 func HasLit(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit

@@ -75,11 +75,12 @@ func DecodeLine(line []byte, r *sink.Record, opts *DecodeOptions) error {
 // LineKey holds the fields of a record line that resuming a run needs:
 // which episode it records and how that ended.
 type LineKey struct {
-	Schema   int
-	RunID    []byte // aliases the line unless it held escapes
-	SampleID []byte // aliases the line unless it held escapes
-	Epoch    int
-	Status   sink.Status
+	Schema     int
+	RunID      []byte // aliases the line unless it held escapes
+	SampleID   []byte // aliases the line unless it held escapes
+	Epoch      int
+	Status     sink.Status
+	Transcript []byte // the transcript link; aliases the line unless it held escapes
 }
 
 // ScanLine reports whether json.Unmarshal accepts line, with the error it
@@ -91,18 +92,19 @@ func ScanLine(line []byte) (LineKey, error) {
 	var l canonLine
 	if l.scan(line) {
 		return LineKey{
-			Schema:   l.ints[fSchema],
-			RunID:    l.bytes(line, fRunID),
-			SampleID: l.bytes(line, fSampleID),
-			Epoch:    l.ints[fEpoch],
-			Status:   sink.Status(l.constOr(line, fStatus, statuses[:], nil)),
+			Schema:     l.ints[fSchema],
+			RunID:      l.bytes(line, fRunID),
+			SampleID:   l.bytes(line, fSampleID),
+			Epoch:      l.ints[fEpoch],
+			Status:     sink.Status(l.constOr(line, fStatus, statuses[:], nil)),
+			Transcript: l.bytes(line, fTranscript),
 		}, nil
 	}
 	var r sink.Record
 	if err := json.Unmarshal(line, &r); err != nil {
 		return LineKey{}, err
 	}
-	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status}, nil
+	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status, []byte(r.Transcript)}, nil
 }
 
 // The fields, in AppendJSON's order.

@@ -426,7 +426,7 @@ func checkDecode(t *testing.T, b []byte) {
 		t.Fatalf("ScanLine(%q): err %v, encoding/json err %v", b, err, wantErr)
 	}
 	if err == nil {
-		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status}
+		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status, []byte(want.Transcript)}
 		if diff := cmp.Diff(wantKey, k, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("ScanLine(%q) (-encoding/json +got):\n%s", b, diff)
 		}

@@ -128,12 +128,38 @@ func refAppendRawJSON(b []byte, v []byte) []byte {
 		return append(b, v...)
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, v); err != nil {
+	if err := json.Compact(&buf, v); err != nil || refDepth(v) > jsontext.MaxDepth {
 		return refAppendString(b, string(v))
 	}
 	var out bytes.Buffer
 	json.HTMLEscape(&out, buf.Bytes())
 	return append(b, out.Bytes()...)
+}
+
+// refDepth is the nesting of the valid JSON value v, decoded.
+func refDepth(v []byte) int {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return 0
+	}
+	var depth func(any) int
+	depth = func(x any) int {
+		d := 0
+		switch x := x.(type) {
+		case []any:
+			for _, e := range x {
+				d = max(d, depth(e))
+			}
+		case map[string]any:
+			for _, e := range x {
+				d = max(d, depth(e))
+			}
+		default:
+			return 0
+		}
+		return d + 1
+	}
+	return depth(x)
 }
 
 func refRawIsClean(v []byte) bool {
@@ -532,6 +558,21 @@ func checkRawJSON(t *testing.T, v []byte) {
 	if len(v) > 0 && !json.Valid(got[1:]) {
 		t.Fatalf("jsontext.AppendRawJSON(%q) wrote invalid JSON %q", v, got[1:])
 	}
+	// What the writer writes, every reader reads: a record holding v as
+	// its input and output is committed (ScanLine, the log's rule) and
+	// decodes back to what was written.
+	r := sink.Record{Schema: sink.SchemaVersion, RunID: "r", SampleID: "s", Status: sink.Pass, Input: v, Output: v}
+	line := r.AppendJSON(nil)
+	if _, err := ScanLine(line); err != nil {
+		t.Fatalf("a record of %.80q is not read back: %v", v, err)
+	}
+	var back sink.Record
+	if err := DecodeLine(line, &back, nil); err != nil {
+		t.Fatalf("a record of %.80q is not decoded: %v", v, err)
+	}
+	if len(v) > 0 && (!bytes.Equal(back.Output, got[1:]) || !bytes.Equal(back.Input, got[1:])) {
+		t.Fatalf("a record of %.80q reads back %.80q, wrote %.80q", v, back.Output, got[1:])
+	}
 }
 
 func rawCases() []string {
@@ -544,6 +585,7 @@ func rawCases() []string {
 		"\"abcdefgh<ijklmnop\"", "\"abcdefghijklmnop\"", "\"abcdefg\"", "\"abcdefgh\"", "\"abcdefghi\"",
 		nested(jsontext.MaxDepth), nested(jsontext.MaxDepth + 1), nested(maxJSONDepth + 1), "[" + nested(jsontext.MaxDepth) + " ]",
 		strings.Repeat(`{"a":`, jsontext.MaxDepth) + "1" + strings.Repeat("}", jsontext.MaxDepth),
+		nested(maxJSONDepth), nested(maxJSONDepth - 1), strings.Repeat(`{"a":`, maxJSONDepth) + "1" + strings.Repeat("}", maxJSONDepth),
 	}
 	for _, s := range stringCases() {
 		q, _ := json.Marshal(s)

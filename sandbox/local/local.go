@@ -268,6 +268,7 @@ func (e *environment) build(ctx context.Context) error {
 	// written in a reproducible order.
 	for _, name := range slices.Sorted(maps.Keys(e.spec.Files)) {
 		if err := setup.WriteFile(ctx, name, e.spec.Files[name], 0o644); err != nil {
+			//lint:ignore ST1005 the message starts with the field it is about
 			return fmt.Errorf("Files[%q]: %w", name, err)
 		}
 	}

@@ -120,3 +120,57 @@ func TestLockSurvivesDropErrors(t *testing.T) {
 	require.ErrorAs(t, err, &locked)
 	require.NoError(t, w.Close(context.Background()))
 }
+
+// TestLockNeverTruncatesAFileItDidNotWrite: a <log>.lock planted as a
+// symbolic link, a hard link or a file of someone else's is refused with
+// an error that names it, and what it points to keeps its bytes; Merge's
+// output lock the same.
+func TestLockNeverTruncatesAFileItDidNotWrite(t *testing.T) {
+	t.Parallel()
+	plants := []struct {
+		name  string
+		plant func(lock, victim string) error
+	}{
+		{"symlink", os.Symlink},
+		{"hard link", os.Link},
+		{"foreign file", func(_, lock string) error { return os.WriteFile(lock, []byte("precious\n"), 0o644) }},
+	}
+	for _, p := range plants {
+		t.Run(p.name, func(t *testing.T) {
+			dir := t.TempDir()
+			victim := filepath.Join(dir, "victim.txt")
+			require.NoError(t, os.WriteFile(victim, []byte("precious\n"), 0o644))
+			log := filepath.Join(dir, "log.jsonl")
+			if err := p.plant(victim, log+".lock"); err != nil {
+				t.Skipf("cannot plant a %s here: %v", p.name, err)
+			}
+			_, _, err := jsonl.Open(log, nil)
+			require.ErrorContains(t, err, log+".lock")
+
+			shard := filepath.Join(dir, "shard.jsonl")
+			write(t, shard, rec(0, sink.Pass))
+			out := filepath.Join(dir, "merged.jsonl")
+			require.NoError(t, p.plant(victim, out+".lock"))
+			_, err = jsonl.Merge(out, []string{shard}, nil)
+			require.ErrorContains(t, err, out+".lock")
+
+			b, err := os.ReadFile(victim)
+			require.NoError(t, err)
+			require.Equal(t, "precious\n", string(b))
+			b, err = os.ReadFile(log + ".lock")
+			require.NoError(t, err)
+			require.Equal(t, "precious\n", string(b))
+		})
+	}
+}
+
+// TestLockReusesTheLockFileOfADeadHolder: a lock file left by a holder
+// that died (its "pid host" line) is a lock file, taken over.
+func TestLockReusesTheLockFileOfADeadHolder(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "log.jsonl")
+	require.NoError(t, os.WriteFile(log+".lock", []byte("4194999 elsewhere.example\n"), 0o644))
+	w, _, err := jsonl.Open(log, nil)
+	require.NoError(t, err)
+	require.NoError(t, w.Close(context.Background()))
+}

@@ -5,19 +5,20 @@ package jsonl
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -62,7 +63,9 @@ func (e *RunMismatchError) Error() string {
 //
 //   - Of several records of one key, a record that is not an error is
 //     kept over an error record, and otherwise the first one, in the
-//     order of logs and then of lines. The others count as Duplicates.
+//     order of logs and then of lines. The others count as Duplicates;
+//     a final result (not an error) that differs from the kept one in
+//     status or score is a conflict, one warning each in Merged.Warnings.
 //   - Records are written in a deterministic order: by sample ID, digits
 //     compared by value ("q5" before "q10"), then by epoch. The bytes
 //     written depend only on the records kept, so logs without
@@ -139,9 +142,16 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 			cmp.Compare(a.epoch, b.epoch), boolOrder(a.isError, b.isError))
 	})
 	kept := keys[:0]
-	for i, k := range keys {
-		if i > 0 && k.sampleID == keys[i-1].sampleID && k.epoch == keys[i-1].epoch {
+	var conflicts conflictReader
+	defer conflicts.close()
+	for _, k := range keys {
+		if n := len(kept); n > 0 && k.sampleID == kept[n-1].sampleID && k.epoch == kept[n-1].epoch {
 			res.Duplicates++
+			if w, err := conflicts.check(logs, kept[n-1], k); err != nil {
+				return nil, err
+			} else if w != "" {
+				res.Warnings = append(res.Warnings, w)
+			}
 			continue
 		}
 		kept = append(kept, k)
@@ -152,6 +162,55 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	}
 	res.Records = len(kept)
 	return res, nil
+}
+
+// conflictReader reads the records of one key that two inputs hold, to
+// tell a conflict (two final results that differ) from a duplicate.
+type conflictReader struct {
+	files map[int]*os.File
+	buf   []byte
+}
+
+// check returns a warning when kept and dropped, two records of one key,
+// are final results (not errors, which a rerun is meant to replace) that
+// differ in status or score.
+func (c *conflictReader) check(logs []string, kept, dropped mergeKey) (string, error) {
+	if kept.isError || dropped.isError {
+		return "", nil
+	}
+	var rs [2]sink.Record
+	for i, k := range [2]mergeKey{kept, dropped} {
+		if c.files == nil {
+			c.files = map[int]*os.File{}
+		}
+		f := c.files[k.log]
+		if f == nil {
+			var err error
+			if f, err = safeopen.Open(logs[k.log]); err != nil {
+				return "", fmt.Errorf("jsonl: merge: %w", err)
+			}
+			c.files[k.log] = f
+		}
+		var err error
+		if c.buf, err = ReadLineFrom(f, k.offset, c.buf); err == nil {
+			err = recordjson.DecodeLine(c.buf, &rs[i], &recordjson.DecodeOptions{NoRaw: true, NoMaps: true})
+		}
+		if err != nil {
+			return "", fmt.Errorf("jsonl: merge: %s at offset %d: %w", logs[k.log], k.offset, err)
+		}
+	}
+	a, b := &rs[0], &rs[1]
+	if a.Status == b.Status && (a.Score == b.Score || a.Score != a.Score && b.Score != b.Score) {
+		return "", nil
+	}
+	return fmt.Sprintf("conflict: %s epoch %d is %s (score %g) in %s and %s (score %g) in %s: the first is kept",
+		a.SampleID, a.Epoch, a.Status, a.Score, logs[kept.log], b.Status, b.Score, logs[dropped.log]), nil
+}
+
+func (c *conflictReader) close() {
+	for _, f := range c.files {
+		f.Close()
+	}
 }
 
 // mergeKey is where an input record is: its key, status and line.
@@ -178,7 +237,7 @@ func boolOrder(a, b bool) int {
 // by the rule Open and Records apply. A torn tail is returned as a
 // *TornTailError after the records before it.
 func indexLog(path string, i int, keys []mergeKey) ([]mergeKey, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return keys, fmt.Errorf("jsonl: merge: %w", err)
 	}
@@ -249,15 +308,17 @@ func checkMergeOutput(out, store string, logs []string, force bool) error {
 // notInUse fails when a writer holds the log at path: a shard still
 // running. It takes no lock that it could hold and creates no file.
 func notInUse(path string) error {
-	f, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // no lock file, or none we may open: no writer we can see
 	}
 	defer f.Close() // drops the lock if we got it
+	if checkLockFile(f) != nil {
+		return nil // not a lock file: no writer
+	}
 	if ok, err := tryLock(f); err == nil && !ok {
-		b, _ := io.ReadAll(io.LimitReader(f, 512))
-		e := &LockedError{Path: path}
-		fmt.Sscanf(string(b), "%d %s", &e.PID, &e.Host)
+		e := readHolder(f)
+		e.Path = path
 		return e
 	}
 	return nil
@@ -302,7 +363,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 		}
 	}()
 	for i, path := range logs {
-		if inputs[i], err = os.Open(path); err != nil {
+		if inputs[i], err = safeopen.Open(path); err != nil {
 			return fmt.Errorf("jsonl: merge: %w", err)
 		}
 	}
@@ -323,7 +384,7 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 			return fmt.Errorf("jsonl: merge: %s at offset %d: the log changed while being merged: %w", logs[k.log], k.offset, err)
 		}
 		if r.Transcript != "" {
-			tbuf, err = readTranscript(logs[k.log], r.Transcript, traceFiles, tbuf)
+			tbuf, err = readTranscript(logs[k.log], r.Transcript, r.SampleID, r.Epoch, traceFiles, tbuf)
 			if err != nil {
 				if missing == 0 {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("transcript of %s epoch %d in %s: %v", r.SampleID, r.Epoch, logs[k.log], err))
@@ -366,14 +427,20 @@ func writeMerged(out, store string, logs []string, kept []mergeKey, res *Merged)
 
 // readTranscript reads the transcript a record's transcript link points to.
 // files caches the transcript stores opened (nil for one that failed to).
-func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]byte, error) {
+func readTranscript(log, link, sampleID string, epoch int, files map[string]*os.File, buf []byte) ([]byte, error) {
 	path, off, err := ResolveTranscript(log, link)
 	if err != nil {
 		return buf, err
 	}
 	f, ok := files[path]
 	if !ok {
-		f, err = os.Open(path)
+		// Only a store beside the log is copied: a planted link to
+		// another file would copy it into the output.
+		var real string
+		real, err = transcript.Confine(log, path)
+		if err == nil {
+			f, err = safeopen.Open(real)
+		}
 		if err != nil {
 			files[path] = nil
 			return buf, err
@@ -381,18 +448,11 @@ func readTranscript(log, link string, files map[string]*os.File, buf []byte) ([]
 		files[path] = f
 	}
 	if f == nil {
-		return buf, fmt.Errorf("%s cannot be opened", path)
+		return buf, fmt.Errorf("%s cannot be read", path)
 	}
 	buf, err = ReadLineFrom(f, off, buf)
-	if err == nil && !json0(buf) {
-		err = fmt.Errorf("%s at offset %d is not a transcript", path, off)
+	if err == nil {
+		err = transcript.Check(buf, sampleID, epoch)
 	}
 	return buf, err
-}
-
-// json0 reports whether b looks like a JSON object: a transcript link that
-// points into the middle of a line reads garbage.
-func json0(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
 }

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,11 @@ type Recovery struct {
 	Done    map[sink.Key]struct{} // episodes with a final record (any status but error); nil with OpenOptions.Visit
 	Dropped int                   // error records removed so that their episodes run again
 	Torn    *TornTailError        // the torn tail that was cut off, if any
+	// TraceEnd is one past the largest transcript offset a record links
+	// to (0 for none): a trace store resumed with this log must not give
+	// an offset below it to a new transcript (Writer.SkipTo), or an older
+	// record's link would show another episode's.
+	TraceEnd int64
 }
 
 // Open recovers the log at path and opens it for appending, creating it
@@ -108,6 +114,22 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 	return w, rec, nil
 }
 
+// linkOffset is the OFFSET of a trace link PATH#OFFSET; -1 for none.
+func linkOffset(link []byte) int64 {
+	i := bytes.LastIndexByte(link, '#')
+	if i < 0 || i == len(link)-1 {
+		return -1
+	}
+	var n int64
+	for _, c := range link[i+1:] {
+		if c < '0' || c > '9' || n > (1<<62)/10 {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
 // NotLogError reports a file that is not a proctor log: Open leaves it as
 // it is rather than append to it or cut anything off.
 type NotLogError struct {
@@ -165,6 +187,9 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 			rec.RunID = string(k.RunID)
 		} else if string(k.RunID) != rec.RunID {
 			return fmt.Errorf("jsonl: %s:%d: record of run %q in the log of run %q: one log holds one run", path, num, k.RunID, rec.RunID)
+		}
+		if off := linkOffset(k.Transcript); off >= rec.TraceEnd {
+			rec.TraceEnd = off + 1
 		}
 		if k.Status == sink.Error {
 			rec.Dropped++

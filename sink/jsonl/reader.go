@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -160,7 +161,7 @@ func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 // file that is not a log a *NotLogError, and end the iteration.
 func Records(path string) iter.Seq2[sink.Record, error] {
 	return func(yield func(sink.Record, error) bool) {
-		f, err := os.Open(path)
+		f, err := safeopen.Open(path)
 		if err != nil {
 			yield(sink.Record{}, fmt.Errorf("jsonl: %w", err))
 			return
@@ -195,7 +196,7 @@ type Entry struct {
 // Entries is Records with each record's offset.
 func Entries(path string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		f, err := os.Open(path)
+		f, err := safeopen.Open(path)
 		if err != nil {
 			yield(Entry{}, fmt.Errorf("jsonl: %w", err))
 			return
@@ -282,7 +283,7 @@ func readEntriesFrom(f io.Reader, path string, num int, off int64, committed int
 // ReadLineAt returns the line that starts at offset in the file at path,
 // as written by Writer.WriteLine.
 func ReadLineAt(path string, offset int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}

@@ -256,6 +256,32 @@ func (w *Writer) FlushFirst(other *Writer) {
 	w.mu.Unlock()
 }
 
+// SkipTo makes the next line start at offset off or later. A file shorter
+// than that is extended to it, the gap zero bytes (a hole, on most file
+// systems) ending in a newline: a trace store that was deleted or cut then
+// never gives an offset an older record still links to to another line.
+func (w *Writer) SkipTo(off int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("jsonl: %s: %w", w.path, sink.ErrClosed)
+	}
+	w.flushLocked()
+	if w.err != nil || w.size >= off {
+		return w.err
+	}
+	err := w.f.Truncate(off - 1)
+	if err == nil {
+		_, err = w.f.Write([]byte{'\n'}) // O_APPEND: at off-1
+	}
+	if err != nil {
+		w.fail(fmt.Errorf("jsonl: %s: %w", w.path, err))
+		return w.err
+	}
+	w.size = off
+	return nil
+}
+
 // Flush writes buffered lines to the file and fsyncs it.
 func (w *Writer) Flush() error {
 	w.mu.Lock()

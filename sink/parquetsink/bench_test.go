@@ -157,6 +157,6 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(size)/n, "bytes/record")
-		b.Log(fmt.Sprintf("%d files, %.1f MiB", len(files), float64(size)/(1<<20)))
+		b.Logf("%d files, %.1f MiB", len(files), float64(size)/(1<<20))
 	}
 }

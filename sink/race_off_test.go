@@ -1,5 +1,0 @@
-//go:build !race
-
-package sink
-
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package sink
-
-// raceEnabled: the race detector adds allocations, so allocation counts
-// are not checked under it.
-const raceEnabled = true
