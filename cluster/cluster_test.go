@@ -701,10 +701,23 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 
 func TestBudgetStopsEveryWorker(t *testing.T) {
 	t.Parallel()
+	// $0.01 and 15 tokens an episode: each budget is spent at 20.
+	for name, budget := range map[string]func(*eval.Config, bool){
+		"dollars": func(cfg *eval.Config, on bool) { cfg.MaxCostUSD = map[bool]float64{true: 0.2}[on] },
+		"tokens":  func(cfg *eval.Config, on bool) { cfg.MaxTokens = map[bool]int64{true: 300}[on] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testBudgetStopsEveryWorker(t, budget)
+		})
+	}
+}
+
+func testBudgetStopsEveryWorker(t *testing.T, budget func(*eval.Config, bool)) {
 	s := shape{Samples: 24, Sleep: 50 * time.Millisecond, CostUSD: 0.01}
 	log := t.TempDir() + "/run.jsonl"
 	cfg := runConfig(log)
-	cfg.MaxCostUSD = 0.2
+	budget(&cfg, true)
 	c, out := coordinate(t, s, cfg, coordinatorOptions())
 	w1 := start(t, s, workerArgs(c, 2)...)
 	w2 := start(t, s, workerArgs(c, 2)...)
@@ -739,7 +752,7 @@ func TestBudgetStopsEveryWorker(t *testing.T) {
 		t.Errorf("the report counts %d episodes, the log %d", o.rep.Episodes, len(seen))
 	}
 	// The same log finishes the run with a larger budget.
-	cfg.MaxCostUSD = 0
+	budget(&cfg, false)
 	c2, out2 := coordinate(t, s, cfg, coordinatorOptions())
 	start(t, s, workerArgs(c2, 8)...)
 	o2 := await(t, out2, 30*time.Second)

@@ -676,7 +676,7 @@ loop:
 			break loop
 		case <-tick.C:
 			st := c.rec.Stats()
-			if c.cfg.MaxCostUSD > 0 && st.CostUSD >= c.cfg.MaxCostUSD {
+			if c.cfg.MaxCostUSD > 0 && st.CostUSD >= c.cfg.MaxCostUSD || c.cfg.MaxTokens > 0 && st.Tokens >= c.cfg.MaxTokens {
 				budget = true
 				break loop
 			}
@@ -705,7 +705,7 @@ loop:
 		}
 		c.publishControl(controlMsg{Op: "done"})
 	} else {
-		reason := "the budget (Config.MaxCostUSD) is spent"
+		reason := "the budget (Config.MaxCostUSD or MaxTokens) is spent"
 		if stopErr != nil {
 			reason = stopErr.Error()
 		}

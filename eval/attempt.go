@@ -41,7 +41,7 @@ func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T
 			}
 		}
 	}()
-	s.call(ctx, k, ep, res)
+	s.call(ctx, k, ep, j, res)
 	returned = true
 	return s.finish(w, phase, j, ep, start, res)
 }
@@ -78,6 +78,9 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 	actx, cancel := context.WithCancelCause(base)
 	ctx = actx
 	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
+	if s.capped() {
+		w.capped.Store(&cappedAttempt[T]{ep: ep, earlier: j.usage, cancel: cancel})
+	}
 	if s.cfg.Timeout > 0 {
 		deadline := start.Add(s.cfg.Timeout)
 		ctx = &attemptCtx{Context: actx, deadline: deadline}
@@ -102,6 +105,7 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 		return false
 	}
 	w.deadline.Store(0)
+	w.capped.Store(nil)
 	w.cancel(nil)
 	if res.fault == sink.KindJudge && res.haveOut && !permanent.Is(res.err) {
 		// Keep the output, and the sandbox the judge needs, for a retry
@@ -137,7 +141,9 @@ type outcome[O any] struct {
 
 // call runs the harness (unless an earlier attempt's output is kept) and
 // the judge for one attempt, turning a panic into an error of kind panic.
-func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode[T], res *outcome[O]) {
+// An episode over a per-episode cap once the harness returns is not
+// judged: it ends as an error of kind limit.
+func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode[T], j *job, res *outcome[O]) {
 	res.stage = "harness"
 	defer func() {
 		if p := recover(); p != nil {
@@ -158,6 +164,12 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		res.span = span
 		out, err := s.e.Harness.Run(hctx, ep)
 		res.span = nil
+		if capErr := s.overCap(ep, j); capErr != nil {
+			// Stopped at its cap by the watchdog, or past it on return.
+			res.fault, res.err = sink.KindLimit, capErr
+			endStage(span, res.fault, capErr)
+			return
+		}
 		if err != nil {
 			res.fault, res.err = s.classify(ctx, err, sink.KindHarness), err
 			endStage(span, res.fault, err)
@@ -166,6 +178,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		endStage(span, "", nil)
 		res.out, res.haveOut = out, true
 	}
+	ep.StartJudging()
 	res.stage = "judge"
 	jctx, span := s.startStage(ctx, "judge")
 	res.span = span
@@ -185,6 +198,9 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		endStage(span, res.fault, res.err)
 	} else {
 		endStage(span, "", nil)
+	}
+	if err := s.overCap(ep, j); err != nil {
+		res.fault, res.err = sink.KindLimit, err
 	}
 }
 
@@ -248,15 +264,36 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 		status, kind, msg = sink.Error, res.fault, err.Error()
 		if permanent.Is(err) {
 			j.permanent = true
-			msg += " (permanent: not retried)"
+			if kind != sink.KindLimit {
+				msg += " (permanent: not retried)"
+			}
 		}
 	}
-	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, input, res.outJSON, j.usage)
+	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, input, res.outJSON, j)
+	if status == sink.Error || status == sink.Unscored && kind != sink.KindNotSampled {
+		j.rec().ErrorSource = errorSource(res.stage, kind, err)
+	}
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}
 	j.events = ep.Events()
-	s.spend(used.CostUSD)
+	s.spend(used)
+}
+
+// errorSource says where an attempt's error or unscored verdict came
+// from, for the record's error_source: "sandbox" for a sandbox fault
+// wherever it happened, else the stage, and for a judge its path through
+// the combinators (judge.Source).
+func errorSource(stage string, kind sink.ErrorKind, err error) string {
+	switch {
+	case kind == sink.KindSandbox || stage == "":
+		return "sandbox"
+	case stage == "judge":
+		if p := judge.Source(err); p != "" {
+			return "judge/" + p
+		}
+	}
+	return stage
 }
 
 // Permanent marks err as permanent: an episode that ends in it is not
@@ -280,4 +317,10 @@ func (j *job) dropKept() {
 
 func usageOf(rec *sink.Record) harness.Usage {
 	return harness.Usage{InputTokens: rec.InputTokens, OutputTokens: rec.OutputTokens, CostUSD: rec.CostUSD}
+}
+
+// judgeUsageOf is the judge's part of rec's usage.
+func judgeUsageOf(rec *sink.Record) harness.Usage {
+	return harness.Usage{InputTokens: rec.JudgeInputTokens, OutputTokens: rec.JudgeOutputTokens,
+		CostUSD: rec.JudgeCostUSD, Model: rec.JudgeModel}
 }

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -347,7 +348,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		m.CreatedAt, m.Dataset = old.CreatedAt, old.Dataset
 	}
 	m.RunID = l.runID
-	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs {
+	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) {
 		if err := writeManifest(cfg.Log, m); err != nil {
 			return fail(err)
 		}
@@ -400,6 +401,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
 		Dataset: manifest.DatasetIdentity{Samples: samples.len()},
+	}
+	if c := setup.cfg; c.MaxCostUSD > 0 || c.MaxTokens > 0 {
+		m.Budget = &manifest.Budget{CostUSD: c.MaxCostUSD, Tokens: c.MaxTokens}
 	}
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()

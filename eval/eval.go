@@ -88,6 +88,21 @@ type Config struct {
 	// finish, and no attempt starts after (an episode whose retry would
 	// start ends in error and runs on resume). 0 means no budget.
 	MaxCostUSD float64
+	// MaxTokens is MaxCostUSD in tokens (input and output, agent and
+	// judge): scheduling stops once the attempts made have used this
+	// many. 0 means no budget. In a distributed run both budgets are the
+	// run's, over every worker.
+	MaxTokens int64
+	// MaxEpisodeTokens and MaxEpisodeCostUSD cap one episode, over all its
+	// attempts, agent and judge together: an episode past a cap when its
+	// harness or its judge returns ends as an error of kind limit (not
+	// retried), its record holding what it spent; an agent past the cap
+	// is not judged. An attempt in flight is stopped (its context
+	// canceled) within a tick of the watchdog (at most 250 ms) of passing
+	// a cap, as far as its harness and judge record usage as they go and
+	// honour their context. 0 means no cap.
+	MaxEpisodeTokens  int64
+	MaxEpisodeCostUSD float64
 	// MaxErrorRate stops the run, with an [*ErrorRateError], when more than
 	// this fraction of its finished episodes ended in error, once
 	// ErrorRateAfter episodes have finished: a bad API key or a broken
@@ -195,6 +210,12 @@ func (c Config) validate() error {
 		return bad("Backoff", c.Backoff, "a positive duration, or 0 for the default")
 	case c.MaxCostUSD < 0 || c.MaxCostUSD != c.MaxCostUSD:
 		return bad("MaxCostUSD", c.MaxCostUSD, "a positive budget, or 0 for none")
+	case c.MaxTokens < 0:
+		return bad("MaxTokens", c.MaxTokens, "a positive budget, or 0 for none")
+	case c.MaxEpisodeTokens < 0:
+		return bad("MaxEpisodeTokens", c.MaxEpisodeTokens, "a positive cap, or 0 for none")
+	case c.MaxEpisodeCostUSD < 0 || c.MaxEpisodeCostUSD != c.MaxEpisodeCostUSD:
+		return bad("MaxEpisodeCostUSD", c.MaxEpisodeCostUSD, "a positive cap, or 0 for none")
 	case c.MaxErrorRate > 1 || c.MaxErrorRate != c.MaxErrorRate:
 		return bad("MaxErrorRate", c.MaxErrorRate, "a fraction in (0,1], 0 for the default or negative for none")
 	case c.ErrorRateAfter < 0:

@@ -123,10 +123,20 @@ func TestReportNumbersMatchHandComputedValues(t *testing.T) {
 	require.Equal(t, int64(110), rep.Usage.InputTokens)
 	require.InDelta(t, 5.5, rep.Usage.CostUSD, 1e-9)
 
+	// The worst case: the errored and the unscored episode as failures,
+	// 6 of 12; as passes, 8 of 12.
+	require.NotNil(t, rep.WorstCase)
+	require.Equal(t, 2, rep.WorstCase.NoVerdict)
+	require.InDelta(t, 0.5, rep.WorstCase.Lower.PassRate, 1e-12)
+	require.InDelta(t, 8.0/12, rep.WorstCase.Upper.PassRate, 1e-12)
+	require.Less(t, rep.WorstCase.Lower.Interval.Lo, rep.Interval.Lo)
+	require.Equal(t, rep.WorstCase.Lower.Interval.Lo, rep.GateBound(false))
+	require.Equal(t, rep.Interval.Lo, rep.GateBound(true))
+
 	require.Len(t, rep.ByTag, 1)
 	want := []report.Group{
-		{Value: "easy", Samples: 2, Episodes: 6, Passed: 5, Failed: 1, PassRate: 5.0 / 6},
-		{Value: "hard", Samples: 2, Episodes: 6, Passed: 1, Failed: 3, Errored: 1, Unscored: 1, PassRate: 1.0 / 4},
+		{Value: "easy", Samples: 2, Episodes: 6, Passed: 5, Failed: 1, PassRate: 5.0 / 6, CostUSD: 3},
+		{Value: "hard", Samples: 2, Episodes: 6, Passed: 1, Failed: 3, Errored: 1, Unscored: 1, PassRate: 1.0 / 4, CostUSD: 2.5},
 	}
 	if d := cmp.Diff(want, rep.ByTag[0].Groups, cmpopts.IgnoreFields(report.Group{}, "Interval"), cmpopts.EquateApprox(0, 1e-12)); d != "" {
 		t.Fatalf("by level (-want +got):\n%s", d)

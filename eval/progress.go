@@ -56,6 +56,12 @@ type Progress struct {
 	// Tokens and cost of the final records (every attempt of each).
 	InputTokens, OutputTokens int64
 	CostUSD                   float64
+	// Budget is the run's budgets and what is spent of them; nil when it
+	// has none (Config.MaxCostUSD, MaxTokens).
+	Budget *Budget
+	// ProjectedCostUSD is the run's total cost projected from the cost
+	// per finished episode so far (see [CostRange]); zero until known.
+	ProjectedCostUSD CostRange
 	// Median and P90 are of the completed episodes' durations (their last
 	// attempt), ±12 %; zero until ETA is known.
 	Median, P90 time.Duration
@@ -136,6 +142,7 @@ type tally struct {
 	pass, fail, errored, unscored int64
 	inputTokens, outputTokens     int64
 	costUSD                       float64
+	costSq                        float64 // sum of squared costs, for the projection's spread
 	durationMS                    float64 // sum, for the mean
 	durations                     [durBuckets]int64
 }
@@ -154,6 +161,7 @@ func (t *tally) add(rec *sink.Record) {
 	t.inputTokens += rec.InputTokens
 	t.outputTokens += rec.OutputTokens
 	t.costUSD += rec.CostUSD
+	t.costSq += rec.CostUSD * rec.CostUSD
 	t.durationMS += rec.DurationMS
 	t.durations[durationBucket(rec.DurationMS)]++
 }
@@ -309,6 +317,8 @@ type progressTracker struct {
 	done        *doneSet
 	rec         *recorder
 	concurrency int
+	budget      Budget                             // the maxima; spent is read at each snapshot
+	spent       func() (usd float64, tokens int64) // what the run's attempts spent
 
 	// clock is the time of the latest snapshot (Unix ns): the coarse
 	// clock that workers stamp attempts with.
@@ -330,10 +340,15 @@ type progressSample struct {
 // progressWindow is what "recent" means for the rate and the concurrency.
 const progressWindow = time.Minute
 
-func newProgressTracker(r *run, concurrency int) *progressTracker {
+func newProgressTracker(r *run, cfg *Config) *progressTracker {
 	notOwned := r.total - r.owned
 	t := &progressTracker{eval: r.evalName, start: r.start, total: r.owned, notOwned: notOwned,
-		resumed: r.done.count() - notOwned, done: r.done, rec: r.rec, concurrency: concurrency}
+		resumed: r.done.count() - notOwned, done: r.done, rec: r.rec, concurrency: cfg.Concurrency,
+		budget: Budget{MaxCostUSD: cfg.MaxCostUSD, MaxTokens: cfg.MaxTokens}}
+	t.spent = func() (float64, int64) { // a coordinator's: its committed records
+		c := &r.rec.committed
+		return float64(c.costNanoUSD.Load()) / 1e9, c.tokens.Load()
+	}
 	t.clock.Store(time.Now().UnixNano())
 	return t
 }
@@ -356,6 +371,12 @@ func (t *progressTracker) snapshot(now time.Time, final bool) Progress {
 		Elapsed: now.Sub(t.start),
 	}
 	t.clock.Store(now.UnixNano())
+	if t.budget.MaxCostUSD > 0 || t.budget.MaxTokens > 0 {
+		b := t.budget
+		b.SpentUSD, b.SpentTokens = t.spent()
+		p.Budget = &b
+	}
+	p.ProjectedCostUSD = projectCost(&tl, p.Total-p.Done)
 	if t.running != nil {
 		p.Running, p.Longest = t.running()
 		t.peak = max(t.peak, p.Running)
@@ -460,8 +481,9 @@ func startProgress(tr *progressTracker, cfg *Config) *progressReporter {
 // startRunProgress starts reporting a run on this machine, whose workers
 // then publish what they run.
 func startRunProgress[T, O any](r *run, cfg *Config, s *scheduler[T, O]) *progressReporter {
-	tr := newProgressTracker(r, cfg.Concurrency)
+	tr := newProgressTracker(r, cfg)
 	tr.setRunning(s.running)
+	tr.spent = s.spent
 	rep := startProgress(tr, cfg)
 	if rep != nil {
 		s.progressClock = &tr.clock

@@ -118,6 +118,7 @@ func (p Progress) line(width int) string {
 	if p.CostUSD > 0 {
 		add(6, "$%.2f", p.CostUSD)
 	}
+	p.budgetParts(add)
 	add(7, "%s", shortDuration(p.Elapsed))
 	if p.InputTokens > 0 || p.OutputTokens > 0 {
 		add(8, "tokens %s in %s out", shortCount(float64(p.InputTokens)), shortCount(float64(p.OutputTokens)))

@@ -204,10 +204,10 @@ func TestProgressCountsWhatTheRecorderCommits(t *testing.T) {
 	rec := newRecorder(done, 1, agg, func(err error) { t.Error(err) })
 	rec.start(nil)
 	r := &run{evalName: "e", start: time.Now(), total: total, owned: total, done: done, rec: rec}
-	tr := newProgressTracker(r, 4)
+	tr := newProgressTracker(r, &Config{Concurrency: 4, MaxCostUSD: 20, MaxTokens: 1000})
 
 	p := tr.snapshot(time.Now(), false)
-	require.Equal(t, Progress{Eval: "e", Total: total, Elapsed: p.Elapsed}, p, "nothing yet")
+	require.Equal(t, Progress{Eval: "e", Total: total, Elapsed: p.Elapsed, Budget: &Budget{MaxCostUSD: 20, MaxTokens: 1000}}, p, "nothing yet")
 	statuses := []sink.Status{sink.Pass, sink.Pass, sink.Fail, sink.Error, sink.Unscored}
 	for i := range 30 {
 		rec.commit(&finished{sample: i, rec: sink.Record{Status: statuses[i%5], DurationMS: 2000,
@@ -220,6 +220,15 @@ func TestProgressCountsWhatTheRecorderCommits(t *testing.T) {
 	require.Equal(t, [4]int64{12, 6, 6, 6}, [4]int64{p.Pass, p.Fail, p.Error, p.Unscored})
 	require.Equal(t, [2]int64{300, 30}, [2]int64{p.InputTokens, p.OutputTokens})
 	require.InDelta(t, 15, p.CostUSD, 1e-9)
+	// The budgets, and what the committed records spent of them.
+	require.InDelta(t, 5, p.Budget.LeftUSD(), 1e-9)
+	require.Equal(t, int64(670), p.Budget.LeftTokens())
+	// Every episode cost $0.50: the 10 left will cost $5 more, exactly.
+	require.InDelta(t, 20, p.ProjectedCostUSD.Low, 1e-9)
+	require.InDelta(t, 20, p.ProjectedCostUSD.High, 1e-9)
+	require.Contains(t, p.String(), "$5.00 of $20.00 left")
+	require.Contains(t, p.String(), "670 of 1.0k tokens left")
+	require.Contains(t, p.String(), "projected ~$20.00")
 	require.True(t, p.ETA.Known(), "30 of 40 finished, more than the 20 needed")
 	require.InEpsilon(t, 2*time.Second, p.Median, 0.125)
 	require.Greater(t, p.PerMinute, 0.0)

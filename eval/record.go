@@ -15,11 +15,17 @@ import (
 
 // buildRecord fills rec with an attempt's outcome and returns what the
 // attempt used; output is nil when the harness produced none. Tokens and cost
-// are those of every attempt of the episode: earlier is what the attempts
-// before this one used.
-func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, earlier harness.Usage) (used harness.Usage) {
-	used = ep.Usage()
-	u := used.Add(earlier)
+// are those of every attempt of the episode: j holds what the attempts
+// before this one used (all of it, and the judge's part).
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, j *job) (used harness.Usage) {
+	agent, jdg := ep.UsageByRole()
+	used = agent.Add(jdg)
+	u := j.usage.Add(used)
+	jdg = j.judgeUsage.Add(jdg)
+	model := agent.Model
+	if model == "" {
+		model = j.usage.Model // the agent's, from an earlier attempt
+	}
 	*rec = sink.Record{
 		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
@@ -29,6 +35,8 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		Tags: ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
+		JudgeInputTokens: jdg.InputTokens, JudgeOutputTokens: jdg.OutputTokens, JudgeCostUSD: jdg.CostUSD,
+		Model: model, JudgeModel: jdg.Model,
 		Seed: ep.Seed, ParentRunID: s.parentRunID,
 	}
 	if status != sink.Pass && status != sink.Fail {

@@ -61,6 +61,7 @@ type recorder struct {
 type committedStats struct {
 	records, errors atomic.Int64
 	costNanoUSD     atomic.Int64
+	tokens          atomic.Int64
 }
 
 func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
@@ -273,6 +274,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	}
 	if f.rec.CostUSD > 0 {
 		r.committed.costNanoUSD.Add(int64(f.rec.CostUSD * 1e9))
+	}
+	if n := f.rec.InputTokens + f.rec.OutputTokens; n > 0 {
+		r.committed.tokens.Add(n)
 	}
 	r.checkComplete()
 }

@@ -62,7 +62,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	m.Dataset, _ = setup.hashDataset(ctx)
 	r.manifest = m
 	run.rec.checkComplete()
-	r.progress = newProgressTracker(run, cfg.Concurrency)
+	r.progress = newProgressTracker(run, &cfg)
 	r.reporter = startProgress(r.progress, &cfg)
 	return r, nil
 }
@@ -177,12 +177,14 @@ func (r *Recording) Commit(f Finished) error {
 // Complete is closed once every episode of the run has its final record.
 func (r *Recording) Complete() <-chan struct{} { return r.run.rec.complete }
 
-// RecordingStats count a Recording's episodes. Records, Errors and CostUSD
-// are of the records committed since Open (not those a resumed log held).
+// RecordingStats count a Recording's episodes. Records, Errors, CostUSD
+// and Tokens are of the records committed since Open (not those a resumed
+// log held).
 type RecordingStats struct {
 	Done, Total     int64
 	Records, Errors int64
 	CostUSD         float64
+	Tokens          int64 // input and output
 }
 
 // Stats returns the counts so far.
@@ -191,7 +193,7 @@ func (r *Recording) Stats() RecordingStats {
 	return RecordingStats{
 		Done: r.run.done.count(), Total: r.run.total,
 		Records: c.records.Load(), Errors: c.errors.Load(),
-		CostUSD: float64(c.costNanoUSD.Load()) / 1e9,
+		CostUSD: float64(c.costNanoUSD.Load()) / 1e9, Tokens: c.tokens.Load(),
 	}
 }
 

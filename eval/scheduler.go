@@ -73,6 +73,7 @@ type scheduler[T, O any] struct {
 	stopped      atomic.Bool
 	budgetHit    atomic.Bool
 	spentNanoUSD atomic.Int64 // cost of every attempt this run made
+	spentTokens  atomic.Int64 // and its tokens
 	settled      atomic.Int64 // episodes finished this run
 	errored      atomic.Int64 // of which ended in error
 	cancelled    atomic.Int64 // started but not finished: they run on resume
@@ -97,7 +98,9 @@ type job struct {
 	events []harness.Event
 	input  json.RawMessage // the sample's input, encoded once for the records of all attempts
 	held   any             // a streamed sample's *heldSample, from its first attempt
-	usage  harness.Usage   // of the attempts before the latest
+	usage  harness.Usage   // of the attempts before the latest, named by the agent's model
+	// judgeUsage is the judge's part of usage.
+	judgeUsage harness.Usage
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
 	kept      *kept
@@ -244,6 +247,9 @@ type workerState[T any] struct {
 	ep     *harness.Episode[T]
 	start  time.Time
 	cancel context.CancelCauseFunc
+	// capped is the running attempt's, when a per-episode cap applies: the
+	// watchdog stops an attempt whose episode passes its cap (cap.go).
+	capped atomic.Pointer[cappedAttempt[T]]
 
 	// For progress, while it is on (progress.go): the episode of the
 	// latest attempt and when it started (Unix ns, coarse).
@@ -325,6 +331,9 @@ func (s *scheduler[T, O]) watchdog(ctx context.Context, stop <-chan struct{}) {
 			if d := w.deadline.Load(); canceled || d != 0 && now >= d {
 				expired = append(expired, w)
 			}
+			if c := w.capped.Load(); c != nil {
+				s.stopOverCap(c)
+			}
 		}
 		s.workersMu.Unlock()
 		for _, w := range expired {
@@ -353,8 +362,13 @@ func (s *scheduler[T, O]) abandon(ctx context.Context, w *workerState[T], cancel
 	if !w.phase.CompareAndSwap(p, p&^3|abandoned) {
 		return
 	}
+	w.capped.Store(nil)
 	j := w.cur
-	res := &outcome[O]{fault: sink.KindTimeout, err: fmt.Errorf("timed out after %v (abandoned: it did not return when its context expired)", s.cfg.Timeout)}
+	res := &outcome[O]{fault: sink.KindTimeout, err: fmt.Errorf("timed out after %v (abandoned: it did not return when its context expired)", s.cfg.Timeout),
+		stage: "harness"}
+	if w.ep.Judging() {
+		res.stage = "judge"
+	}
 	cause := errTimeout
 	if canceled {
 		res.fault, res.err = sink.KindCancelled, fmt.Errorf("run canceled: %v", context.Cause(ctx))
@@ -417,7 +431,8 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		t := time.NewTimer(rand.N(d) + 1)
 		select {
 		case <-t.C:
-			j.usage = usageOf(rec)
+			j.usage, j.judgeUsage = usageOf(rec), judgeUsageOf(rec)
+			j.usage.Model = rec.Model
 			j.attempt++
 			return j
 		case <-ctx.Done():
@@ -459,18 +474,51 @@ func (s *scheduler[T, O]) countSettled(rec *sink.Record) {
 	}
 }
 
-// spend counts an attempt's cost against the budget, as soon as the
-// attempt ends, so that scheduling stops once it is spent whatever the
-// backlog and whatever is retried.
-func (s *scheduler[T, O]) spend(cost float64) {
-	if s.cfg.MaxCostUSD <= 0 || cost <= 0 {
-		return
+// spend counts an attempt's cost and tokens against the budgets, as soon
+// as the attempt ends, so that scheduling stops once one is spent whatever
+// the backlog and whatever is retried.
+func (s *scheduler[T, O]) spend(u harness.Usage) {
+	over := false
+	if u.CostUSD > 0 {
+		spent := s.spentNanoUSD.Add(int64(u.CostUSD * 1e9))
+		over = s.cfg.MaxCostUSD > 0 && float64(spent)/1e9 >= s.cfg.MaxCostUSD
 	}
-	spent := s.spentNanoUSD.Add(int64(cost * 1e9))
-	if float64(spent)/1e9 >= s.cfg.MaxCostUSD && !s.budgetHit.Swap(true) {
+	if n := u.Tokens(); n > 0 {
+		spent := s.spentTokens.Add(n)
+		over = over || s.cfg.MaxTokens > 0 && spent >= s.cfg.MaxTokens
+	}
+	if over && !s.budgetHit.Swap(true) {
 		s.stop(nil, false)
 	}
 }
+
+// spent returns what this run's attempts have spent, for progress.
+func (s *scheduler[T, O]) spent() (usd float64, tokens int64) {
+	return float64(s.spentNanoUSD.Load()) / 1e9, s.spentTokens.Load()
+}
+
+// LimitError ends an episode whose usage, over all its attempts, agent
+// and judge together, passed Config.MaxEpisodeTokens or
+// Config.MaxEpisodeCostUSD: its record is an error of kind limit, with
+// what it spent. It is permanent: a retry would spend as much again.
+type LimitError struct {
+	Agent, Judge harness.Usage
+	MaxTokens    int64
+	MaxCostUSD   float64
+}
+
+func (e *LimitError) Error() string {
+	total := e.Agent.Add(e.Judge)
+	what := fmt.Sprintf("%d tokens over Config.MaxEpisodeTokens %d", total.Tokens(), e.MaxTokens)
+	if e.MaxTokens <= 0 || total.Tokens() <= e.MaxTokens {
+		what = fmt.Sprintf("$%.4f over Config.MaxEpisodeCostUSD $%.4f", total.CostUSD, e.MaxCostUSD)
+	}
+	return fmt.Sprintf("eval: episode stopped at its cap: %s (agent %d tokens $%.4f, judge %d tokens $%.4f)",
+		what, e.Agent.Tokens(), e.Agent.CostUSD, e.Judge.Tokens(), e.Judge.CostUSD)
+}
+
+// Permanent reports true: an episode over its cap is not retried.
+func (*LimitError) Permanent() bool { return true }
 
 // stop ends scheduling. With abort, the run is canceled with cause:
 // episodes in flight end as cancelled and run on resume. Without, they

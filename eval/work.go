@@ -41,7 +41,7 @@ type Finished struct {
 // Work returns when assignments is closed and every episode has settled,
 // or when ctx is done: episodes in flight then end as cancelled and are not
 // given to done. The stops a coordinator decides for the whole run
-// (cfg.MaxCostUSD, cfg.MaxErrorRate) do not apply here. An assignment of
+// (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here. An assignment of
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's.
 func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
@@ -49,7 +49,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	if err != nil {
 		return err
 	}
-	cfg.MaxCostUSD, cfg.MaxErrorRate = 0, -1 // the coordinator's stops (none here)
+	cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate = 0, 0, -1 // the coordinator's stops (none here)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 

@@ -24,9 +24,11 @@ type Episode[T any] struct {
 	Seed    uint64           // derived from (run seed, sample ID, epoch): reproducible
 	Sandbox *sandbox.Sandbox // nil when the eval has no sandbox provider
 
-	mu     sync.Mutex
-	usage  Usage
-	events []Event
+	mu      sync.Mutex
+	agent   Usage // recorded before StartJudging
+	judge   Usage // recorded after
+	judging bool
+	events  []Event
 }
 
 // Usage is what an episode consumed from model providers.
@@ -34,12 +36,24 @@ type Usage struct {
 	InputTokens  int64   `json:"input_tokens,omitempty"`
 	OutputTokens int64   `json:"output_tokens,omitempty"`
 	CostUSD      float64 `json:"cost_usd,omitempty"`
+	// Model names the model the usage was spent on ("gpt-4o"), when the
+	// one recording it knows: the report splits cost by model with it.
+	// A sum keeps the last name given.
+	Model string `json:"model,omitempty"`
 }
 
-// Add returns the sum of u and v.
+// Add returns the sum of u and v, named as v when v names a model, else
+// as u.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CostUSD + v.CostUSD}
+	model := u.Model
+	if v.Model != "" {
+		model = v.Model
+	}
+	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CostUSD + v.CostUSD, model}
 }
+
+// Tokens is the input and output tokens together.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
 
 // Event is one step of an episode's transcript.
 type Event struct {
@@ -64,29 +78,64 @@ type Transcript struct {
 }
 
 // AddEvent appends ev to the episode's transcript and adds its usage to the
-// episode's totals. A zero ev.Time is set to now. Safe for concurrent use.
+// episode's totals. A zero ev.Time is set to now. Name the model in
+// ev.Usage.Model, so that the report can split cost by model. Safe for
+// concurrent use.
 func (ep *Episode[T]) AddEvent(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	ep.mu.Lock()
 	ep.events = append(ep.events, ev)
-	ep.usage = ep.usage.Add(ev.Usage)
+	ep.addUsage(ev.Usage)
 	ep.mu.Unlock()
 }
 
 // AddUsage adds u to the episode's totals without a transcript event.
 func (ep *Episode[T]) AddUsage(u Usage) {
 	ep.mu.Lock()
-	ep.usage = ep.usage.Add(u)
+	ep.addUsage(u)
 	ep.mu.Unlock()
 }
 
-// Usage returns the episode's totals so far.
+func (ep *Episode[T]) addUsage(u Usage) {
+	if ep.judging {
+		ep.judge = ep.judge.Add(u)
+	} else {
+		ep.agent = ep.agent.Add(u)
+	}
+}
+
+// Usage returns the episode's totals so far, agent and judge together.
 func (ep *Episode[T]) Usage() Usage {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.usage
+	return ep.agent.Add(ep.judge)
+}
+
+// StartJudging marks the end of the agent's part of the attempt: usage
+// recorded from then on is the judge's. The engine calls it when the
+// harness has returned, before it calls the judge.
+func (ep *Episode[T]) StartJudging() {
+	ep.mu.Lock()
+	ep.judging = true
+	ep.mu.Unlock()
+}
+
+// Judging reports whether StartJudging was called.
+func (ep *Episode[T]) Judging() bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.judging
+}
+
+// UsageByRole returns the episode's usage so far split between the agent
+// (recorded before StartJudging) and the judge (after), each named by
+// the last model named in its part.
+func (ep *Episode[T]) UsageByRole() (agent, judge Usage) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.agent, ep.judge
 }
 
 // Events returns a copy of the episode's transcript so far.

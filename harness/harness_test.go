@@ -119,3 +119,28 @@ func TestCommandOutputIsCappedAndMarked(t *testing.T) {
 	require.True(t, out.Truncated)
 	require.Len(t, out.Stdout, sandbox.DefaultOutputBytes)
 }
+
+// TestUsageByRole: usage recorded before StartJudging is the agent's,
+// after it the judge's; each part is named by its last named model, and
+// Usage is their sum.
+func TestUsageByRole(t *testing.T) {
+	t.Parallel()
+	ep := &harness.Episode[string]{}
+	ep.AddEvent(harness.Event{Kind: "model", Usage: harness.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.5, Model: "agent-a"}})
+	ep.AddUsage(harness.Usage{InputTokens: 1, CostUSD: 0.25}) // unnamed: the name stays
+	ep.StartJudging()
+	ep.AddEvent(harness.Event{Kind: "judge", Usage: harness.Usage{InputTokens: 20, OutputTokens: 2, CostUSD: 0.125, Model: "grader-b"}})
+	agent, judge := ep.UsageByRole()
+	if want := (harness.Usage{InputTokens: 101, OutputTokens: 10, CostUSD: 0.75, Model: "agent-a"}); agent != want {
+		t.Errorf("agent usage %+v, want %+v", agent, want)
+	}
+	if want := (harness.Usage{InputTokens: 20, OutputTokens: 2, CostUSD: 0.125, Model: "grader-b"}); judge != want {
+		t.Errorf("judge usage %+v, want %+v", judge, want)
+	}
+	if want := (harness.Usage{InputTokens: 121, OutputTokens: 12, CostUSD: 0.875, Model: "grader-b"}); ep.Usage() != want {
+		t.Errorf("total usage %+v, want %+v", ep.Usage(), want)
+	}
+	if got := ep.Usage().Tokens(); got != 133 {
+		t.Errorf("Tokens() = %d, want 133", got)
+	}
+}

@@ -65,9 +65,10 @@ func logic[T, O any](ctx context.Context, ep *harness.Episode[T], out O, js []Ju
 	weight := 1.0
 	var reasons []string
 	var unscored error
-	for _, j := range js {
+	for i, j := range js {
 		v, err := j.Judge(ctx, ep, out)
 		if err != nil {
+			err = within(fmt.Sprintf("%s[%d]", name, i), err)
 			if errors.Is(err, ErrUnscored) {
 				if unscored == nil {
 					unscored = err
@@ -166,9 +167,9 @@ func Weighted[T, O any](threshold float64, cs ...Criterion[T, O]) Judge[T, O] {
 			if err != nil {
 				var ue *UnscoredError
 				if errors.As(err, &ue) {
-					return Verdict{}, Unscored(c.Name + ": " + ue.Reason)
+					err = Unscored(c.Name + ": " + ue.Reason)
 				}
-				return Verdict{}, err
+				return Verdict{}, within("weighted."+c.Name, err)
 			}
 			sum += c.Weight * v.Score
 			total += c.Weight
@@ -224,7 +225,7 @@ func Cascade[T, O any](cheap, expensive Judge[T, O], settle Settle) Judge[T, O] 
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		v, err := cheap.Judge(ctx, ep, out)
 		if err != nil && !errors.Is(err, ErrUnscored) {
-			return Verdict{}, err
+			return Verdict{}, within("cascade.cheap", err)
 		}
 		if err == nil && settle(v) {
 			v.Scores = mergeScores(v.Scores, "", map[string]float64{"escalated": 0})
@@ -232,7 +233,7 @@ func Cascade[T, O any](cheap, expensive Judge[T, O], settle Settle) Judge[T, O] 
 		}
 		e, err := expensive.Judge(ctx, ep, out)
 		if err != nil {
-			return e, err
+			return e, within("cascade.expensive", err)
 		}
 		cheapScores := v.Scores
 		e.Scores = mergeScores(e.Scores, "", map[string]float64{"escalated": 1})
@@ -271,6 +272,7 @@ func Vote[T, O any](n int, js ...Judge[T, O]) Judge[T, O] {
 		for i := range ballots {
 			wg.Go(func() {
 				ballots[i].v, ballots[i].err = js[i%len(js)].Judge(ctx, ep, out)
+				ballots[i].err = within(fmt.Sprintf("vote[%d]", i%len(js)), ballots[i].err)
 			})
 		}
 		wg.Wait()

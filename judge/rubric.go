@@ -168,14 +168,18 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 		resp, err := m.Complete(ctx, req)
 		ev := harness.Event{Time: start, Kind: "judge", Name: o.Name, Input: mustJSON(req),
 			Duration: time.Since(start), Usage: resp.Usage}
+		if ev.Usage.Model == "" {
+			ev.Usage.Model = resp.Model
+		}
 		if err != nil {
 			ev.Error = err.Error()
 			ep.AddEvent(ev)
-			return Verdict{}, fmt.Errorf("judge: rubric: %w", err)
+			return Verdict{}, within(o.Name, fmt.Errorf("judge: rubric: %w", err))
 		}
 		ev.Output = mustJSON(resp)
 		ep.AddEvent(ev)
-		return ParseGrade(resp, grades, passAt)
+		v, err := ParseGrade(resp, grades, passAt)
+		return v, within(o.Name, err)
 	})
 }
 

@@ -205,7 +205,7 @@ func TestRubricCallsTheModelAndRecords(t *testing.T) {
 	require.Equal(t, "rubric", evs[0].Name)
 	require.Contains(t, string(evs[0].Input), "Capital of France?")
 	require.Contains(t, string(evs[0].Output), "GRADE: C")
-	require.Equal(t, harness.Usage{InputTokens: 120, OutputTokens: 8, CostUSD: 0.001}, e.Usage(), "usage reaches the episode")
+	require.Equal(t, harness.Usage{InputTokens: 120, OutputTokens: 8, CostUSD: 0.001, Model: "m-1"}, e.Usage(), "usage reaches the episode, named by the model that answered")
 }
 
 func TestRubricDefaultTemplateAndErrors(t *testing.T) {

@@ -77,7 +77,7 @@ func Subsample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		s, err := suspect.Judge(ctx, ep, out)
 		if err != nil && !errors.Is(err, ErrUnscored) {
-			return Verdict{}, err
+			return Verdict{}, within("subsample.suspect", err)
 		}
 		suspectPass := err == nil && s.Pass
 		if suspectPass && !Sampled(ep.Seed, seed, rate) {
@@ -87,7 +87,7 @@ func Subsample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint
 		}
 		v, err := expensive.Judge(ctx, ep, out)
 		if err != nil {
-			return v, err
+			return v, within("subsample.expensive", err)
 		}
 		extra := map[string]float64{"sampled": 1, "suspect_pass": 0}
 		if suspectPass {

@@ -52,6 +52,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendOptString(b, `,"reason":`, r.Reason)
 	b = appendOptString(b, `,"error":`, r.Error)
 	b = appendOptString(b, `,"error_kind":`, string(r.ErrorKind))
+	b = appendOptString(b, `,"error_source":`, r.ErrorSource)
 	b = appendRaw(b, `,"input":`, r.Input)
 	b = appendRaw(b, `,"output":`, r.Output)
 	if len(r.Tags) > 0 {
@@ -77,6 +78,20 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = jsontext.AppendInt(b, r.OutputTokens)
 	b = append(b, `,"cost_usd":`...)
 	b = jsontext.AppendFloat(b, r.CostUSD)
+	if r.JudgeInputTokens != 0 {
+		b = append(b, `,"judge_input_tokens":`...)
+		b = jsontext.AppendInt(b, r.JudgeInputTokens)
+	}
+	if r.JudgeOutputTokens != 0 {
+		b = append(b, `,"judge_output_tokens":`...)
+		b = jsontext.AppendInt(b, r.JudgeOutputTokens)
+	}
+	if r.JudgeCostUSD != 0 { // NaN too, as null: omitempty omits only zero
+		b = append(b, `,"judge_cost_usd":`...)
+		b = jsontext.AppendFloat(b, r.JudgeCostUSD)
+	}
+	b = appendOptString(b, `,"model":`, r.Model)
+	b = appendOptString(b, `,"judge_model":`, r.JudgeModel)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = appendOptString(b, `,"trace":`, r.Transcript)

@@ -39,6 +39,10 @@ const (
 	// KindNotSampled marks an unscored record that an asymmetric-sampling
 	// judge left out of the expensive judge: weight 0, not a judge failure.
 	KindNotSampled ErrorKind = "not_sampled"
+	// KindLimit marks an episode stopped by a per-episode cap on tokens or
+	// cost (Config.MaxEpisodeTokens, MaxEpisodeCostUSD): its usage is what
+	// it spent. Not retried: a retry would spend as much again.
+	KindLimit ErrorKind = "limit"
 )
 
 // Record is the standard row: one per finished episode. Its JSON form, one
@@ -77,29 +81,44 @@ const (
 //
 // AppendJSON writes that form without reflection; encoding/json reads it.
 type Record struct {
-	Schema       int                `json:"schema"`
-	RunID        string             `json:"run_id"`
-	Eval         string             `json:"eval"`
-	SampleID     string             `json:"sample_id"`
-	Epoch        int                `json:"epoch"`
-	Attempt      int                `json:"attempt"`
-	Status       Status             `json:"status"`
-	Score        float64            `json:"score"`
-	Scores       map[string]float64 `json:"scores,omitempty"`
-	Weight       float64            `json:"weight,omitempty"` // inverse-probability weight of a sampled verdict; 0 means 1
-	Reason       string             `json:"reason,omitempty"`
-	Error        string             `json:"error,omitempty"`
-	ErrorKind    ErrorKind          `json:"error_kind,omitempty"`
-	Input        json.RawMessage    `json:"input,omitempty"`  // the sample's input, as JSON
-	Output       json.RawMessage    `json:"output,omitempty"` // the harness's output, as JSON; for both, see MaxJSONDepth
-	Tags         map[string]string  `json:"tags,omitempty"`
-	StartedAt    time.Time          `json:"started_at"`
-	DurationMS   float64            `json:"duration_ms"`
-	InputTokens  int64              `json:"input_tokens"`
-	OutputTokens int64              `json:"output_tokens"`
-	CostUSD      float64            `json:"cost_usd"`
-	Seed         uint64             `json:"seed"`
-	Transcript   string             `json:"trace,omitempty"` // a link that resolves to the episode's transcript
+	Schema    int                `json:"schema"`
+	RunID     string             `json:"run_id"`
+	Eval      string             `json:"eval"`
+	SampleID  string             `json:"sample_id"`
+	Epoch     int                `json:"epoch"`
+	Attempt   int                `json:"attempt"`
+	Status    Status             `json:"status"`
+	Score     float64            `json:"score"`
+	Scores    map[string]float64 `json:"scores,omitempty"`
+	Weight    float64            `json:"weight,omitempty"` // inverse-probability weight of a sampled verdict; 0 means 1
+	Reason    string             `json:"reason,omitempty"`
+	Error     string             `json:"error,omitempty"`
+	ErrorKind ErrorKind          `json:"error_kind,omitempty"`
+	// ErrorSource says where an error or unscored verdict came from: the
+	// stage ("sandbox", "harness", "judge") and, for a judge, its path
+	// through the combinators ("judge/cascade.expensive/rubric"). Empty
+	// in logs written before it existed.
+	ErrorSource  string            `json:"error_source,omitempty"`
+	Input        json.RawMessage   `json:"input,omitempty"`  // the sample's input, as JSON
+	Output       json.RawMessage   `json:"output,omitempty"` // the harness's output, as JSON; for both, see MaxJSONDepth
+	Tags         map[string]string `json:"tags,omitempty"`
+	StartedAt    time.Time         `json:"started_at"`
+	DurationMS   float64           `json:"duration_ms"`
+	InputTokens  int64             `json:"input_tokens"`
+	OutputTokens int64             `json:"output_tokens"`
+	CostUSD      float64           `json:"cost_usd"`
+	// The judge's part of the usage above (which counts agent and judge
+	// together): the agent's is the difference. Zero in logs written
+	// before they existed, where the split is unknown.
+	JudgeInputTokens  int64   `json:"judge_input_tokens,omitempty"`
+	JudgeOutputTokens int64   `json:"judge_output_tokens,omitempty"`
+	JudgeCostUSD      float64 `json:"judge_cost_usd,omitempty"`
+	// Model and JudgeModel name the models the harness and the judge
+	// spent their usage on, when they named one (harness.Usage.Model).
+	Model      string `json:"model,omitempty"`
+	JudgeModel string `json:"judge_model,omitempty"`
+	Seed       uint64 `json:"seed"`
+	Transcript string `json:"trace,omitempty"` // a link that resolves to the episode's transcript
 	// ParentRunID names the run this record was derived from (a rejudged
 	// run links to the run whose outputs it judged again).
 	ParentRunID string `json:"parent_run_id,omitempty"`

@@ -60,6 +60,7 @@ type extras struct {
 	kinds    map[sink.ErrorKind]int
 	workers  map[string]int
 	traced   int
+	spend    spend     // for the projected cost
 	first    time.Time // earliest start
 	last     time.Time // latest end
 }
@@ -123,6 +124,7 @@ func (e *extras) add(r *sink.Record) {
 	} else {
 		e.cost[0]++
 	}
+	e.spend.add(r.CostUSD)
 	if !r.StartedAt.IsZero() {
 		end := r.StartedAt.Add(time.Duration(r.DurationMS * float64(time.Millisecond)))
 		if e.first.IsZero() || r.StartedAt.Before(e.first) {
@@ -193,6 +195,7 @@ func (e *extras) merge(o *extras) {
 		e.addWorker(w, n)
 	}
 	e.traced += o.traced
+	e.spend.merge(&o.spend)
 	if !o.first.IsZero() && (e.first.IsZero() || o.first.Before(e.first)) {
 		e.first = o.first
 	}

@@ -178,7 +178,7 @@ type runBody struct {
 
 func runData(snap *snapshot, o *Options, static bool) *runBody {
 	r, ext := snap.Report, snap.Ext
-	b := &runBody{ID: snap.ID, Path: snap.Path, Size: snap.Size, Report: r, Rows: summaryRows(r), Tail: snap.Tail,
+	b := &runBody{ID: snap.ID, Path: snap.Path, Size: snap.Size, Report: r, Rows: append(summaryRows(r), spendRows(snap)...), Tail: snap.Tail,
 		Started: ext.first, Ended: ext.last, Traced: ext.traced, Omitted: r.FailuresOmitted, Warnings: r.Warnings, Static: static}
 	if !static {
 		b.SampleURL = "/sample/" + escapeID(snap.ID)
@@ -193,6 +193,11 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 	rateRows := []plot.Interval{{Label: "pass rate", Value: nanIf(r.Passed+r.Failed == 0, r.PassRate), Lo: lo, Hi: hi}}
 	if r.Bootstrap != nil {
 		rateRows = append(rateRows, plot.Interval{Label: "bootstrap", Value: r.PassRate, Lo: r.Bootstrap.Lo, Hi: r.Bootstrap.Hi, Color: plot.ColorOther})
+	}
+	if wc := r.WorstCase; wc != nil {
+		rateRows = append(rateRows,
+			plot.Interval{Label: "errors as failures", Value: wc.Lower.PassRate, Lo: wc.Lower.Interval.Lo, Hi: wc.Lower.Interval.Hi, Color: plot.ColorOther},
+			plot.Interval{Label: "errors as passes", Value: wc.Upper.PassRate, Lo: wc.Upper.Interval.Lo, Hi: wc.Upper.Interval.Hi, Color: plot.ColorOther})
 	}
 	b.Rate = plot.Intervals("pass rate", rateRows, nil)
 	if len(r.PassAtK) > 1 {

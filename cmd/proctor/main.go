@@ -373,7 +373,10 @@ of pass rates and scores over the samples scored in both, with confidence
 intervals, McNemar's test, the samples that flipped, and differences by tag.
 
 With -fail-on-regression it exits with status 3 when the head regressed
-significantly or is not non-inferior within -margin, and with status 1 when
+significantly or is not non-inferior within -margin, deciding on the worst
+case when either run has errored or unscored episodes (the head's counted as
+failures, the base's as passes; -exclude-errors leaves them out instead),
+and with status 1 when
 there is nothing to decide on: fewer than two samples are scored in both
 runs (different datasets, or runs that only errored), so no interval
 exists.`,
@@ -381,7 +384,8 @@ exists.`,
 		asJSON := fs.Bool("json", false, "print JSON")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown")
 		margin := fs.Float64("margin", 0, "non-inferiority `margin` on the pass rate (e.g. 0.02 for two points)")
-		failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior")
+		failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior (in the worst case: its errored and unscored episodes as failures, the base's as passes)")
+		excludeErrors := fs.Bool("exclude-errors", false, "with -fail-on-regression, decide on the samples both runs scored, leaving errored and unscored episodes out, not on the worst case")
 		level := fs.Float64("level", 0.95, "confidence `level`")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
@@ -408,7 +412,7 @@ exists.`,
 				fmt.Fprintf(stderr, "warning: %v\n", why)
 				return 0, nil
 			}
-			if *failOn && (c.Regressed || !c.NonInferior) {
+			if nonInferior, regressed := c.Decision(*excludeErrors); *failOn && (regressed || !nonInferior) {
 				return exitRegression, nil
 			}
 			return 0, nil

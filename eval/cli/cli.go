@@ -84,6 +84,8 @@ func RunCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Conf
 	fs.SetOutput(stderr)
 	BindFlags(fs, &cfg)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	var g gate
+	g.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -105,6 +107,9 @@ func RunCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Conf
 	code := PrintOutcome(stdout, stderr, rep, err, *asJSON)
 	if rep != nil && !*asJSON && cfg.Select != nil && cfg.Select.From != "" {
 		writeComparisonWithFrom(stdout, stderr, cfg.Select.From, rep)
+	}
+	if code == 0 && rep != nil && !g.check(stderr, rep) {
+		code = 1
 	}
 	return code
 }
@@ -132,7 +137,11 @@ func PrintOutcome(stdout, stderr io.Writer, rep *report.Report, err error, asJSO
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
 		return 1
 	case rep.BudgetExhausted:
-		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost, Config.MaxCostUSD) is spent; run again with a larger one and the same log to finish\n", prog())
+		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost or -max-tokens, Config.MaxCostUSD or MaxTokens) is spent; run again with a larger one and the same log to finish\n", prog())
+		return 1
+	case rep.WorstCase != nil && rep.WorstCase.Over:
+		fmt.Fprintf(stderr, "%s: %s\n%s: %d of %d episodes errored or were unscored, over -max-no-verdict (Config.Report.MaxNoVerdict)\n",
+			prog(), rep.Headline(), prog(), rep.WorstCase.NoVerdict, rep.Episodes)
 		return 1
 	}
 	return 0

@@ -163,8 +163,14 @@ func TestMainFlagsSelectReuseAndSmoke(t *testing.T) {
 		return code, out.String(), errOut.String()
 	}
 	code, _, stderr := run("-log", from)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 1, code, "1 of 6 errored: over -max-no-verdict's 5%%")
+	require.Contains(t, stderr, "between 50.0% [18.8%, 81.2%] and 66.7% [30.0%, 90.3%]")
 	o.reset()
+	run = func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := cli.MainArgs(context.Background(), e, eval.Config{Retries: -1}, append(args, "-max-no-verdict", "-1"), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
 
 	code, out, stderr := run("-log", filepath.Join(dir, "rerun.jsonl"), "-from", from, "-only", "failed,errored", "-only-tag", "tier=hard")
 	require.Equal(t, 0, code, stderr)

@@ -38,7 +38,11 @@ func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 		return err
 	})
 	fs.Float64Var(&cfg.MaxCostUSD, "max-cost", cfg.MaxCostUSD, "stop once this many `USD` are spent (0: no budget)")
+	fs.Int64Var(&cfg.MaxTokens, "max-tokens", cfg.MaxTokens, "stop once this many tokens are spent (0: no budget)")
+	fs.Int64Var(&cfg.MaxEpisodeTokens, "max-episode-tokens", cfg.MaxEpisodeTokens, "end an episode past this many tokens as an error of kind limit (0: no cap)")
+	fs.Float64Var(&cfg.MaxEpisodeCostUSD, "max-episode-cost", cfg.MaxEpisodeCostUSD, "end an episode past this many `USD` as an error of kind limit (0: no cap)")
 	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "stop when more than this `fraction` of episodes end in error (negative: never)")
+	fs.Float64Var(&cfg.Report.MaxNoVerdict, "max-no-verdict", cfg.Report.MaxNoVerdict, "exit 1 when more than this `fraction` of episodes errored or were unscored (0: 0.05, negative: never)")
 	fs.BoolVar(&cfg.AllowChanged, "allow-changed", cfg.AllowChanged, "resume a log written by another version of the eval")
 	bindReuseFlags(fs, cfg)
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")

@@ -26,8 +26,14 @@ import (
 // Gate is what a run must show for the test to pass.
 type Gate struct {
 	// MinLowerBound fails the test when the lower bound of the pass rate's
-	// interval (Config.Report.Level, default 95%) is below it.
+	// interval (Config.Report.Level, default 95%) is below it: in the
+	// worst case, with errored and unscored episodes counted as failures
+	// (report.Report.GateBound), unless ExcludeErrors.
 	MinLowerBound float64
+	// ExcludeErrors decides on the pass rate over scored episodes alone,
+	// leaving errored and unscored episodes out, instead of counting them
+	// as failures; and, in RunAgainst, on the samples both runs scored.
+	ExcludeErrors bool
 	// MaxErrorRate fails the test when more than this fraction of episodes
 	// ended in error or unscored: infrastructure that broke must not pass
 	// a gate by shrinking its denominator. Default 0.1; 1 disables.
@@ -85,9 +91,15 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 	var problems []string
 	if scored := rep.Passed + rep.Failed; scored == 0 {
 		problems = append(problems, "no episode was scored")
-	} else if rep.Interval.Lo < g.MinLowerBound {
-		problems = append(problems, fmt.Sprintf("pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] (%s): lower bound under the gate's %.1f%%",
-			100*rep.PassRate, 100*rep.Interval.Level, 100*rep.Interval.Lo, 100*rep.Interval.Hi, rep.Interval.Method, 100*g.MinLowerBound))
+	} else if lo := rep.GateBound(g.ExcludeErrors); lo < g.MinLowerBound {
+		if lo == rep.Interval.Lo {
+			problems = append(problems, fmt.Sprintf("pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] (%s): lower bound under the gate's %.1f%%",
+				100*rep.PassRate, 100*rep.Interval.Level, 100*rep.Interval.Lo, 100*rep.Interval.Hi, rep.Interval.Method, 100*g.MinLowerBound))
+		} else {
+			wc := rep.WorstCase.Lower
+			problems = append(problems, fmt.Sprintf("%s: the worst case's lower bound %.1f%% (the %d errored and unscored episodes as failures: %.1f%%, %.0f%% CI [%.1f%%, %.1f%%]) is under the gate's %.1f%% (Gate.ExcludeErrors leaves them out instead)",
+				rep.Headline(), 100*lo, rep.WorstCase.NoVerdict, 100*wc.PassRate, 100*wc.Interval.Level, 100*wc.Interval.Lo, 100*wc.Interval.Hi, 100*g.MinLowerBound))
+		}
 	}
 	if rep.Episodes > 0 {
 		if bad := float64(rep.Errored+rep.Unscored) / float64(rep.Episodes); bad > g.MaxErrorRate {
@@ -102,6 +114,13 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 	fmt.Fprintf(&b, "eval %s failed its gate:\n", rep.Eval)
 	for _, p := range problems {
 		fmt.Fprintf(&b, "  - %s\n", p)
+	}
+	for _, s := range rep.ErrorSources {
+		src := s.Source
+		if src == "" {
+			src = "(source not recorded)"
+		}
+		fmt.Fprintf(&b, "  %d %s from %s, first: %s\n", s.Count, s.Status, src, firstLine(s.First))
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(&b, "failures (%d listed, %d more):\n", len(rep.Failures), rep.FailuresOmitted)

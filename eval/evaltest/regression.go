@@ -27,11 +27,20 @@ type Baseline struct {
 // head is at least as good, which a head no better than the base fails
 // almost always; a gate wants a small positive margin.
 //
+// When either run has errored or unscored episodes, it decides on the
+// worst case for the head: its errored and unscored episodes counted as
+// failures, the base's as passes ([report.Comparison.Decision]).
+//
 // The failure prints the evidence: the difference and its interval, the
 // McNemar p-value, and the samples that flipped, regressions first. The
 // comparison is logged with t.Log and returned; it is nil when baseLog
 // cannot be read, which fails t too.
 func NoRegression(t testing.TB, baseLog string, head *report.Report, margin float64) *report.Comparison {
+	t.Helper()
+	return noRegression(t, baseLog, head, margin, false)
+}
+
+func noRegression(t testing.TB, baseLog string, head *report.Report, margin float64, excludeErrors bool) *report.Comparison {
 	t.Helper()
 	opts := report.CompareOptions{Level: head.Interval.Level, Margin: margin}
 	base, err := report.FromRecords(jsonl.Records(baseLog), &report.Options{Level: opts.Level, Resamples: -1})
@@ -41,23 +50,28 @@ func NoRegression(t testing.TB, baseLog string, head *report.Report, margin floa
 	}
 	c := report.Compare(base, head, &opts)
 	t.Logf("evaltest: against base log %s\n%s", baseLog, c)
-	if c.NonInferior {
+	if nonInferior, _ := c.Decision(excludeErrors); nonInferior {
 		return c
 	}
-	t.Error(regressionMessage(baseLog, c))
+	msg := regressionMessage(baseLog, c)
+	if c.WorstCase != nil && !excludeErrors {
+		msg += "  decided on the " + c.WorstCase.String() + " (Gate.ExcludeErrors leaves them out instead)\n"
+	}
+	t.Error(msg)
 	return c
 }
 
 // RunAgainst is [Run] followed by [NoRegression] against the baseline: it
 // runs e with cfg inside t, checks the gate, then compares the run with
-// the baseline's log. Either check that fails fails t.
+// the baseline's log (on the samples both scored when g.ExcludeErrors).
+// Either check that fails fails t.
 func RunAgainst[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate, base Baseline) (*report.Report, *report.Comparison) {
 	t.Helper()
 	rep := Run(t, e, cfg, g)
 	if rep == nil {
 		return nil, nil
 	}
-	return rep, NoRegression(t, base.Log, rep, base.Margin)
+	return rep, noRegression(t, base.Log, rep, base.Margin, g.ExcludeErrors)
 }
 
 func regressionMessage(baseLog string, c *report.Comparison) string {

@@ -64,6 +64,16 @@ type Manifest struct {
 	Shard string `json:"shard,omitempty"`
 	// Proctor is the module version that wrote the manifest.
 	Proctor string `json:"proctor,omitempty"`
+	// Budget is the run's budgets as its latest start set them, for the
+	// viewer; nil without any. It is not part of what a run is: a resumed
+	// run may change it.
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget is a run's budgets (eval.Config.MaxCostUSD and MaxTokens).
+type Budget struct {
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	Tokens  int64   `json:"tokens,omitempty"`
 }
 
 // DatasetIdentity identifies a dataset by content.

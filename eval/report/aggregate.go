@@ -68,6 +68,8 @@ type Aggregator struct {
 	reused     int           // records with reused_from
 	rejudged   int           // records with parent_run_id and no reused_from
 	reusedCost harness.Usage // usage of the reused records
+	spend      spending      // usage by role and model (honest.go)
+	sources    errorSources  // errors and unscored verdicts by where they came from (honest.go)
 	failures   []Failure
 	omitted    int
 	warnings   []string
@@ -79,6 +81,7 @@ type Aggregator struct {
 // weigh other than 1, from Aggregator.weights.
 type sampleStats struct {
 	scoreSum                     float64
+	cost                         float64 // for cost by tag
 	pass, fail, errored, unscore int32
 }
 
@@ -86,6 +89,7 @@ func (s *sampleStats) records() int { return int(s.pass + s.fail + s.errored + s
 
 func (s *sampleStats) add(t *sampleStats) {
 	s.scoreSum += t.scoreSum
+	s.cost += t.cost
 	s.pass += t.pass
 	s.fail += t.fail
 	s.errored += t.errored
@@ -221,6 +225,11 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	}
 	a.latency.add(r.DurationMS)
 	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	s.cost += r.CostUSD
+	a.spend.add(r)
+	if r.Status == sink.Error || r.Status == sink.Unscored && r.ErrorKind != sink.KindNotSampled {
+		a.sources.add(r)
+	}
 	switch {
 	case r.ReusedFrom != "":
 		a.reused++
@@ -316,6 +325,8 @@ func (a *Aggregator) Merge(b *Aggregator) {
 	a.reused += b.reused
 	a.rejudged += b.rejudged
 	a.reusedCost = a.reusedCost.Add(b.reusedCost)
+	a.spend.merge(&b.spend)
+	a.sources.merge(&b.sources)
 	for _, f := range b.failures {
 		a.addFailure(f)
 	}
@@ -359,7 +370,8 @@ func (a *Aggregator) report(final bool) *Report {
 	if scored := r.Passed + r.Failed; scored > 0 {
 		r.MeanScore = a.scoreSum / float64(scored)
 	}
-	r.PassRate, r.Interval = a.passRate(nil, r.Epochs)
+	r.PassRate, r.Interval = a.passRate(nil, r.Epochs, excludeNoVerdict)
+	a.honest(r)
 	if r.Epochs > 1 && a.opts.Resamples > 0 {
 		// The resamples depend on the order of the clusters: sort them by
 		// ID, so that the same records give the same interval whatever the
@@ -373,7 +385,7 @@ func (a *Aggregator) report(final bool) *Report {
 		slices.SortFunc(byID, func(x, y int) int { return strings.Compare(ids[x], ids[y]) })
 		// One cluster resampled is always itself: a zero-width interval
 		// that would read as certainty. There is none then.
-		if sums, weights := a.clusters(byID); len(sums) >= 2 {
+		if sums, weights := a.clusters(byID, excludeNoVerdict); len(sums) >= 2 {
 			iv := stats.BootstrapClusters(sums, weights, a.opts.Resamples, a.opts.Level, a.opts.Seed)
 			r.Bootstrap = &iv
 		}
@@ -440,14 +452,20 @@ const (
 // fewer than two samples the clustered standard error is undefined, and
 // with no variation between samples it is 0: then Wilson over episodes,
 // with the reason in the interval's Method.
-func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
+//
+// mode says what errored and unscored episodes count as: nothing (the
+// pass rate), failures or passes (the bounds of its worst-case range).
+func (a *Aggregator) passRate(idx []int, epochs int, mode noVerdictAs) (float64, stats.Interval) {
 	var pass, total float64
 	scored := 0 // episodes
 	a.each(idx, func(i int) {
-		w := a.weightsOf(i)
+		w := a.weightsAs(i, mode)
 		pass += w.pass
 		total += w.sum
 		scored += int(a.samples[i].pass + a.samples[i].fail)
+		if mode != excludeNoVerdict {
+			scored += int(a.samples[i].errored + a.samples[i].unscore)
+		}
 	})
 	if total == 0 {
 		return 0, stats.Interval{Lo: 0, Hi: 1, Level: a.opts.Level, Method: methodNone}
@@ -456,7 +474,7 @@ func (a *Aggregator) passRate(idx []int, epochs int) (float64, stats.Interval) {
 	if epochs <= 1 && !a.weighted {
 		return rate, stats.Wilson(int(math.Round(pass)), int(math.Round(total)), a.opts.Level)
 	}
-	sums, weights := a.clusters(idx)
+	sums, weights := a.clusters(idx, mode)
 	mean, se := stats.ClusteredMean(sums, weights, true)
 	if len(sums) < 2 || se == 0 {
 		// Wilson over the scored episodes at the (weighted) rate.
@@ -485,8 +503,9 @@ func (a *Aggregator) each(idx []int, f func(i int)) {
 }
 
 // clusters returns per-sample weighted passes and weights of scored
-// episodes, over idx (nil: every sample).
-func (a *Aggregator) clusters(idx []int) (sums, weights []float64) {
+// episodes (and of errored and unscored ones, unless mode excludes
+// them), over idx (nil: every sample).
+func (a *Aggregator) clusters(idx []int, mode noVerdictAs) (sums, weights []float64) {
 	n := len(idx)
 	if idx == nil {
 		n = len(a.samples)
@@ -494,7 +513,7 @@ func (a *Aggregator) clusters(idx []int) (sums, weights []float64) {
 	sums = make([]float64, 0, n)
 	weights = make([]float64, 0, n)
 	a.each(idx, func(i int) {
-		if w := a.weightsOf(i); w.sum > 0 {
+		if w := a.weightsAs(i, mode); w.sum > 0 {
 			sums = append(sums, w.pass)
 			weights = append(weights, w.sum)
 		}
@@ -546,9 +565,10 @@ func (a *Aggregator) byTag(epochs int) []TagBreakdown {
 				g.Failed += int(s.fail)
 				g.Errored += int(s.errored)
 				g.Unscored += int(s.unscore)
+				g.CostUSD += s.cost
 			}
 			g.Episodes = g.Passed + g.Failed + g.Errored + g.Unscored
-			g.PassRate, g.Interval = a.passRate(idx, epochs)
+			g.PassRate, g.Interval = a.passRate(idx, epochs, excludeNoVerdict)
 			tb.Groups = append(tb.Groups, g)
 		}
 		out = append(out, tb)

@@ -116,6 +116,10 @@ type Comparison struct {
 	// non-inferior whatever the margin. Both are false when the interval is
 	// undefined (fewer than two paired samples).
 	NonInferior bool `json:"non_inferior"`
+	// WorstCase is the difference with the head's errored and unscored
+	// episodes counted as failures and the base's as passes; nil when
+	// neither run has any. Gates decide on it ([Comparison.Decision]).
+	WorstCase *WorstDifference `json:"worst_case,omitempty"`
 
 	// Warnings describe what may bias the comparison: samples on one side
 	// only, different evals, epochs, or error rates, torn logs.
@@ -225,6 +229,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	c.Score = stats.Paired(scores[0], scores[1], opts.Level)
 	c.Regressed = c.PassRate.Hi < 0
 	c.NonInferior = c.PassRate.Lo > -opts.Margin || (c.PassRate.Mean == 0 && c.PassRate.SE == 0)
+	c.worstCase(bs, hs, headIndex, opts.Level)
 
 	var regressions, improvements []Flip
 	for i, p := range pairs {

@@ -270,7 +270,12 @@ func TestCompareIdentical(t *testing.T) {
 	require.True(t, c.NonInferior)
 	require.False(t, c.Regressed)
 	require.Empty(t, c.Flips)
-	require.Empty(t, c.Warnings)
+	// Only the runs' own warning: 1 of 12 episodes unscored is over the
+	// 5% a report allows.
+	require.Len(t, c.Warnings, 2)
+	for _, w := range c.Warnings {
+		require.Contains(t, w, "errored or were unscored, over the 5.0%")
+	}
 }
 
 func TestCompareFlipsCapped(t *testing.T) {

@@ -72,6 +72,11 @@ func (r *Report) Summary() []SummaryRow {
 		}
 	}
 	row("pass-rate", "pass rate", rate)
+	if wc := r.WorstCase; wc != nil {
+		row("worst-case", "worst case", fmt.Sprintf("%s [%s, %s] with the %d errored or unscored as failures, %s [%s, %s] as passes",
+			pct(wc.Lower.PassRate), pct(wc.Lower.Interval.Lo), pct(wc.Lower.Interval.Hi), wc.NoVerdict,
+			pct(wc.Upper.PassRate), pct(wc.Upper.Interval.Lo), pct(wc.Upper.Interval.Hi)))
+	}
 	if r.Bootstrap != nil {
 		row("bootstrap", "bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
 	}
@@ -87,6 +92,10 @@ func (r *Report) Summary() []SummaryRow {
 	row("latency", "latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
 	if r.Usage != (harness.Usage{}) {
 		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
+	}
+	if j := r.JudgeUsage; j != (harness.Usage{}) {
+		row("usage-by-role", "by role", fmt.Sprintf("agent %d tokens $%.4f, judge %d tokens $%.4f",
+			r.Usage.Tokens()-j.Tokens(), r.Usage.CostUSD-j.CostUSD, j.Tokens(), j.CostUSD))
 	}
 	if r.ReusedUsage != (harness.Usage{}) {
 		u := r.ReusedUsage
@@ -121,16 +130,39 @@ func (r *Report) write(out io.Writer, md bool) error {
 	} else {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
+	if r.WorstCase != nil {
+		// First, and alone on its line: what a hurried reader must not
+		// miss, and where the errors came from.
+		t.line(r.Headline())
+		r.writeErrorSources(t)
+		t.printf("\n")
+	}
 	header("metric", "value")
 	for _, sr := range r.Summary() {
 		row(sr.Label, sr.Value)
 	}
+	costs := r.Usage.CostUSD > 0
 	for _, t := range r.ByTag {
 		title("by " + t.Tag)
-		header(t.Tag, "samples", "pass", "fail", "error", "unscored", "pass rate", "CI")
+		cols := []string{t.Tag, "samples", "pass", "fail", "error", "unscored", "pass rate", "CI"}
+		if costs {
+			cols = append(cols, "cost")
+		}
+		header(cols...)
 		for _, g := range t.Groups {
-			row(g.Value, fmt.Sprint(g.Samples), fmt.Sprint(g.Passed), fmt.Sprint(g.Failed), fmt.Sprint(g.Errored), fmt.Sprint(g.Unscored),
-				pct(g.PassRate), groupCI(g.Interval, r.Interval.Method))
+			cells := []string{g.Value, fmt.Sprint(g.Samples), fmt.Sprint(g.Passed), fmt.Sprint(g.Failed), fmt.Sprint(g.Errored), fmt.Sprint(g.Unscored),
+				pct(g.PassRate), groupCI(g.Interval, r.Interval.Method)}
+			if costs {
+				cells = append(cells, fmt.Sprintf("$%.4f", g.CostUSD))
+			}
+			row(cells...)
+		}
+	}
+	if len(r.ByModel) > 0 {
+		title("usage by model")
+		header("role", "model", "input tokens", "output tokens", "cost")
+		for _, m := range r.ByModel {
+			row(m.Role, m.Model, fmt.Sprint(m.Usage.InputTokens), fmt.Sprint(m.Usage.OutputTokens), fmt.Sprintf("$%.4f", m.Usage.CostUSD))
 		}
 	}
 	if len(r.Failures) > 0 {
@@ -162,6 +194,25 @@ func (r *Report) write(out io.Writer, md bool) error {
 		t.printf("\nwarning: %s\n", w)
 	}
 	return t.writeTo(out)
+}
+
+// writeErrorSources writes the table of where errors came from.
+func (r *Report) writeErrorSources(t *table) {
+	if len(r.ErrorSources) == 0 {
+		return
+	}
+	t.title("errored and unscored, by where they came from")
+	t.header("source", "status", "count", "first", "episode")
+	for _, s := range r.ErrorSources {
+		src, status := s.Source, string(s.Status)
+		if src == "" {
+			src = "(not recorded)"
+		}
+		if s.Kind != "" {
+			status += "/" + string(s.Kind)
+		}
+		t.row(src, status, fmt.Sprint(s.Count), clip(s.First, 100), fmt.Sprintf("%s epoch %d", s.SampleID, s.Epoch))
+	}
 }
 
 // clip fits s on one table line: white space folded, at most n bytes.
@@ -292,6 +343,9 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	line(fmt.Sprintf("method: %s (one paired observation per sample: its pass rate over its scored epochs); McNemar: exact, a sample passes at a pass rate ≥ 50%%", MethodPairedT))
 	for _, v := range c.Verdict() {
 		line("verdict: " + v)
+	}
+	if c.WorstCase != nil {
+		line("verdict: " + c.WorstCase.String())
 	}
 	listed := func(regression bool) []Flip {
 		var fs []Flip

@@ -60,6 +60,14 @@ type Report struct {
 	// inverse-probability-weighted rate (Weighted).
 	PassRate float64        `json:"pass_rate"`
 	Interval stats.Interval `json:"interval"`
+	// WorstCase is the range PassRate lies in whatever the errored and
+	// unscored episodes would have been; nil when there are none. Gates
+	// decide on its lower bound ([Report.GateBound]).
+	WorstCase *WorstCase `json:"worst_case,omitempty"`
+	// ErrorSources counts the errored and unscored episodes by where they
+	// came from (stage, judge), the most frequent first, each with its
+	// first message: an unreachable grader reads as such.
+	ErrorSources []ErrorSource `json:"error_sources,omitempty"`
 	// Bootstrap is a cluster bootstrap interval of PassRate, when there are
 	// several epochs and at least two scored samples.
 	Bootstrap *stats.Interval `json:"bootstrap,omitempty"`
@@ -76,6 +84,12 @@ type Report struct {
 	// ReusedUsage is the part of Usage that reused records carry: spent by
 	// the earlier runs that produced them, not by this one.
 	ReusedUsage harness.Usage `json:"reused_usage,omitzero"`
+	// JudgeUsage is the judge's part of Usage (the agent's is the rest),
+	// from records that split it (judge_* fields).
+	JudgeUsage harness.Usage `json:"judge_usage,omitzero"`
+	// ByModel is Usage by role and model, for the models the harness and
+	// the judge named; usage of unnamed models is in none.
+	ByModel []ModelUsage `json:"by_model,omitempty"`
 
 	Failures        []Failure `json:"failures,omitempty"`         // the first failed, errored and unscored episodes
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
@@ -153,6 +167,7 @@ type Group struct {
 	Unscored int            `json:"unscored"`
 	PassRate float64        `json:"pass_rate"`
 	Interval stats.Interval `json:"interval"`
+	CostUSD  float64        `json:"cost_usd,omitempty"` // of the group's episodes, every attempt
 }
 
 // Latency summarises episode durations (harness and judge, last attempt).
@@ -189,6 +204,11 @@ type Options struct {
 	// where {trace_id} and {span_id} stand for a record's IDs, e.g.
 	// "http://localhost:16686/trace/{trace_id}" (see [TraceURL]).
 	TraceURL string
+	// MaxNoVerdict is the share of episodes errored or unscored above
+	// which the report warns (WorstCase.Over) and a run from the command
+	// line exits non-zero; default 0.05 (DefaultMaxNoVerdict), negative
+	// for never.
+	MaxNoVerdict float64
 }
 
 func (o *Options) withDefaults() Options {

@@ -122,6 +122,7 @@ const (
 	fReason
 	fError
 	fErrorKind
+	fErrorSource
 	fInput
 	fOutput
 	fTags
@@ -130,6 +131,11 @@ const (
 	fInputTokens
 	fOutputTokens
 	fCostUSD
+	fJudgeInputTokens
+	fJudgeOutputTokens
+	fJudgeCostUSD
+	fModel
+	fJudgeModel
 	fSeed
 	fTranscript
 	fParentRunID
@@ -140,9 +146,9 @@ const (
 	nFields
 )
 
-// canonLine keeps a bit per field in a uint32: this fails to compile when
+// canonLine keeps a bit per field in a uint64: this fails to compile when
 // the record outgrows it.
-const _ = uint32(1 << (nFields - 1))
+const _ = uint64(1 << (nFields - 1))
 
 type kind uint8
 
@@ -162,42 +168,48 @@ var fields = [nFields]struct {
 	kind     kind
 	optional bool // omitempty: AppendJSON may leave it out
 }{
-	fSchema:       {`"schema":`, kInt, false},
-	fRunID:        {`,"run_id":`, kString, false},
-	fEval:         {`,"eval":`, kString, false},
-	fSampleID:     {`,"sample_id":`, kString, false},
-	fEpoch:        {`,"epoch":`, kInt, false},
-	fAttempt:      {`,"attempt":`, kInt, false},
-	fStatus:       {`,"status":`, kString, false},
-	fScore:        {`,"score":`, kFloat, false},
-	fScores:       {`,"scores":`, kScores, true},
-	fWeight:       {`,"weight":`, kFloat, true},
-	fReason:       {`,"reason":`, kString, true},
-	fError:        {`,"error":`, kString, true},
-	fErrorKind:    {`,"error_kind":`, kString, true},
-	fInput:        {`,"input":`, kRaw, true},
-	fOutput:       {`,"output":`, kRaw, true},
-	fTags:         {`,"tags":`, kTags, true},
-	fStartedAt:    {`,"started_at":`, kTime, false},
-	fDurationMS:   {`,"duration_ms":`, kFloat, false},
-	fInputTokens:  {`,"input_tokens":`, kInt, false},
-	fOutputTokens: {`,"output_tokens":`, kInt, false},
-	fCostUSD:      {`,"cost_usd":`, kFloat, false},
-	fSeed:         {`,"seed":`, kUint, false},
-	fTranscript:   {`,"trace":`, kString, true},
-	fParentRunID:  {`,"parent_run_id":`, kString, true},
-	fReusedFrom:   {`,"reused_from":`, kString, true},
-	fWorker:       {`,"worker":`, kString, true},
-	fTraceID:      {`,"trace_id":`, kString, true},
-	fSpanID:       {`,"span_id":`, kString, true},
+	fSchema:            {`"schema":`, kInt, false},
+	fRunID:             {`,"run_id":`, kString, false},
+	fEval:              {`,"eval":`, kString, false},
+	fSampleID:          {`,"sample_id":`, kString, false},
+	fEpoch:             {`,"epoch":`, kInt, false},
+	fAttempt:           {`,"attempt":`, kInt, false},
+	fStatus:            {`,"status":`, kString, false},
+	fScore:             {`,"score":`, kFloat, false},
+	fScores:            {`,"scores":`, kScores, true},
+	fWeight:            {`,"weight":`, kFloat, true},
+	fReason:            {`,"reason":`, kString, true},
+	fError:             {`,"error":`, kString, true},
+	fErrorKind:         {`,"error_kind":`, kString, true},
+	fErrorSource:       {`,"error_source":`, kString, true},
+	fInput:             {`,"input":`, kRaw, true},
+	fOutput:            {`,"output":`, kRaw, true},
+	fTags:              {`,"tags":`, kTags, true},
+	fStartedAt:         {`,"started_at":`, kTime, false},
+	fDurationMS:        {`,"duration_ms":`, kFloat, false},
+	fInputTokens:       {`,"input_tokens":`, kInt, false},
+	fOutputTokens:      {`,"output_tokens":`, kInt, false},
+	fCostUSD:           {`,"cost_usd":`, kFloat, false},
+	fJudgeInputTokens:  {`,"judge_input_tokens":`, kInt, true},
+	fJudgeOutputTokens: {`,"judge_output_tokens":`, kInt, true},
+	fJudgeCostUSD:      {`,"judge_cost_usd":`, kFloat, true},
+	fModel:             {`,"model":`, kString, true},
+	fJudgeModel:        {`,"judge_model":`, kString, true},
+	fSeed:              {`,"seed":`, kUint, false},
+	fTranscript:        {`,"trace":`, kString, true},
+	fParentRunID:       {`,"parent_run_id":`, kString, true},
+	fReusedFrom:        {`,"reused_from":`, kString, true},
+	fWorker:            {`,"worker":`, kString, true},
+	fTraceID:           {`,"trace_id":`, kString, true},
+	fSpanID:            {`,"span_id":`, kString, true},
 }
 
 // canonLine is a canonical record line, validated: where each field's
 // value is and the numbers and time, parsed.
 type canonLine struct {
-	has   uint32 // fields present
-	null  uint32 // float fields written as null (non-finite values)
-	esc   uint32 // string fields holding escapes
+	has   uint64 // fields present
+	null  uint64 // float fields written as null (non-finite values)
+	esc   uint64 // string fields holding escapes
 	spans [nFields][2]int
 	ints  [nFields]int // int fields; for maps, their number of members
 	i64   [nFields]int64
@@ -228,7 +240,7 @@ func (l *canonLine) scan(b []byte) bool {
 		case kInt:
 			var n int64
 			i, n, ok = jsontext.ScanInt(b, i)
-			if f == fInputTokens || f == fOutputTokens {
+			if f == fInputTokens || f == fOutputTokens || f == fJudgeInputTokens || f == fJudgeOutputTokens {
 				l.i64[f] = n
 			} else {
 				l.ints[f] = int(n)
@@ -282,7 +294,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 		n += l.spans[f][1] - l.spans[f][0]
 	}
 	if !o.NoMaps {
@@ -316,6 +328,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	if l.has&(1<<fErrorKind) != 0 {
 		r.ErrorKind = sink.ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
 	}
+	l.optStr(b, fErrorSource, &r.ErrorSource, &short)
 	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; (in || out) && !o.NoRaw {
 		ni, no := l.spans[fInput][1]-l.spans[fInput][0], l.spans[fOutput][1]-l.spans[fOutput][0]
 		buf := make([]byte, 0, ni+no)
@@ -341,6 +354,11 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	r.InputTokens = l.i64[fInputTokens]
 	r.OutputTokens = l.i64[fOutputTokens]
 	l.float(fCostUSD, &r.CostUSD)
+	l.optInt64(fJudgeInputTokens, &r.JudgeInputTokens)
+	l.optInt64(fJudgeOutputTokens, &r.JudgeOutputTokens)
+	l.float(fJudgeCostUSD, &r.JudgeCostUSD)
+	l.optStr(b, fModel, &r.Model, &short)
+	l.optStr(b, fJudgeModel, &r.JudgeModel, &short)
 	r.Seed = l.seed
 	l.optStr(b, fTranscript, &r.Transcript, &short)
 	l.optStr(b, fParentRunID, &r.ParentRunID, &short)
@@ -353,7 +371,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 var (
 	statuses = [...]string{string(sink.Pass), string(sink.Fail), string(sink.Error), string(sink.Unscored)}
 	kinds    = [...]string{string(sink.KindTimeout), string(sink.KindPanic), string(sink.KindSandbox), string(sink.KindHarness),
-		string(sink.KindJudge), string(sink.KindCancelled), string(sink.KindNotSampled)}
+		string(sink.KindJudge), string(sink.KindCancelled), string(sink.KindNotSampled), string(sink.KindLimit)}
 )
 
 // constOr returns string field f as one of consts when it is one, without
@@ -398,6 +416,13 @@ func (l *canonLine) str(b []byte, f int, buf *strings.Builder) string {
 		return string(unescape(nil, s))
 	}
 	return string(s)
+}
+
+// optInt64 sets *dst to int field f when the line has the field.
+func (l *canonLine) optInt64(f int, dst *int64) {
+	if l.has&(1<<f) != 0 {
+		*dst = l.i64[f]
+	}
 }
 
 // optStr sets *dst to field f's string when the line has the field.

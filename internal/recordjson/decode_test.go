@@ -52,34 +52,40 @@ func benchRecord() sink.Record {
 
 func roundTripRecords() []sink.Record {
 	full := sink.Record{
-		Schema:       sink.SchemaVersion,
-		RunID:        "run \"quoted\" <tag> & \u2028 é 😀",
-		Eval:         "eval\twith\ncontrol\x01chars",
-		SampleID:     "s-1",
-		Epoch:        -7,
-		Attempt:      3,
-		Status:       sink.Fail,
-		Score:        -0.25,
-		Scores:       map[string]float64{"exact": 1, "f1": 0.8333333333333334, "tiny": 1e-9, "huge": 1.5e300, "neg": -2},
-		Weight:       12.5,
-		Reason:       strings.Repeat("long reason \\ ", 40),
-		Error:        "boom",
-		ErrorKind:    sink.KindTimeout,
-		Input:        json.RawMessage(`{"a": [1, 2, {"b": null}], "c": "\u00e9"}`),
-		Output:       json.RawMessage(`"plain string"`),
-		Tags:         map[string]string{"model": "m", "": "empty key", "ü": "ünïcode"},
-		StartedAt:    time.Date(2024, 5, 1, 12, 34, 56, 123456789, time.FixedZone("", 2*3600)),
-		DurationMS:   0.001,
-		InputTokens:  math.MaxInt64,
-		OutputTokens: math.MinInt64,
-		CostUSD:      1e21,
-		Seed:         math.MaxUint64,
-		Transcript:   "https://example.com/t?a=1&b=2",
-		ParentRunID:  "parent \"run\" é",
-		ReusedFrom:   "run-<prev>&\u2028",
-		Worker:       "host-\x01:4242",
-		TraceID:      "4bf92f3577b34da6a3ce929d0e0e4736",
-		SpanID:       "00f067aa0ba902b7",
+		Schema:            sink.SchemaVersion,
+		RunID:             "run \"quoted\" <tag> & \u2028 é 😀",
+		Eval:              "eval\twith\ncontrol\x01chars",
+		SampleID:          "s-1",
+		Epoch:             -7,
+		Attempt:           3,
+		Status:            sink.Fail,
+		Score:             -0.25,
+		Scores:            map[string]float64{"exact": 1, "f1": 0.8333333333333334, "tiny": 1e-9, "huge": 1.5e300, "neg": -2},
+		Weight:            12.5,
+		Reason:            strings.Repeat("long reason \\ ", 40),
+		Error:             "boom",
+		ErrorKind:         sink.KindTimeout,
+		ErrorSource:       "judge/cascade.expensive/rubric \"é\" <&>",
+		Input:             json.RawMessage(`{"a": [1, 2, {"b": null}], "c": "\u00e9"}`),
+		Output:            json.RawMessage(`"plain string"`),
+		Tags:              map[string]string{"model": "m", "": "empty key", "ü": "ünïcode"},
+		StartedAt:         time.Date(2024, 5, 1, 12, 34, 56, 123456789, time.FixedZone("", 2*3600)),
+		DurationMS:        0.001,
+		InputTokens:       math.MaxInt64,
+		OutputTokens:      math.MinInt64,
+		CostUSD:           1e21,
+		JudgeInputTokens:  math.MinInt64,
+		JudgeOutputTokens: math.MaxInt64,
+		JudgeCostUSD:      1e-9,
+		Model:             "gpt-4o \u2028",
+		JudgeModel:        "claude-<4>",
+		Seed:              math.MaxUint64,
+		Transcript:        "https://example.com/t?a=1&b=2",
+		ParentRunID:       "parent \"run\" é",
+		ReusedFrom:        "run-<prev>&\u2028",
+		Worker:            "host-\x01:4242",
+		TraceID:           "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID:            "00f067aa0ba902b7",
 	}
 	return []sink.Record{
 		{},
@@ -97,6 +103,17 @@ func roundTripRecords() []sink.Record {
 		{Schema: 1, Transcript: "x", Worker: "w"},
 		{Schema: 1, ParentRunID: "p", SpanID: "s"},
 		{Schema: 1, ReusedFrom: "r", TraceID: "t"},
+		// The optional fields of cost by role and model, and the error's
+		// source, alone and in gapped pairs.
+		{Schema: 1, ErrorSource: "judge"},
+		{Schema: 1, JudgeInputTokens: 1},
+		{Schema: 1, JudgeOutputTokens: -1},
+		{Schema: 1, JudgeCostUSD: 0.5},
+		{Schema: 1, Model: "m"},
+		{Schema: 1, JudgeModel: "j"},
+		{Schema: 1, JudgeInputTokens: 3, JudgeCostUSD: 0.25},
+		{Schema: 1, Model: "m", Worker: "w"},
+		{Schema: 1, Status: sink.Error, ErrorKind: sink.KindLimit, ErrorSource: "harness", JudgeOutputTokens: 9, JudgeModel: "j"},
 	}
 }
 
@@ -656,7 +673,9 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			InputTokens: n, OutputTokens: -n, CostUSD: score, Seed: seed, Transcript: tv, ParentRunID: tk,
 			// Drawn from separate arguments, so that each is present or
 			// absent independently of the others.
-			ReusedFrom: kind, Worker: status, TraceID: reason, SpanID: tv}
+			ReusedFrom: kind, Worker: status, TraceID: reason, SpanID: tv,
+			ErrorSource: tk, JudgeInputTokens: n >> 1, JudgeOutputTokens: n >> 2, JudgeCostUSD: -score,
+			Model: sample, JudgeModel: id}
 		line := r.AppendJSON(nil)
 		if !json.Valid(line) {
 			t.Fatalf("AppendJSON wrote invalid JSON: %q", line)

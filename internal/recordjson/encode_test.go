@@ -52,6 +52,7 @@ func appendJSONReference(r *sink.Record, b []byte) []byte {
 	b = refOptString(b, "reason", r.Reason)
 	b = refOptString(b, "error", r.Error)
 	b = refOptString(b, "error_kind", string(r.ErrorKind))
+	b = refOptString(b, "error_source", r.ErrorSource)
 	b = refRaw(b, "input", r.Input)
 	b = refRaw(b, "output", r.Output)
 	if len(r.Tags) > 0 {
@@ -76,6 +77,20 @@ func appendJSONReference(r *sink.Record, b []byte) []byte {
 	b = strconv.AppendInt(b, r.OutputTokens, 10)
 	b = append(b, `,"cost_usd":`...)
 	b = refAppendFloat(b, r.CostUSD)
+	if r.JudgeInputTokens != 0 {
+		b = append(b, `,"judge_input_tokens":`...)
+		b = strconv.AppendInt(b, r.JudgeInputTokens, 10)
+	}
+	if r.JudgeOutputTokens != 0 {
+		b = append(b, `,"judge_output_tokens":`...)
+		b = strconv.AppendInt(b, r.JudgeOutputTokens, 10)
+	}
+	if r.JudgeCostUSD != 0 {
+		b = append(b, `,"judge_cost_usd":`...)
+		b = refAppendFloat(b, r.JudgeCostUSD)
+	}
+	b = refOptString(b, "model", r.Model)
+	b = refOptString(b, "judge_model", r.JudgeModel)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = refOptString(b, "trace", r.Transcript)

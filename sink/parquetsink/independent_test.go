@@ -26,34 +26,40 @@ import (
 // independentRow is the shape of a record row as an independent reader,
 // parquet-go, sees it: plain Go values for the typed columns.
 type independentRow struct {
-	Schema       int64              `parquet:"schema"`
-	RunID        string             `parquet:"run_id"`
-	Eval         string             `parquet:"eval"`
-	SampleID     string             `parquet:"sample_id"`
-	Epoch        int64              `parquet:"epoch"`
-	Attempt      int64              `parquet:"attempt"`
-	Status       string             `parquet:"status"`
-	Score        float64            `parquet:"score"`
-	Scores       map[string]float64 `parquet:"scores"`
-	Weight       float64            `parquet:"weight"`
-	Reason       string             `parquet:"reason"`
-	Error        string             `parquet:"error"`
-	ErrorKind    string             `parquet:"error_kind"`
-	Input        *string            `parquet:"input,optional"`
-	Output       *string            `parquet:"output,optional"`
-	Tags         map[string]string  `parquet:"tags"`
-	StartedAt    int64              `parquet:"started_at"` // microseconds since the epoch, UTC
-	DurationMS   float64            `parquet:"duration_ms"`
-	InputTokens  int64              `parquet:"input_tokens"`
-	OutputTokens int64              `parquet:"output_tokens"`
-	CostUSD      float64            `parquet:"cost_usd"`
-	Seed         uint64             `parquet:"seed"`
-	Transcript   string             `parquet:"trace"`
-	ParentRunID  string             `parquet:"parent_run_id"`
-	ReusedFrom   string             `parquet:"reused_from"`
-	Worker       string             `parquet:"worker"`
-	TraceID      string             `parquet:"trace_id"`
-	SpanID       string             `parquet:"span_id"`
+	Schema            int64              `parquet:"schema"`
+	RunID             string             `parquet:"run_id"`
+	Eval              string             `parquet:"eval"`
+	SampleID          string             `parquet:"sample_id"`
+	Epoch             int64              `parquet:"epoch"`
+	Attempt           int64              `parquet:"attempt"`
+	Status            string             `parquet:"status"`
+	Score             float64            `parquet:"score"`
+	Scores            map[string]float64 `parquet:"scores"`
+	Weight            float64            `parquet:"weight"`
+	Reason            string             `parquet:"reason"`
+	Error             string             `parquet:"error"`
+	ErrorKind         string             `parquet:"error_kind"`
+	Input             *string            `parquet:"input,optional"`
+	Output            *string            `parquet:"output,optional"`
+	Tags              map[string]string  `parquet:"tags"`
+	StartedAt         int64              `parquet:"started_at"` // microseconds since the epoch, UTC
+	DurationMS        float64            `parquet:"duration_ms"`
+	InputTokens       int64              `parquet:"input_tokens"`
+	OutputTokens      int64              `parquet:"output_tokens"`
+	CostUSD           float64            `parquet:"cost_usd"`
+	Seed              uint64             `parquet:"seed"`
+	Transcript        string             `parquet:"trace"`
+	ParentRunID       string             `parquet:"parent_run_id"`
+	ReusedFrom        string             `parquet:"reused_from"`
+	Worker            string             `parquet:"worker"`
+	TraceID           string             `parquet:"trace_id"`
+	SpanID            string             `parquet:"span_id"`
+	ErrorSource       string             `parquet:"error_source"`
+	JudgeInputTokens  int64              `parquet:"judge_input_tokens"`
+	JudgeOutputTokens int64              `parquet:"judge_output_tokens"`
+	JudgeCostUSD      float64            `parquet:"judge_cost_usd"`
+	Model             string             `parquet:"model"`
+	JudgeModel        string             `parquet:"judge_model"`
 }
 
 // TestIndependentReader reads the files the Writer produced with
@@ -73,6 +79,8 @@ func TestIndependentReader(t *testing.T) {
 	recs[9].ReusedFrom = "run-earlier"
 	recs[10].Worker = "worker-2:31337"
 	recs[11].TraceID, recs[11].SpanID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	recs[13].ErrorSource, recs[13].Model, recs[13].JudgeModel = "judge/cascade.expensive/rubric", "gpt-4o", "gpt-4o-mini"
+	recs[13].JudgeInputTokens, recs[13].JudgeOutputTokens, recs[13].JudgeCostUSD = 120, 30, 0.00125
 	recs[12].ParentRunID, recs[12].ReusedFrom, recs[12].Worker, recs[12].TraceID, recs[12].SpanID = "p é", "r 😀", "w\u2028", "t", "s"
 	for i := 1000; i < 2500; i += 3 { // across row groups and files
 		recs[i].Worker = "worker-" + strconv.Itoa(i%4) + ":1"
@@ -129,6 +137,9 @@ func TestIndependentReader(t *testing.T) {
 			{"worker", "STRING"},
 			{"trace_id", "STRING"},
 			{"span_id", "STRING"},
+			{"error_source", "STRING"},
+			{"model", "STRING"},
+			{"judge_model", "STRING"},
 		} {
 			field, ok := pf.Schema().Lookup(col.name)
 			if col.logical == "MAP" {
@@ -186,6 +197,8 @@ func expectedRow(r sink.Record) independentRow {
 		DurationMS: r.DurationMS, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		CostUSD: r.CostUSD, Seed: r.Seed, Transcript: r.Transcript, ParentRunID: r.ParentRunID,
 		ReusedFrom: r.ReusedFrom, Worker: r.Worker, TraceID: r.TraceID, SpanID: r.SpanID,
+		ErrorSource: r.ErrorSource, JudgeInputTokens: r.JudgeInputTokens, JudgeOutputTokens: r.JudgeOutputTokens,
+		JudgeCostUSD: r.JudgeCostUSD, Model: r.Model, JudgeModel: r.JudgeModel,
 	}
 	if len(r.Input) > 0 {
 		s := string(r.Input)

@@ -31,6 +31,7 @@ const (
 	leafReason
 	leafError
 	leafErrorKind
+	leafErrorSource
 	leafInput
 	leafOutput
 	leafTagKey
@@ -40,6 +41,11 @@ const (
 	leafInputTokens
 	leafOutputTokens
 	leafCostUSD
+	leafJudgeInputTokens
+	leafJudgeOutputTokens
+	leafJudgeCostUSD
+	leafModel
+	leafJudgeModel
 	leafSeed
 	leafTranscript
 	leafParentRunID
@@ -59,6 +65,8 @@ const (
 	i64StartedAt
 	i64InputTokens
 	i64OutputTokens
+	i64JudgeInputTokens
+	i64JudgeOutputTokens
 	i64Seed // uint64 bits
 	numI64
 )
@@ -69,6 +77,7 @@ const (
 	f64Weight
 	f64DurationMS
 	f64CostUSD
+	f64JudgeCostUSD
 	numF64
 )
 
@@ -81,10 +90,13 @@ const (
 	strReason
 	strError
 	strErrorKind
+	strErrorSource
 	strInput
 	strOutput
 	strTagKey
 	strTagValue
+	strModel
+	strJudgeModel
 	strTranscript
 	strParentRunID
 	strReusedFrom
@@ -113,36 +125,42 @@ type leaf struct {
 }
 
 var leaves = [numLeaves]leaf{
-	leafSchema:       {"schema", pq.Types.Int64, i64Schema, levelsNone},
-	leafRunID:        {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
-	leafEval:         {"eval", pq.Types.ByteArray, strEval, levelsNone},
-	leafSampleID:     {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
-	leafEpoch:        {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
-	leafAttempt:      {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
-	leafStatus:       {"status", pq.Types.ByteArray, strStatus, levelsNone},
-	leafScore:        {"score", pq.Types.Double, f64Score, levelsNone},
-	leafScoreKey:     {"scores.key_value.key", pq.Types.ByteArray, strScoreKey, levelsScores},
-	leafScoreValue:   {"scores.key_value.value", pq.Types.Double, f64ScoreValue, levelsScores},
-	leafWeight:       {"weight", pq.Types.Double, f64Weight, levelsNone},
-	leafReason:       {"reason", pq.Types.ByteArray, strReason, levelsNone},
-	leafError:        {"error", pq.Types.ByteArray, strError, levelsNone},
-	leafErrorKind:    {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
-	leafInput:        {"input", pq.Types.ByteArray, strInput, levelsInput},
-	leafOutput:       {"output", pq.Types.ByteArray, strOutput, levelsOutput},
-	leafTagKey:       {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
-	leafTagValue:     {"tags.key_value.value", pq.Types.ByteArray, strTagValue, levelsTags},
-	leafStartedAt:    {"started_at", pq.Types.Int64, i64StartedAt, levelsNone},
-	leafDurationMS:   {"duration_ms", pq.Types.Double, f64DurationMS, levelsNone},
-	leafInputTokens:  {"input_tokens", pq.Types.Int64, i64InputTokens, levelsNone},
-	leafOutputTokens: {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
-	leafCostUSD:      {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
-	leafSeed:         {"seed", pq.Types.Int64, i64Seed, levelsNone},
-	leafTranscript:   {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
-	leafParentRunID:  {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
-	leafReusedFrom:   {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
-	leafWorker:       {"worker", pq.Types.ByteArray, strWorker, levelsNone},
-	leafTraceID:      {"trace_id", pq.Types.ByteArray, strTraceID, levelsNone},
-	leafSpanID:       {"span_id", pq.Types.ByteArray, strSpanID, levelsNone},
+	leafSchema:            {"schema", pq.Types.Int64, i64Schema, levelsNone},
+	leafRunID:             {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
+	leafEval:              {"eval", pq.Types.ByteArray, strEval, levelsNone},
+	leafSampleID:          {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
+	leafEpoch:             {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
+	leafAttempt:           {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
+	leafStatus:            {"status", pq.Types.ByteArray, strStatus, levelsNone},
+	leafScore:             {"score", pq.Types.Double, f64Score, levelsNone},
+	leafScoreKey:          {"scores.key_value.key", pq.Types.ByteArray, strScoreKey, levelsScores},
+	leafScoreValue:        {"scores.key_value.value", pq.Types.Double, f64ScoreValue, levelsScores},
+	leafWeight:            {"weight", pq.Types.Double, f64Weight, levelsNone},
+	leafReason:            {"reason", pq.Types.ByteArray, strReason, levelsNone},
+	leafError:             {"error", pq.Types.ByteArray, strError, levelsNone},
+	leafErrorKind:         {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
+	leafErrorSource:       {"error_source", pq.Types.ByteArray, strErrorSource, levelsNone},
+	leafInput:             {"input", pq.Types.ByteArray, strInput, levelsInput},
+	leafOutput:            {"output", pq.Types.ByteArray, strOutput, levelsOutput},
+	leafTagKey:            {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
+	leafTagValue:          {"tags.key_value.value", pq.Types.ByteArray, strTagValue, levelsTags},
+	leafStartedAt:         {"started_at", pq.Types.Int64, i64StartedAt, levelsNone},
+	leafDurationMS:        {"duration_ms", pq.Types.Double, f64DurationMS, levelsNone},
+	leafInputTokens:       {"input_tokens", pq.Types.Int64, i64InputTokens, levelsNone},
+	leafOutputTokens:      {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
+	leafCostUSD:           {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
+	leafJudgeInputTokens:  {"judge_input_tokens", pq.Types.Int64, i64JudgeInputTokens, levelsNone},
+	leafJudgeOutputTokens: {"judge_output_tokens", pq.Types.Int64, i64JudgeOutputTokens, levelsNone},
+	leafJudgeCostUSD:      {"judge_cost_usd", pq.Types.Double, f64JudgeCostUSD, levelsNone},
+	leafModel:             {"model", pq.Types.ByteArray, strModel, levelsNone},
+	leafJudgeModel:        {"judge_model", pq.Types.ByteArray, strJudgeModel, levelsNone},
+	leafSeed:              {"seed", pq.Types.Int64, i64Seed, levelsNone},
+	leafTranscript:        {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
+	leafParentRunID:       {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
+	leafReusedFrom:        {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
+	leafWorker:            {"worker", pq.Types.ByteArray, strWorker, levelsNone},
+	leafTraceID:           {"trace_id", pq.Types.ByteArray, strTraceID, levelsNone},
+	leafSpanID:            {"span_id", pq.Types.ByteArray, strSpanID, levelsNone},
 }
 
 // buildSchema returns the Parquet schema of record schema v1, with the logical
@@ -193,6 +211,7 @@ func buildSchema() *schema.GroupNode {
 		str("reason"),
 		str("error"),
 		str("error_kind"),
+		str("error_source"),
 		jsonCol("input"),
 		jsonCol("output"),
 		mapCol("tags", str("value")),
@@ -201,6 +220,11 @@ func buildSchema() *schema.GroupNode {
 		i64("input_tokens"),
 		i64("output_tokens"),
 		f64("cost_usd"),
+		i64("judge_input_tokens"),
+		i64("judge_output_tokens"),
+		f64("judge_cost_usd"),
+		str("model"),
+		str("judge_model"),
 		prim("seed", req, schema.NewIntLogicalType(64, false), pq.Types.Int64),
 		str("trace"),
 		str("parent_run_id"),
