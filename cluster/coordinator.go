@@ -655,7 +655,7 @@ func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
 	held := time.NewTicker(2 * time.Second)
 	defer held.Stop()
 	var stopErr error
-	var budget bool
+	var budget, decided bool
 	var refused refusedResults
 	var lost lostWorkers
 loop:
@@ -667,6 +667,9 @@ loop:
 				lost.check(ctx, c, ws)
 			}
 		case <-c.rec.Complete():
+			break loop
+		case <-c.rec.Decided(): // a sequential gate: nothing more is needed
+			decided = true
 			break loop
 		case <-ctx.Done():
 			stopErr = context.Cause(ctx)
@@ -699,6 +702,12 @@ loop:
 	default:
 	}
 	var running int
+	if decided && !complete && stopErr == nil {
+		// Episodes in flight on workers end as cancelled: the decision,
+		// taken on the claim order's finished prefix, does not need them.
+		running = c.runningEpisodes(bg)
+		complete = true
+	}
 	if complete {
 		if err := putJSON(bg, c.kv, keyDone, stopNotice{Reason: "complete", At: time.Now().UTC()}); err != nil {
 			c.opts.Logger.Warn("proctor: telling workers the run is done", "err", err)
@@ -722,7 +731,7 @@ loop:
 	if c.cons != nil {
 		c.cons.Stop()
 	}
-	if !complete {
+	if !complete || decided {
 		c.rec.SetStopped(running, budget)
 	}
 	rep, err := c.rec.Close(bg)

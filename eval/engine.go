@@ -7,6 +7,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -61,6 +62,12 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	}
 	s := newScheduler(setup.e, setup.cfg, setup.samples, run.done)
 	s.ident = run.ident
+	if run.decided != nil {
+		// A resumed log may hold the decision already: learn it before
+		// claiming anything.
+		<-run.rec.ingested
+		s.sequential(run.agg.ClaimOrder(), run.decided)
+	}
 	defer setup.reuse.close()
 	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, setup.reuse.committer(run.rec, setup.cfg.Epochs), cancel
 	s.announceAll()
@@ -102,6 +109,9 @@ type run struct {
 	excluded  int
 	cancelled int // set by the caller before finish
 	budgetHit bool
+	// decided is closed, by the recorder's goroutine, when the sequential
+	// gate is decided; nil without one.
+	decided chan struct{}
 }
 
 // openRun opens the log (resuming what it holds), marks the episodes that
@@ -115,7 +125,17 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	r.done = newDoneSet(r.total)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
-	r.agg = report.NewIndexed(&cfg.Report, n, func(i int) (string, map[string]string) { return samples.id(i), samples.tagsOf(i) })
+	opts := cfg.Report
+	if cfg.Sequential != nil {
+		seq := *cfg.Sequential
+		seq.Seed, seq.Epochs, seq.Samples = cfg.Seed, cfg.Epochs, n
+		opts.Sequential = &seq
+	}
+	r.agg = report.NewIndexed(&opts, n, func(i int) (string, map[string]string) { return samples.id(i), samples.tagsOf(i) })
+	if cfg.Sequential != nil {
+		r.decided = make(chan struct{})
+		r.agg.OnDecided(func() { close(r.decided) })
+	}
 	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
 
@@ -407,6 +427,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	}
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()
+	}
+	if setup.cfg.Sequential != nil {
+		m.Sequential, _ = json.Marshal(setup.cfg.Sequential) // a struct of numbers and strings
 	}
 	return m
 }

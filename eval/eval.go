@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/log"
@@ -29,8 +30,9 @@ type Eval[T, O any] struct {
 	// file costs the engine IDs, not inputs. The second reading must yield
 	// the same samples (as the Dataset contract says); one that does not
 	// stops the run with an error, and what ran stays in the log. A run
-	// that narrows the dataset (Config.Subset, Config.Select) or reuses
-	// results (Config.ReuseFrom), and a distributed worker (Work), which
+	// that narrows the dataset (Config.Subset, Config.Select), reuses
+	// results (Config.ReuseFrom) or claims samples in a random order
+	// (Config.Sequential), and a distributed worker (Work), which
 	// runs samples in any order, read it into memory instead; so does
 	// dataset.Collect. A coordinator (Open) keeps only the IDs.
 	Dataset dataset.Dataset[T]
@@ -154,6 +156,14 @@ type Config struct {
 	// dataset (a smoke test); the zero Subset runs every sample. Subset
 	// applies before Select.
 	Subset Subset
+	// Sequential, when set, makes the run a sequential gate: samples are
+	// claimed in a seeded random order, and the run stops claiming them
+	// as soon as the gate is decided at error rate Sequential.Alpha
+	// (report.Sequential says how); episodes in flight then finish and are
+	// recorded. The report's Sequential says what was decided, where, and
+	// what was not spent. The dataset is read into memory. Not with
+	// Shard: a shard sees part of the claim order.
+	Sequential *report.Sequential
 
 	// OnProgress, when set, is given a snapshot of the run's progress every
 	// ProgressEvery, and a last one (Final set) once every record is
@@ -228,6 +238,8 @@ func (c Config) validate() error {
 		return bad("Report.MaxFailures", c.Report.MaxFailures, "a positive count, or 0 for the default")
 	case c.Subset.PerValue < 0:
 		return bad("Subset.PerValue", c.Subset.PerValue, "a positive count, or 0 for no subset")
+	case c.Sequential != nil && c.Shard.Count > 1:
+		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
 	}
 	return c.validateReuse()
 }
@@ -282,7 +294,8 @@ func (e *ConfigError) Error() string { return "eval: " + e.Msg }
 func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	// A run that narrows the dataset or reuses earlier results reads it
 	// into memory; any other streams it (samples.go).
-	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0
+	// So does a sequential run, which claims samples in a random order.
+	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0 || cfg.Sequential != nil
 	cfg, samples, err := e.prepare(ctx, cfg, !narrows)
 	if err != nil {
 		return nil, err
@@ -304,6 +317,14 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 		return cfg, nil, err
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Sequential != nil {
+		// Checked, and its baseline read, once: the run keeps this copy.
+		s := *cfg.Sequential
+		if err := s.Load(); err != nil {
+			return cfg, nil, &ConfigError{"Config.Sequential: " + strings.TrimPrefix(err.Error(), "report: ")}
+		}
+		cfg.Sequential = &s
+	}
 	samples, err := loadSamples(ctx, e.Dataset, stream)
 	return cfg, samples, err
 }

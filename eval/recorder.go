@@ -41,6 +41,8 @@ type recorder struct {
 	closing atomic.Bool
 	stopped chan struct{} // the goroutine has drained everything
 
+	ingested chan struct{} // closed once a resumed log's records are folded in
+
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
 
@@ -66,7 +68,7 @@ type committedStats struct {
 
 func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
 	r := &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
-		wake: make(chan struct{}, 1), stopped: make(chan struct{}), complete: make(chan struct{})}
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), complete: make(chan struct{}), ingested: make(chan struct{})}
 	r.notFull = sync.NewCond(&r.mu)
 	return r
 }
@@ -102,6 +104,7 @@ func (r *recorder) start(ingest func()) {
 		if ingest != nil {
 			ingest()
 		}
+		close(r.ingested)
 		r.loop()
 	}()
 }

@@ -98,12 +98,12 @@ func (r *Recording) RunID() string { return r.run.runID }
 // workers to check theirs against.
 func (r *Recording) Manifest() *manifest.Manifest { return r.manifest }
 
-// Pending returns, per sample in dataset order, the epochs without a final
-// record: a snapshot (results committed but not yet written count as
-// pending).
+// Pending returns, per sample in dataset order (in claim order for a
+// sequential gate), the epochs without a final record: a snapshot (results
+// committed but not yet written count as pending).
 func (r *Recording) Pending() []Assignment {
 	var out []Assignment
-	for i := range r.samples {
+	for i := range r.claimOrder() {
 		var eps []int
 		for ep := range r.epochs {
 			if !r.run.done.has(int64(i)*int64(r.epochs) + int64(ep)) {

@@ -58,6 +58,10 @@ type scheduler[T, O any] struct {
 	// feed, when set, hands out the episodes instead of the counter: a
 	// worker of a distributed run claims what its coordinator assigns.
 	feed <-chan episode
+	// A sequential gate's (sequential.go): the samples in claim order, and
+	// closed once the gate is decided; nil without one.
+	order   []int32
+	decided <-chan struct{}
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -390,10 +394,13 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		return s.claimFed(ctx, j)
 	}
 	epochs := int64(s.cfg.Epochs)
-	for ctx.Err() == nil && !s.stopped.Load() {
+	for ctx.Err() == nil && !s.stopped.Load() && !s.isDecided() {
 		i := s.next.Add(1) - 1
 		if i >= s.total {
 			return nil
+		}
+		if s.order != nil {
+			i = int64(s.order[i/epochs])*epochs + i%epochs
 		}
 		if s.done.has(i) {
 			continue

@@ -50,3 +50,35 @@ func BenchmarkClusteredSE(b *testing.B) {
 		stats.ClusteredSE(scores, ids)
 	}
 }
+
+// The confidence sequences' cost per observation: O(1) for PrPl-EB and
+// the betting test at one mean, O(grid) for the betting sequence.
+func BenchmarkConfidenceSequenceAdd(b *testing.B) {
+	x := make([]float64, 1024)
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := range x {
+		if r.Float64() < 0.7 {
+			x[i] = 1
+		}
+	}
+	b.Run("empirical-bernstein", func(b *testing.B) {
+		s := stats.NewEmpiricalBernstein(0.05)
+		for i := range b.N {
+			s.Add(x[i%len(x)])
+		}
+	})
+	b.Run("betting-test", func(b *testing.B) {
+		s := stats.NewBettingTest(0.7, 0.05)
+		for i := range b.N {
+			s.Add(x[i%len(x)])
+		}
+	})
+	for _, grid := range []int{100, 1000} {
+		b.Run("betting-grid-"+strconv.Itoa(grid), func(b *testing.B) {
+			s := stats.NewBetting(0.05, grid)
+			for i := range b.N {
+				s.Add(x[i%len(x)])
+			}
+		})
+	}
+}

@@ -47,3 +47,32 @@ func ExampleSampleSize() {
 	// Output:
 	// 659
 }
+
+// A gate watched after every sample: is the pass rate above 0.7? The
+// betting test at level 2α errs on each side with probability at most α,
+// however early it is stopped.
+func ExampleBettingTest() {
+	test := stats.NewBettingTest(0.7, 2*0.05)
+	outcomes := []float64{1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	for i, x := range outcomes {
+		test.Add(x)
+		if test.Above() {
+			fmt.Printf("shown above 0.7 after %d samples\n", i+1)
+			return
+		}
+	}
+	fmt.Println("undecided")
+	// Output: shown above 0.7 after 30 samples
+}
+
+// The empirical-Bernstein confidence sequence narrows as observations come;
+// its interval is valid at every n at once.
+func ExampleEmpiricalBernstein() {
+	cs := stats.NewEmpiricalBernstein(0.05)
+	for i := range 1000 {
+		cs.Add(float64(i % 2)) // half pass
+	}
+	iv := cs.Interval()
+	fmt.Printf("[%.3f, %.3f] after %d\n", iv.Lo, iv.Hi, cs.N())
+	// Output: [0.436, 0.562] after 1000
+}

@@ -46,11 +46,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"runtime/debug"
 	"strings"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
@@ -255,16 +257,37 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 }
 
 func reportOf(path string, stderr io.Writer) (*report.Report, error) {
+	opts, err := sequentialOptions(path)
+	if err != nil {
+		return nil, err
+	}
 	if endsLine(path) {
 		// A whole log, read on every core: a torn tail would be a warning
 		// in the report, which the command prints on stderr instead.
-		return report.FromLog(path, nil)
+		return report.FromLog(path, opts)
 	}
 	seq, err := records(path, stderr)
 	if err != nil {
 		return nil, err
 	}
-	return report.FromRecords(seq, nil)
+	return report.FromRecords(seq, opts)
+}
+
+// sequentialOptions decides the sequential gate a log's manifest names, if
+// any, as the run did.
+func sequentialOptions(path string) (*report.Options, error) {
+	m, err := manifest.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // no manifest (Parquet, an old log): no gate
+	}
+	if err != nil {
+		return nil, err
+	}
+	seq, err := report.SequentialOf(m)
+	if seq == nil || err != nil {
+		return nil, err
+	}
+	return &report.Options{Sequential: seq}, nil
 }
 
 // endsLine reports whether path is a regular file, not Parquet, whose last

@@ -139,6 +139,9 @@ func PrintOutcome(stdout, stderr io.Writer, rep *report.Report, err error, asJSO
 	case rep.BudgetExhausted:
 		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost or -max-tokens, Config.MaxCostUSD or MaxTokens) is spent; run again with a larger one and the same log to finish\n", prog())
 		return 1
+	case rep.Sequential != nil && !rep.Sequential.Passed():
+		fmt.Fprintf(stderr, "%s: the sequential gate did not pass: %s\n", prog(), rep.Sequential.Decision)
+		return 1
 	case rep.WorstCase != nil && rep.WorstCase.Over:
 		fmt.Fprintf(stderr, "%s: %s\n%s: %d of %d episodes errored or were unscored, over -max-no-verdict (Config.Report.MaxNoVerdict)\n",
 			prog(), rep.Headline(), prog(), rep.WorstCase.NoVerdict, rep.Episodes)

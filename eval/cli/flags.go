@@ -45,6 +45,7 @@ func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 	fs.Float64Var(&cfg.Report.MaxNoVerdict, "max-no-verdict", cfg.Report.MaxNoVerdict, "exit 1 when more than this `fraction` of episodes errored or were unscored (0: 0.05, negative: never)")
 	fs.BoolVar(&cfg.AllowChanged, "allow-changed", cfg.AllowChanged, "resume a log written by another version of the eval")
 	bindReuseFlags(fs, cfg)
+	bindSequentialFlags(fs, cfg)
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")
 }
 

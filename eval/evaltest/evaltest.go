@@ -38,6 +38,15 @@ type Gate struct {
 	// ended in error or unscored: infrastructure that broke must not pass
 	// a gate by shrinking its denominator. Default 0.1; 1 disables.
 	MaxErrorRate float64
+	// Sequential makes the gate sequential (eval.Config.Sequential, unless
+	// the config sets its own): the run claims samples in a seeded random
+	// order and stops as soon as the pass rate is shown at or above
+	// MinLowerBound, or below it, at error rate Alpha under continuous
+	// monitoring. The test then passes only on a decided pass: a run that
+	// ends undecided fails it. See docs/stopping-early.md.
+	Sequential bool
+	// Alpha is the sequential gate's error rate; default 0.05.
+	Alpha float64
 }
 
 // Run runs e with cfg inside t and checks the gate. When cfg.Log is empty
@@ -53,6 +62,9 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *r
 		}
 		name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")
 		cfg.Log = filepath.Join(dir, fmt.Sprintf("%s-%s.jsonl", name, time.Now().UTC().Format("20060102T150405.000000000")))
+	}
+	if g.Sequential && cfg.Sequential == nil {
+		cfg.Sequential = &report.Sequential{Bar: g.MinLowerBound, Alpha: g.Alpha}
 	}
 	ctx := context.Background()
 	if d, ok := t.(interface{ Context() context.Context }); ok {
@@ -82,14 +94,20 @@ func reuseSummary(rep *report.Report) string {
 }
 
 // Check applies the gate to a report, failing t (without stopping it) for
-// each condition it misses.
+// each condition it misses. A report of a sequential run (rep.Sequential)
+// is judged on its decision, not on its interval: a run that stopped when
+// its data said so has no fixed-sample interval to speak of.
 func Check(t testing.TB, rep *report.Report, g Gate) {
 	t.Helper()
 	if g.MaxErrorRate == 0 {
 		g.MaxErrorRate = 0.1
 	}
 	var problems []string
-	if scored := rep.Passed + rep.Failed; scored == 0 {
+	if s := rep.Sequential; s != nil {
+		if !s.Passed() {
+			problems = append(problems, sequentialProblem(s))
+		}
+	} else if scored := rep.Passed + rep.Failed; scored == 0 {
 		problems = append(problems, "no episode was scored")
 	} else if lo := rep.GateBound(g.ExcludeErrors); lo < g.MinLowerBound {
 		if lo == rep.Interval.Lo {
@@ -142,4 +160,21 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// sequentialProblem says why a sequential gate did not pass.
+func sequentialProblem(s *report.SequentialResult) string {
+	what := fmt.Sprintf("a pass rate of at least %.1f%%", 100*s.Bar)
+	if s.Baseline != "" {
+		what = fmt.Sprintf("non-inferiority to %s within %.1f points", s.Baseline, 100*s.Margin)
+	}
+	switch {
+	case s.Problem != "":
+		return "sequential gate: " + s.Problem
+	case s.Decision == report.Undecided:
+		return fmt.Sprintf("sequential gate undecided after %d samples: %s was not shown at α = %g (bounds [%.3f, %.3f])",
+			s.Samples, what, s.Alpha, s.Bounds.Lo, s.Bounds.Hi)
+	}
+	return fmt.Sprintf("sequential gate decided against %s after %d samples, at α = %g (bounds [%.3f, %.3f])",
+		what, s.Samples, s.Alpha, s.Bounds.Lo, s.Bounds.Hi)
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/evaltest"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/scorer"
 )
@@ -101,4 +103,49 @@ func TestGateFailsWhenInfrastructureBreaks(t *testing.T) {
 	evaltest.Run(rec, arithmetic(broken), eval.Config{Retries: -1}, evaltest.Gate{MinLowerBound: 0.5})
 	require.Len(t, rec.errors, 1)
 	require.True(t, strings.Contains(rec.errors[0], "50 errored and 0 unscored of 200 episodes"), rec.errors[0])
+}
+
+func TestSequentialGateStopsEarlyAndDecides(t *testing.T) {
+	t.Parallel()
+	// Always right: shown at or above 90% long before the 200 samples run.
+	// Episodes take a moment, as an agent's do.
+	rec := &recorder{TB: t}
+	rep := evaltest.Run(rec, arithmetic(slow(adder(-1))), eval.Config{Concurrency: 2}, evaltest.Gate{MinLowerBound: 0.9, Sequential: true})
+	require.Empty(t, rec.errors)
+	require.Equal(t, report.DecidedPass, rep.Sequential.Decision)
+	require.Less(t, rep.Episodes, 100, "the run stopped once decided")
+
+	// Wrong on sums ending in 0 to 4: 50%, shown below 90%; the test fails.
+	rec = &recorder{TB: t}
+	rep = evaltest.Run(rec, arithmetic(adder5()), eval.Config{Concurrency: 2}, evaltest.Gate{MinLowerBound: 0.9, Sequential: true})
+	require.Equal(t, report.DecidedFail, rep.Sequential.Decision)
+	require.Len(t, rec.errors, 1)
+	require.Contains(t, rec.errors[0], "sequential gate decided against a pass rate of at least 90.0%")
+
+	// An undecided report fails the gate too, though its pass rate clears
+	// the bar: nothing was shown.
+	rep.Sequential.Decision = report.Undecided
+	rep.PassRate, rep.Interval.Lo = 0.95, 0.93
+	rec = &recorder{TB: t}
+	evaltest.Check(rec, rep, evaltest.Gate{MinLowerBound: 0.9})
+	require.Len(t, rec.errors, 1)
+	require.Contains(t, rec.errors[0], "sequential gate undecided")
+}
+
+func slow(h harness.Harness[question, string]) harness.Harness[question, string] {
+	return harness.Func[question, string](func(ctx context.Context, ep *harness.Episode[question]) (string, error) {
+		time.Sleep(time.Millisecond)
+		return h.Run(ctx, ep)
+	})
+}
+
+// adder5 is wrong on every sum ending in 0 to 4.
+func adder5() harness.Harness[question, string] {
+	return harness.Func[question, string](func(_ context.Context, ep *harness.Episode[question]) (string, error) {
+		sum := ep.Sample.Input.A + ep.Sample.Input.B
+		if sum%10 < 5 {
+			sum++
+		}
+		return strconv.Itoa(sum), nil
+	})
 }

@@ -64,6 +64,11 @@ type Manifest struct {
 	Shard string `json:"shard,omitempty"`
 	// Proctor is the module version that wrote the manifest.
 	Proctor string `json:"proctor,omitempty"`
+	// Sequential is the run's sequential gate, as package eval/report
+	// writes it (report.Sequential): a report of the log decides it
+	// again. A run resumed with another gate is refused, since choosing
+	// a gate after seeing results voids its error rate.
+	Sequential json.RawMessage `json:"sequential,omitempty"`
 	// Budget is the run's budgets as its latest start set them, for the
 	// viewer; nil without any. It is not part of what a run is: a resumed
 	// run may change it.
@@ -175,6 +180,7 @@ func (m *Manifest) Diff(old *Manifest) []string {
 	add("judge version", old.Versions.Judge, m.Versions.Judge)
 	add("sandbox version", old.Versions.Sandbox, m.Versions.Sandbox)
 	add("shard", old.Shard, m.Shard)
+	add("sequential gate", compact(old.Sequential), compact(m.Sequential))
 	return d
 }
 
@@ -334,4 +340,13 @@ func readable(name string) string {
 		return "run"
 	}
 	return s
+}
+
+// compact is raw JSON without insignificant space (Write indents it).
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

@@ -73,6 +73,7 @@ type Aggregator struct {
 	failures   []Failure
 	omitted    int
 	warnings   []string
+	seq        *sequential // the sequential gate (sequential.go); nil without one
 }
 
 // sampleStats is kept per sample for the whole run: 24 bytes, since a
@@ -103,7 +104,11 @@ type sampleWeights struct{ pass, sum float64 }
 // NewAggregator returns an aggregator that discovers samples from the
 // records, by ID, in first-record order. A nil opts means the defaults.
 func NewAggregator(opts *Options) *Aggregator {
-	return &Aggregator{opts: opts.withDefaults(), index: map[string]int{}}
+	a := &Aggregator{opts: opts.withDefaults(), index: map[string]int{}}
+	if a.opts.Sequential != nil {
+		a.seq = newSequential(a.opts.Sequential)
+	}
+	return a
 }
 
 // NewIndexed returns an aggregator of n samples known up front, as the
@@ -113,7 +118,12 @@ func NewAggregator(opts *Options) *Aggregator {
 // finds a sample by ID, and counts the record as excluded
 // (Report.Excluded) when the ID is none of the n samples.
 func NewIndexed(opts *Options, n int, meta func(i int) (id string, tags map[string]string)) *Aggregator {
-	return &Aggregator{opts: opts.withDefaults(), n: n, meta: meta, samples: make([]sampleStats, n)}
+	a := &Aggregator{opts: opts.withDefaults(), n: n, meta: meta, samples: make([]sampleStats, n)}
+	if a.opts.Sequential != nil {
+		a.seq = newSequential(a.opts.Sequential)
+		a.seq.index(n, meta)
+	}
+	return a
 }
 
 // sampleMeta returns the ID and tags of the sample at index i.
@@ -155,6 +165,9 @@ func (a *Aggregator) addSample(id string, tags map[string]string) int {
 	}
 	a.ids = append(a.ids, id)
 	a.tags = append(a.tags, tags)
+	if a.seq != nil {
+		a.seq.seen = append(a.seq.seen, 0)
+	}
 	return i
 }
 
@@ -245,6 +258,9 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		a.addFailure(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
 			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)})
 	}
+	if a.seq != nil {
+		a.seq.note(i, a.samples)
+	}
 }
 
 // weighWithCounts starts keeping weights: those of the records so far were
@@ -306,6 +322,13 @@ func (a *Aggregator) Merge(b *Aggregator) {
 			i = a.addSample(id, tags)
 		}
 		a.samples[i].add(t)
+		if a.seq != nil {
+			n := int32(t.records())
+			if b.seq != nil {
+				n = b.seq.seen[j]
+			}
+			a.seq.seen[i] += n
+		}
 		if a.weights != nil {
 			w := b.weightsOf(j)
 			a.weights[i].pass += w.pass
@@ -398,6 +421,12 @@ func (a *Aggregator) report(final bool) *Report {
 		}
 	}
 	r.ByTag = a.byTag(r.Epochs)
+	if a.seq != nil {
+		r.Sequential = a.sequentialResult(r.Episodes, r.Usage.CostUSD)
+		if r.Sequential.Decision != Undecided {
+			r.Warnings = append(r.Warnings, "the run stopped once its sequential gate was decided: the pass rate's confidence interval assumes a sample size fixed in advance and reads too narrow; the gate's bounds hold")
+		}
+	}
 	st := a.samples
 	if !final {
 		st = slices.Clone(st)

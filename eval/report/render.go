@@ -77,6 +77,9 @@ func (r *Report) Summary() []SummaryRow {
 			pct(wc.Lower.PassRate), pct(wc.Lower.Interval.Lo), pct(wc.Lower.Interval.Hi), wc.NoVerdict,
 			pct(wc.Upper.PassRate), pct(wc.Upper.Interval.Lo), pct(wc.Upper.Interval.Hi)))
 	}
+	if r.Sequential != nil {
+		rows = append(rows, r.Sequential.summary()...)
+	}
 	if r.Bootstrap != nil {
 		row("bootstrap", "bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
 	}

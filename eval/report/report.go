@@ -95,6 +95,8 @@ type Report struct {
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
 	Warnings        []string  `json:"warnings,omitempty"`
 	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
+	// Sequential is what the sequential gate decided (Options.Sequential).
+	Sequential *SequentialResult `json:"sequential,omitempty"`
 
 	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
 }
@@ -209,6 +211,9 @@ type Options struct {
 	// line exits non-zero; default 0.05 (DefaultMaxNoVerdict), negative
 	// for never.
 	MaxNoVerdict float64
+	// Sequential, when set, decides a sequential gate over the records
+	// ([Sequential]); the report's Sequential says what it decided.
+	Sequential *Sequential
 }
 
 func (o *Options) withDefaults() Options {
