@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 )
 
 // DefaultMaxLineBytes is the longest JSONL line read when
@@ -31,7 +29,20 @@ const bom = "\uFEFF"
 // set, so a typo in "tags" does not silently drop a breakdown. Lines must be
 // valid UTF-8 (encoding/json would silently rewrite invalid bytes); a
 // byte-order mark at the start of the file is skipped. A malformed line is a
-// *RowError naming the file, line and, where known, column and field. In
+// *RowError naming the file, line and, where known, column and field.
+//
+// A gzip or zstd file (HumanEval ships as HumanEval.jsonl.gz) is read as
+// its decompressed text, streamed, with the same errors, lines numbered
+// in that text. The format is recognized by its first bytes (its magic
+// number, which no UTF-8 text starts with), whatever the file's name; a
+// name ending in .gz or .zst on a file that is not that format is an
+// error, as is a compressed stream that breaks (truncated, corrupt: a
+// *RowError at the line reached). A zstd frame may not ask for a window
+// over 128 MiB, the zstd command's default limit. The OpenTelemetry
+// Collector's file exporter writes zstd as messages (each a 4-byte
+// big-endian length and a zstd frame) unless its nativeCompression gate
+// is on: such a file reads as one line per message. The same holds for
+// [CSV] and [Lines], and so for the loaders built on them. In
 // proctor's shape a "trace" field, the link to the episode a sample failed
 // in that `proctor export -failures` writes, is accepted and not loaded.
 type JSONL[T any] struct {
@@ -47,59 +58,26 @@ type JSONL[T any] struct {
 	MaxLineBytes int
 }
 
-var errLineTooLong = errors.New("line too long")
-
 // Samples reads the file lazily, line by line.
 func (d JSONL[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 	return func(yield func(Sample[T], error) bool) {
-		limit := d.MaxLineBytes
-		if limit == 0 {
-			limit = DefaultMaxLineBytes
-		}
-		if limit < 0 {
-			yield(Sample[T]{}, fmt.Errorf("dataset: JSONL.MaxLineBytes is negative (%d)", limit))
-			return
-		}
-		f, err := os.Open(d.Path)
-		if err != nil {
-			yield(Sample[T]{}, fmt.Errorf("dataset: %w", err))
-			return
-		}
-		defer f.Close()
-		r := bufio.NewReaderSize(f, 64<<10)
-		hasBOM := skipBOM(r)
-		var buf []byte
 		rows := 0
-		for line := 1; ; line++ {
-			if err := ctx.Err(); err != nil {
+		for l, err := range Lines(ctx, d.Path, d.MaxLineBytes) {
+			if err != nil {
 				yield(Sample[T]{}, err)
 				return
 			}
-			buf, err = readLine(r, buf[:0], limit)
-			if errors.Is(err, errLineTooLong) {
-				yield(Sample[T]{}, &RowError{File: d.Path, Line: line, Err: fmt.Errorf("line longer than %d bytes (JSONL.MaxLineBytes)", limit)})
+			rows++
+			s, re := d.decodeLine(l.Bytes, rows)
+			if re != nil {
+				re.File, re.Line = d.Path, l.Number
+				if re.Column > 0 {
+					re.Column += l.Skip
+				}
+				yield(Sample[T]{}, re)
 				return
 			}
-			if len(bytes.TrimSpace(buf)) > 0 {
-				rows++
-				s, re := d.decodeLine(buf, rows)
-				if re != nil {
-					re.File, re.Line = d.Path, line
-					if line == 1 && hasBOM && re.Column > 0 {
-						re.Column += len(bom)
-					}
-					yield(Sample[T]{}, re)
-					return
-				}
-				if !yield(s, nil) {
-					return
-				}
-			}
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(Sample[T]{}, fmt.Errorf("dataset: %s: %w", d.Path, err))
+			if !yield(s, nil) {
 				return
 			}
 		}
@@ -113,25 +91,6 @@ func skipBOM(r *bufio.Reader) bool {
 		return true
 	}
 	return false
-}
-
-// readLine appends the next line of r, newline included, to buf. Lines of
-// any length up to limit are read; a longer one is errLineTooLong.
-func readLine(r *bufio.Reader, buf []byte, limit int) ([]byte, error) {
-	for {
-		frag, err := r.ReadSlice('\n')
-		buf = append(buf, frag...)
-		n := len(buf)
-		if err == nil {
-			n-- // the newline is not part of the line
-		}
-		if n > limit { // checked per fragment: memory stays bounded by limit
-			return buf, errLineTooLong
-		}
-		if err != bufio.ErrBufferFull {
-			return buf, err
-		}
-	}
 }
 
 // decodeLine decodes the n-th non-blank line b. Its error has no position
@@ -197,7 +156,8 @@ func jsonError(err error) *RowError {
 // fields as the header, header names must be unique, and every field must be
 // valid UTF-8; a byte-order mark at the start of the file is skipped. An
 // error of Parse, a malformed record or a bad sample ID is a *RowError
-// naming the file, line and, where known, column.
+// naming the file, line and, where known, column. A gzip or zstd file is
+// read decompressed, as [JSONL] says.
 type CSV[T any] struct {
 	Path  string
 	Parse func(row map[string]string) (Sample[T], error)
@@ -210,9 +170,9 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 			yield(Sample[T]{}, errors.New("dataset: CSV.Parse is nil"))
 			return
 		}
-		f, err := os.Open(d.Path)
+		f, err := openText(d.Path, DefaultMaxLineBytes)
 		if err != nil {
-			yield(Sample[T]{}, fmt.Errorf("dataset: %w", err))
+			yield(Sample[T]{}, err)
 			return
 		}
 		defer f.Close()
@@ -226,7 +186,20 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 			}
 			yield(Sample[T]{}, re)
 		}
+		// encoding/csv returns what the reader fails with as is: name the
+		// line the stream broke on.
+		readErr := func(err error) bool {
+			var pe *csv.ParseError
+			if err == nil || err == io.EOF || errors.As(err, &pe) {
+				return false
+			}
+			fail(&RowError{Line: f.Line(), Err: err})
+			return true
+		}
 		header, err := r.Read()
+		if readErr(err) {
+			return
+		}
 		if err == io.EOF {
 			fail(&RowError{Line: 1, Err: errors.New("empty file, want a header row")})
 			return
@@ -254,7 +227,7 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 				return
 			}
 			rec, err := r.Read()
-			if err == io.EOF {
+			if err == io.EOF || readErr(err) {
 				return
 			}
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 )
 
 // Line is one non-blank line of a file, as Lines yields it.
@@ -20,8 +19,11 @@ type Line struct {
 // Lines yields the non-blank lines of the file at path, reading lines of
 // any length up to maxLineBytes (0 means DefaultMaxLineBytes) and skipping
 // a byte-order mark at the start of the file, for loaders of line-oriented
-// formats of their own. A line too long is a *RowError naming the file and
-// line; the iteration stops at the first error.
+// formats of their own. A gzip or zstd file is read decompressed, as
+// [JSONL] says, its lines numbered as in the decompressed text. A line too
+// long, or a compressed stream that breaks (truncated, corrupt), is a
+// *RowError naming the file and line; the iteration stops at the first
+// error.
 func Lines(ctx context.Context, path string, maxLineBytes int) iter.Seq2[Line, error] {
 	return func(yield func(Line, error) bool) {
 		limit := maxLineBytes
@@ -32,16 +34,15 @@ func Lines(ctx context.Context, path string, maxLineBytes int) iter.Seq2[Line, e
 			yield(Line{}, fmt.Errorf("dataset: MaxLineBytes is negative (%d)", limit))
 			return
 		}
-		f, err := os.Open(path)
+		f, err := openText(path, limit)
 		if err != nil {
-			yield(Line{}, fmt.Errorf("dataset: %w", err))
+			yield(Line{}, err)
 			return
 		}
 		defer f.Close()
 		r := bufio.NewReaderSize(f, 64<<10)
 		skip := 0
-		if b, _ := r.Peek(len(bom)); string(b) == bom {
-			r.Discard(len(bom))
+		if skipBOM(r) {
 			skip = len(bom)
 		}
 		var buf []byte
@@ -63,15 +64,17 @@ func Lines(ctx context.Context, path string, maxLineBytes int) iter.Seq2[Line, e
 					break
 				}
 			}
+			if err != nil && err != io.EOF {
+				// Not the torn line's fault: the stream broke (a truncated or
+				// corrupt compressed file, a failing disk).
+				yield(Line{}, &RowError{File: path, Line: n, Err: err})
+				return
+			}
 			if len(bytes.TrimSpace(buf)) > 0 && !yield(Line{n, buf, skip}, nil) {
 				return
 			}
 			skip = 0
 			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(Line{}, fmt.Errorf("dataset: %s: %w", path, err))
 				return
 			}
 		}

@@ -4,9 +4,8 @@ package eval
 // projection of its total cost.
 
 import (
-	"fmt"
-
 	"github.com/proctor-evals/proctor/internal/costproj"
+	"github.com/proctor-evals/proctor/internal/numfmt"
 )
 
 // Budget is a run's budgets and what its attempts have spent against
@@ -56,7 +55,7 @@ func projectCost(t *tally, remaining int64) CostRange {
 func (p *Progress) budgetParts(add func(rank int, format string, args ...any)) {
 	if b := p.Budget; b != nil {
 		if b.MaxCostUSD > 0 {
-			add(6, "$%.2f of $%.2f left", b.LeftUSD(), b.MaxCostUSD)
+			add(6, "%s of %s left", numfmt.USD(b.LeftUSD()), numfmt.USD(b.MaxCostUSD))
 		}
 		if b.MaxTokens > 0 {
 			add(6, "%s of %s tokens left", shortCount(float64(b.LeftTokens())), shortCount(float64(b.MaxTokens)))
@@ -69,7 +68,7 @@ func (p *Progress) budgetParts(add func(rank int, format string, args ...any)) {
 
 // String writes the range as $low–$high.
 func (c CostRange) String() string {
-	lo, hi := fmt.Sprintf("$%.2f", c.Low), fmt.Sprintf("$%.2f", c.High)
+	lo, hi := numfmt.USD(c.Low), numfmt.USD(c.High)
 	if lo == hi {
 		return "~" + hi
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/proctor-evals/proctor/internal/numfmt"
 )
 
 // goTestQuiet reports whether this is a `go test` binary run without -v:
@@ -116,7 +118,7 @@ func (p Progress) line(width int) string {
 	}
 	add(5, "%s/min", shortCount(p.PerMinute))
 	if p.CostUSD > 0 {
-		add(6, "$%.2f", p.CostUSD)
+		add(6, "%s", numfmt.USD(p.CostUSD))
 	}
 	p.budgetParts(add)
 	add(7, "%s", shortDuration(p.Elapsed))

@@ -123,6 +123,11 @@ func TestProgressLine(t *testing.T) {
 	require.Equal(t, "proctor: agent: 1234/5000 (100 resumed) · 16 running · 1000 pass 120 fail 10 error 4 unscored · "+
 		"ETA 12m–31m · 312/min · $3.41 · 3m12s · tokens 1.2M in 34k out · longest t17 epoch 2 attempt 1 14m", p.String())
 
+	// A small cost is not rounded away.
+	small := p
+	small.CostUSD = 0.0042
+	require.Contains(t, small.String(), " · $0.0042 · ")
+
 	// Cut to a width, the least useful parts go first, never the count.
 	for _, width := range []int{120, 100, 80, 60, 40, 20} {
 		line := p.line(width)

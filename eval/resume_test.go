@@ -55,6 +55,7 @@ func TestResumeRunsOnlyMissingAndErroredEpisodes(t *testing.T) {
 	require.Equal(t, 6, rep.Episodes, "the report covers the whole run")
 	require.Equal(t, 4, rep.Passed)
 	require.Equal(t, 0, rep.Errored)
+	require.Contains(t, rep.String(), "4 episodes from earlier runs of this log (not run again)", "the text report says it resumed")
 	requireExactlyOnce(t, logRecords(t, log), 3, 2)
 
 	calls.Store(0)

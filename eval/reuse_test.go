@@ -208,7 +208,7 @@ func TestFullyReusedRunKeepsEpochsAndPassAtK(t *testing.T) {
 	require.Equal(t, first.Usage, rep.Usage, "records keep what their results cost")
 	require.Equal(t, first.Usage, rep.ReusedUsage, "and say it was spent before")
 	require.Contains(t, rep.String(), "32 episodes (earlier results reused")
-	require.Contains(t, rep.String(), "this run spent $0.0000")
+	require.Contains(t, rep.String(), "this run spent $0.00\n")
 
 	old := map[sink.Key]sink.Record{}
 	for _, r := range logRecords(t, base) {

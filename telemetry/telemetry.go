@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -146,6 +147,9 @@ func signalURL(base, signal string) (string, error) {
 // newResource describes this process: service.name (the option, else
 // OTEL_SERVICE_NAME, else proctor), OTEL_RESOURCE_ATTRIBUTES and the SDK.
 func newResource(ctx context.Context, service string) (*resource.Resource, error) {
+	if err := checkResourceAttributes(os.Getenv("OTEL_RESOURCE_ATTRIBUTES")); err != nil {
+		return nil, err
+	}
 	opts := []resource.Option{
 		resource.WithAttributes(semconv.ServiceName.String(DefaultServiceName)),
 		resource.WithFromEnv(),
@@ -159,4 +163,23 @@ func newResource(ctx context.Context, service string) (*resource.Resource, error
 		return nil, fmt.Errorf("telemetry: the resource: %w", err)
 	}
 	return res, nil
+}
+
+// checkResourceAttributes checks OTEL_RESOURCE_ATTRIBUTES as the SDK parses
+// it (comma-separated key=value pairs, values percent-encoded), so that a
+// malformed one is an error naming the variable; the SDK's own names
+// neither the variable nor, for a bad escape, anything (it keeps the raw
+// value).
+func checkResourceAttributes(env string) error {
+	if strings.TrimSpace(env) == "" {
+		return nil
+	}
+	for p := range strings.SplitSeq(env, ",") {
+		k, v, ok := strings.Cut(p, "=")
+		_, err := url.PathUnescape(strings.TrimSpace(v))
+		if !ok || strings.TrimSpace(k) == "" || err != nil {
+			return fmt.Errorf("telemetry: OTEL_RESOURCE_ATTRIBUTES: pair %q is not key=value (want key1=value1,key2=value2, values percent-encoded)", p)
+		}
+	}
+	return nil
 }

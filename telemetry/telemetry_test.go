@@ -267,3 +267,23 @@ func TestBadEndpoint(t *testing.T) {
 		require.ErrorContains(t, err, "Options.Endpoint", e)
 	}
 }
+
+// A malformed OTEL_RESOURCE_ATTRIBUTES stops Setup with an error naming the
+// variable and the bad pair (the SDK's own says "partial resource: missing
+// value: [b]", or nothing for a bad escape, which it drops).
+func TestMalformedResourceAttributesNameTheVariable(t *testing.T) {
+	for _, tc := range []struct{ env, bad string }{
+		{"a=1,b", `"b"`},
+		{"a=1,=2", `"=2"`},
+		{"a=%zz", `"a=%zz"`},
+	} {
+		t.Setenv("OTEL_RESOURCE_ATTRIBUTES", tc.env)
+		_, err := telemetry.Setup(context.Background(), &telemetry.Options{Endpoint: "http://127.0.0.1:1"})
+		require.ErrorContains(t, err, "OTEL_RESOURCE_ATTRIBUTES", tc.env)
+		require.ErrorContains(t, err, tc.bad, tc.env)
+	}
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", " a = 1 , b=x%20y ")
+	p, err := telemetry.New(context.Background(), &telemetry.Options{Endpoint: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	require.NoError(t, p.Shutdown(context.Background()))
+}

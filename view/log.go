@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,44 +62,6 @@ type extras struct {
 	spend    spend     // for the projected cost
 	first    time.Time // earliest start
 	last     time.Time // latest end
-}
-
-// failure is a listed failure with its OpenTelemetry IDs.
-type failure struct {
-	report.Failure
-	traceID, spanID string
-}
-
-// failures lists the first failed, errored and unscored episodes in file
-// order, by report's rule (Report.Failures): the workers' aggregators each
-// see every other chunk, so their lists are not in file order, and the
-// report's list is replaced by this one.
-type failures struct {
-	list    []failure
-	omitted int
-	max     int
-}
-
-func (fs *failures) add(r *sink.Record) {
-	if r.Status == sink.Pass || r.ErrorKind == sink.KindNotSampled {
-		return
-	}
-	if len(fs.list) >= fs.max {
-		fs.omitted++
-		return
-	}
-	reason := r.Reason
-	if r.Error != "" {
-		reason, _, _ = strings.Cut(r.Error, "\n")
-	}
-	fs.list = append(fs.list, failure{report.Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status,
-		ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript}, r.TraceID, r.SpanID})
-}
-
-func (fs *failures) merge(o *failures) {
-	n := min(len(o.list), fs.max-len(fs.list))
-	fs.list = append(fs.list, o.list[:n]...)
-	fs.omitted += o.omitted + len(o.list) - n
 }
 
 const maxWorkers = 256 // distinct workers listed; more are folded into "other"
@@ -219,7 +180,6 @@ type logState struct {
 	err     error // fatal: not a log, a corrupt line, another schema
 	agg     *report.Aggregator
 	ext     *extras
-	fails   failures
 	index   []indexEntry
 	version uint64 // bumped whenever records are folded in
 
@@ -237,17 +197,9 @@ func (l *logState) reset() {
 	l.file, l.off, l.lines, l.records, l.tail, l.err = nil, 0, 0, 0, 0, nil
 	l.agg = report.NewAggregator(l.opts)
 	l.ext = newExtras()
-	l.fails = failures{max: maxFailures(l.opts)}
 	l.index = nil
 	l.version++
 	l.rep = nil
-}
-
-func maxFailures(o *report.Options) int {
-	if o != nil && o.MaxFailures != 0 {
-		return o.MaxFailures
-	}
-	return 100 // report's default
 }
 
 // snapshot is what a page needs of a log, taken under its lock.
@@ -259,8 +211,7 @@ type snapshot struct {
 	Err      error
 	Version  uint64
 	Report   *report.Report
-	Ext      *extras   // a copy: not shared with the live state
-	Fails    []failure // Report.Failures with their OpenTelemetry IDs
+	Ext      *extras // a copy: not shared with the live state
 }
 
 func (l *logState) refreshLocked() error {
@@ -293,7 +244,6 @@ type chunk struct {
 	data    []byte
 	off     int64 // of data in the file
 	index   []indexEntry
-	fails   failures
 	records int
 	lines   int    // newlines in data before bad, or in all of it
 	size    int    // of data, which is dropped once folded
@@ -347,7 +297,6 @@ func (w *worker) fold(c *chunk, seed maphash.Seed) {
 				w.agg.Add(r)
 			}
 			w.ext.add(r)
-			c.fails.add(r)
 			c.index = append(c.index, indexEntry{maphash.String(seed, r.SampleID), c.off + int64(i)})
 			c.records++
 		}
@@ -393,7 +342,6 @@ const maxSharedTags = 4096
 type folded struct {
 	agg     *report.Aggregator
 	ext     *extras
-	fails   failures
 	index   []indexEntry
 	records int
 	lines   int
@@ -415,12 +363,11 @@ func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 		workers[i] = &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}, shared: map[string]map[string]string{}}
 		free <- workers[i]
 	}
-	maxFail := maxFailures(l.opts)
 	var chunks []*chunk
 	// The log's one chunk reader: every chunk is folded (a bad line is
 	// found again below), none is left to a sequential reader.
 	_, _, err := recordjson.ScanChunks(io.NewSectionReader(f, from, size-from), func(rc *recordjson.Chunk[*chunk]) {
-		c := &chunk{data: rc.Data, size: len(rc.Data), off: from + rc.Off, fails: failures{max: maxFail}}
+		c := &chunk{data: rc.Data, size: len(rc.Data), off: from + rc.Off}
 		w := <-free
 		w.fold(c, l.seed)
 		free <- w
@@ -432,7 +379,7 @@ func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view: read %s: %w", l.path, err)
 	}
-	out := &folded{agg: workers[0].agg, ext: workers[0].ext, fails: failures{max: maxFail}, end: from}
+	out := &folded{agg: workers[0].agg, ext: workers[0].ext, end: from}
 	for _, w := range workers[1:] {
 		out.agg.Merge(w.agg)
 		out.ext.merge(w.ext)
@@ -447,7 +394,6 @@ func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
 			out.bad = c
 			break
 		}
-		out.fails.merge(&c.fails)
 		out.index = append(out.index, c.index...)
 		out.records += c.records
 		out.lines += c.lines
@@ -477,7 +423,6 @@ func (l *logState) fold(f *os.File, size int64) error {
 		l.agg.Merge(res.agg)
 		l.ext.merge(res.ext)
 	}
-	l.fails.merge(&res.fails)
 	if l.index == nil {
 		l.index = res.index // a log opened: no copy of its index
 	} else {
@@ -536,10 +481,6 @@ func (l *logState) snapshot() (*snapshot, error) {
 	}
 	if l.rep == nil || l.repVersion != l.version {
 		rep := l.agg.Report()
-		rep.Failures, rep.FailuresOmitted = make([]report.Failure, len(l.fails.list)), l.fails.omitted
-		for i, f := range l.fails.list {
-			rep.Failures[i] = f.Failure
-		}
 		l.rep, l.repVersion = rep, l.version
 	}
 	ext := *l.ext
@@ -550,7 +491,7 @@ func (l *logState) snapshot() (*snapshot, error) {
 	}
 	ext.kinds, ext.workers = cloneMap(l.ext.kinds), cloneMap(l.ext.workers)
 	return &snapshot{ID: l.id, Path: l.path, Size: l.off + l.tail, Records: l.records, Tail: l.tail,
-		Err: l.err, Version: l.version, Report: l.rep, Ext: &ext, Fails: slices.Clone(l.fails.list)}, nil
+		Err: l.err, Version: l.version, Report: l.rep, Ext: &ext}, nil
 }
 
 func cloneMap[K comparable, V any](m map[K]V) map[K]V {

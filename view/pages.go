@@ -44,7 +44,7 @@ type page struct {
 var parsePages = sync.OnceValues(func() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"pct": pct, "ms": ms, "pts": pts, "pval": pval, "num": num, "signed": signed,
-		"money":  func(f float64) string { return fmt.Sprintf("$%.4f", f) },
+		"money":  numfmt.USD,
 		"size":   byteSize,
 		"mul100": func(f float64) float64 { return 100 * f },
 		"link":   func(url, text string) linkData { return linkData{url, text} },
@@ -250,7 +250,7 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		b.Workers = append(b.Workers, kv{w, n})
 	}
 	slices.SortFunc(b.Workers, func(x, y kv) int { return strings.Compare(x.Key, y.Key) })
-	for i, f := range r.Failures {
+	for _, f := range r.Failures {
 		fr := failureRow{Failure: f}
 		if !static {
 			fr.Sample = sampleURL(snap.ID, f.SampleID)
@@ -258,9 +258,7 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 				fr.Transcript = transcriptURL(snap.ID, f.SampleID, f.Epoch)
 			}
 		}
-		if i < len(snap.Fails) {
-			fr.OTel = report.TraceURL(o.TraceURL, snap.Fails[i].traceID, snap.Fails[i].spanID)
-		}
+		fr.OTel = report.TraceURL(o.TraceURL, f.TraceID, f.SpanID)
 		b.Failures = append(b.Failures, fr)
 	}
 	return b

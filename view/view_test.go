@@ -97,7 +97,7 @@ func testRunPageMatchesTextReport(t *testing.T) {
 	for _, f := range text.Failures {
 		want2 = append(want2, fmt.Sprintf("%s/%d", f.SampleID, f.Epoch))
 	}
-	require.Equal(t, want2, failures, "the failures, in file order")
+	require.Equal(t, want2, failures, "the failures, in the report's order (Failure.Compare)")
 	for _, chart := range []string{"pass rate by difficulty", "pass rate by repo", "latency", "cost per episode", "errors by kind", "episodes finished per"} {
 		contains(t, body, "<title>"+chart, "chart %q", chart)
 	}

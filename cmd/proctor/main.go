@@ -461,12 +461,19 @@ the VCS revision for a build from a checkout.`,
 	},
 }
 
-// versionText is "proctor VERSION [REVISION[+modified] TIME] GOVERSION".
+// versionText is "proctor VERSION [REVISION[+modified] TIME] GOVERSION",
+// from the running binary's build information.
 func versionText() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "proctor (unknown version: no build information)"
 	}
+	return buildVersion(bi)
+}
+
+// buildVersion is versionText for bi. A development build without a VCS
+// revision says why there is none, rather than a bare "(devel)".
+func buildVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
@@ -491,5 +498,12 @@ func versionText() string {
 	if at != "" {
 		parts = append(parts, at)
 	}
-	return strings.Join(append(parts, bi.GoVersion), " ")
+	text := strings.Join(append(parts, bi.GoVersion), " ")
+	if rev == "" && v == "(devel)" {
+		// go run, go test, -buildvcs=false, a copy without .git, or a git
+		// worktree (whose .git is a file, which the go command does not
+		// take for a checkout) record no revision.
+		text += " (no VCS revision recorded: build with 'go build' or 'go install' in a git checkout, not a worktree, without -buildvcs=false; or 'go install github.com/proctor-evals/proctor/cmd/proctor@VERSION')"
+	}
+	return text
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -390,4 +391,26 @@ func TestTraceLink(t *testing.T) {
 	code, _, errs = cli("trace", "elsewhere.jsonl#0")
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "elsewhere.jsonl")
+}
+
+// The version names the module version, the revision (12 digits, marked
+// when the tree was modified) and its time when the build recorded them;
+// a development build without them says why.
+func TestBuildVersion(t *testing.T) {
+	t.Parallel()
+	vcs := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "60e07ef29ecbd539fa22c81ee7e913128ac0dbfe"},
+		{Key: "vcs.time", Value: "2026-11-23T18:34:05Z"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		main     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v0.0.0-20261123183405-60e07ef29ecb+dirty", vcs, "proctor v0.0.0-20261123183405-60e07ef29ecb+dirty 60e07ef29ecb+modified 2026-11-23T18:34:05Z go1.26.8"},
+		{"(devel)", vcs[:3], "proctor (devel) 60e07ef29ecb 2026-11-23T18:34:05Z go1.26.8"},
+		{"v1.2.3", nil, "proctor v1.2.3 go1.26.8"},
+		{"(devel)", nil, "proctor (devel) go1.26.8 (no VCS revision recorded: build with 'go build' or 'go install' in a git checkout"},
+	} {
+		got := buildVersion(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/proctor-evals/proctor", Version: tc.main}, Settings: tc.settings})
+		require.True(t, strings.HasPrefix(got, tc.want), "got %q, want %q", got, tc.want)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -150,7 +151,7 @@ func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error 
 	if r.ErrorKind != "" {
 		fmt.Fprintf(w, "/%s", r.ErrorKind)
 	}
-	fmt.Fprintf(w, "  score %.3g  %.1f ms  %d+%d tokens  $%.4f\n", r.Score, r.DurationMS, r.InputTokens, r.OutputTokens, r.CostUSD)
+	fmt.Fprintf(w, "  score %.3g  %.1f ms  %d+%d tokens  %s\n", r.Score, r.DurationMS, r.InputTokens, r.OutputTokens, numfmt.USD(r.CostUSD))
 	if r.Reason != "" {
 		fmt.Fprintf(w, "reason: %s\n", r.Reason)
 	}
@@ -175,7 +176,7 @@ func printEvents(w io.Writer, r sink.Record, tr *transcript) {
 			fmt.Fprintf(w, "  (%v)", ev.Duration.Round(time.Microsecond))
 		}
 		if ev.Usage.InputTokens+ev.Usage.OutputTokens > 0 || ev.Usage.CostUSD > 0 {
-			fmt.Fprintf(w, "  %d+%d tokens $%.4f", ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostUSD)
+			fmt.Fprintf(w, "  %d+%d tokens %s", ev.Usage.InputTokens, ev.Usage.OutputTokens, numfmt.USD(ev.Usage.CostUSD))
 		}
 		fmt.Fprintln(w)
 		for _, part := range []struct {

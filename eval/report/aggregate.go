@@ -70,8 +70,7 @@ type Aggregator struct {
 	reusedCost harness.Usage // usage of the reused records
 	spend      spending      // usage by role and model (honest.go)
 	sources    errorSources  // errors and unscored verdicts by where they came from (honest.go)
-	failures   []Failure
-	omitted    int
+	failures   failureList
 	warnings   []string
 	seq        *sequential // the sequential gate (sequential.go); nil without one
 }
@@ -255,8 +254,8 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		if r.Error != "" {
 			reason = firstLine(r.Error)
 		}
-		a.addFailure(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
-			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)})
+		a.failures.add(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
+			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)}, a.opts.MaxFailures)
 	}
 	if a.seq != nil {
 		a.seq.note(i, a.samples)
@@ -282,14 +281,6 @@ func (a *Aggregator) weightsOf(i int) sampleWeights {
 	return sampleWeights{float64(s.pass), float64(s.pass + s.fail)}
 }
 
-func (a *Aggregator) addFailure(f Failure) {
-	if len(a.failures) < a.opts.MaxFailures {
-		a.failures = append(a.failures, f)
-	} else {
-		a.omitted++
-	}
-}
-
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
@@ -303,7 +294,7 @@ func firstLine(s string) string {
 // a's MaxFailures, the rest counted as omitted) and warnings. b is not
 // changed and must not be a. Aggregating records split across aggregators
 // then merging them gives the report of aggregating them all in one,
-// except for the order of Failures and SampleResults and float rounding.
+// except for the order of SampleResults and float rounding.
 func (a *Aggregator) Merge(b *Aggregator) {
 	if a.eval == "" {
 		a.eval, a.runID = b.eval, b.runID
@@ -350,10 +341,7 @@ func (a *Aggregator) Merge(b *Aggregator) {
 	a.reusedCost = a.reusedCost.Add(b.reusedCost)
 	a.spend.merge(&b.spend)
 	a.sources.merge(&b.sources)
-	for _, f := range b.failures {
-		a.addFailure(f)
-	}
-	a.omitted += b.omitted
+	a.failures.merge(&b.failures, a.opts.MaxFailures)
 	a.warnings = append(a.warnings, b.warnings...)
 }
 
@@ -383,9 +371,9 @@ func (a *Aggregator) report(final bool) *Report {
 		Reused: a.reused, Rejudged: a.rejudged, ReusedUsage: a.reusedCost,
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
-		Failures: slices.Clone(a.failures), FailuresOmitted: a.omitted,
 		Warnings: slices.Clone(a.warnings),
 	}
+	r.Failures, r.FailuresOmitted = a.failures.listed(a.opts.MaxFailures)
 	if recorded == 0 {
 		r.Epochs = 0
 	}

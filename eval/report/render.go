@@ -55,6 +55,9 @@ func (r *Report) Summary() []SummaryRow {
 	if r.Excluded > 0 {
 		row("excluded", "excluded", fmt.Sprintf("%d records for samples not in the dataset (excluded)", r.Excluded))
 	}
+	if r.Resumed > 0 {
+		row("resumed", "resumed", fmt.Sprintf("%d episodes from earlier runs of this log (not run again)", r.Resumed))
+	}
 	if r.Reused > 0 {
 		row("reused", "reused", fmt.Sprintf("%d episodes (earlier results reused, not run again)", r.Reused))
 	}
@@ -94,7 +97,7 @@ func (r *Report) Summary() []SummaryRow {
 	}
 	row("latency", "latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
 	if r.Usage != (harness.Usage{}) {
-		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, $%.4f", r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CostUSD))
+		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, %s", r.Usage.InputTokens, r.Usage.OutputTokens, usd(r.Usage.CostUSD)))
 	}
 	if j := r.JudgeUsage; j != (harness.Usage{}) {
 		row("usage-by-role", "by role", fmt.Sprintf("agent %d tokens $%.4f, judge %d tokens $%.4f",
@@ -102,8 +105,8 @@ func (r *Report) Summary() []SummaryRow {
 	}
 	if r.ReusedUsage != (harness.Usage{}) {
 		u := r.ReusedUsage
-		row("reused-usage", "of which reused", fmt.Sprintf("%d input + %d output tokens, $%.4f: spent by earlier runs; this run spent $%.4f",
-			u.InputTokens, u.OutputTokens, u.CostUSD, max(0, r.Usage.CostUSD-u.CostUSD)))
+		row("reused-usage", "of which reused", fmt.Sprintf("%d input + %d output tokens, %s: spent by earlier runs; this run spent %s",
+			u.InputTokens, u.OutputTokens, usd(u.CostUSD), usd(max(0, r.Usage.CostUSD-u.CostUSD))))
 	}
 	if r.Wall > 0 {
 		row("wall", "wall time", r.Wall.Round(time.Millisecond).String())
@@ -123,6 +126,7 @@ var (
 	num     = numfmt.Num
 	pval    = numfmt.P
 	groupCI = numfmt.GroupCI
+	usd     = numfmt.USD
 )
 
 func (r *Report) write(out io.Writer, md bool) error {

@@ -91,7 +91,7 @@ type Report struct {
 	// the judge named; usage of unnamed models is in none.
 	ByModel []ModelUsage `json:"by_model,omitempty"`
 
-	Failures        []Failure `json:"failures,omitempty"`         // the first failed, errored and unscored episodes
+	Failures        []Failure `json:"failures,omitempty"`         // failed, errored and unscored episodes, the first by Failure.Compare
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
 	Warnings        []string  `json:"warnings,omitempty"`
 	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`

@@ -1,6 +1,8 @@
 package replay_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
@@ -171,4 +173,20 @@ func TestWindow(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, "in", got[0].ID)
 	require.Equal(t, "in2", got[1].ID)
+}
+
+// Recorded conversations load gzip-compressed as they do plain.
+func TestJSONLGzip(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(conversations))
+	require.NoError(t, zw.Close())
+	path := filepath.Join(t.TempDir(), "conversations.jsonl.gz")
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	got, err := dataset.Collect(context.Background(), replay.JSONL(path, nil))
+	require.NoError(t, err)
+	want, err := dataset.Collect(context.Background(), replay.JSONL(writeFile(t, conversations), nil))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

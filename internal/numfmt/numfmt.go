@@ -77,3 +77,19 @@ func GroupCI(iv stats.Interval, method string) string {
 	}
 	return s
 }
+
+// USD prints a cost in dollars to two significant digits and at least
+// cents ($0.0042, $0.50, $3.41, $1234.57), so that a run of cheap calls
+// never shows as $0.00.
+func USD(f float64) string {
+	a := math.Abs(f)
+	switch {
+	case a == 0:
+		return "$0.00"
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return fmt.Sprintf("$%v", f)
+	case a < 1e-12:
+		return "<$0.000000000001"
+	}
+	return fmt.Sprintf("$%.*f", max(2, 1-int(math.Floor(math.Log10(a)))), f)
+}

@@ -21,3 +21,16 @@ func TestFormats(t *testing.T) {
 		}
 	}
 }
+
+// A cost keeps two significant digits, at least cents: a run of cheap
+// calls never shows as $0.00 (nor a big one as $1234.5678).
+func TestUSD(t *testing.T) {
+	for f, want := range map[float64]string{
+		0: "$0.00", 0.0042: "$0.0042", 0.004249: "$0.0042", 0.00012345: "$0.00012", 0.5: "$0.50",
+		0.049: "$0.049", 3.41: "$3.41", 1234.5678: "$1234.57", 1e-12: "$0.0000000000010", 1e-15: "<$0.000000000001",
+	} {
+		if got := USD(f); got != want {
+			t.Errorf("USD(%g) = %q, want %q", f, got, want)
+		}
+	}
+}

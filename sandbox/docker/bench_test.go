@@ -13,7 +13,8 @@ import (
 // BenchmarkForkVsFresh compares getting a ready sandbox per episode by
 // forking a provisioned environment (its files and Setup committed once)
 // with creating a fresh container from the base image and writing the
-// files and running Setup in it. Close is not timed.
+// files and running Setup in it, and a fork with Limits.DiskBytes (its
+// workspace a tmpfs volume). Close is not timed.
 //
 //	go test -run '^$' -bench ForkVsFresh -benchtime 10x ./sandbox/docker/
 func BenchmarkForkVsFresh(b *testing.B) {
@@ -44,6 +45,16 @@ func BenchmarkForkVsFresh(b *testing.B) {
 
 	b.Run("fork", func(b *testing.B) {
 		env, err := p.Provision(ctx, sandbox.Spec{Image: testImage, Files: files, Setup: setup})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer env.Close()
+		bench(b, env, func(*sandbox.Sandbox) {})
+	})
+	// A disk limit mounts a tmpfs volume per fork and copies the
+	// workspace into it.
+	b.Run("fork-disk-limited", func(b *testing.B) {
+		env, err := p.Provision(ctx, sandbox.Spec{Image: testImage, Files: files, Setup: setup, Limits: sandbox.Limits{DiskBytes: 64 << 20}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,12 +33,21 @@
 // whole subtree and keeps the first level: cheap for small directories,
 // not for huge ones.
 //
-// Limits.DiskBytes is not enforced: the engine can bound a container's
-// writable layer only with some storage drivers (overlay2 on xfs with
-// project quotas, devicemapper…), so [Driver.Guarantees] does not claim
-// Disk. Every legal file name works, "..name" included.
+// Limits.DiskBytes bounds a fork's workspace: it is an anonymous volume
+// of the engine's local driver on a tmpfs of that size, so it counts
+// against the engine host's memory (up to the limit), not its disk (and
+// what a command writes there, against Limits.MemoryBytes too), and a
+// write beyond it fails with ENOSPC, through a command or the file API
+// alike. The engine's own quota (--storage-opt size) would bound the
+// whole writable layer, but only some storage drivers have one (overlay2
+// on xfs with project quotas…), and the archive API cannot see into a
+// plain tmpfs mount; a local volume works on any Linux engine. Setup runs
+// without the bound; Provision then moves the workspace it leaves to
+// /.proctor-workspace in the environment's image, and each fork copies
+// it into its volume (cp -a), so it must fit in the limit, and the image
+// must provide rm, mv and cp. Every legal file name works, "..name" included.
 //
-// Every container and image carries the labels proctor.run (the
+// Every container, volume and image carries the labels proctor.run (the
 // driver's run ID) and proctor.role; [Cleanup] removes what a crashed run
 // left behind. A container that died or was removed makes every call fail
 // with an error wrapping [sandbox.ErrUnavailable].
@@ -57,12 +66,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/proctor-evals/proctor/sandbox"
@@ -72,11 +84,15 @@ import (
 // Labels set on every container and image.
 const (
 	LabelRun  = "proctor.run"
-	LabelRole = "proctor.role" // "provision", "environment" or "fork"
+	LabelRole = "proctor.role" // "provision", "environment", "fork" or "workspace"
 )
 
 // DefaultWorkDir is the workspace when Spec.WorkDir is empty.
 const DefaultWorkDir = "/workspace"
+
+// seedDir holds the provisioned workspace in an environment's image when
+// Limits.DiskBytes is set; each fork copies it into its own volume.
+const seedDir = "/.proctor-workspace"
 
 // NewClient returns a client configured from the environment (DOCKER_HOST…).
 // It negotiates the API version with the engine (the client's default), so
@@ -141,9 +157,11 @@ func (p *Driver) RunID() string { return p.runID }
 
 // Guarantees implements [driver.GuaranteeReporter]: the engine isolates
 // the network (no host socket is mounted either) and applies the limits
-// (see the package documentation for the engine's part); not disk.
+// (see the package documentation for the engine's part). An engine that
+// cannot mount a fork's size-limited workspace fails the fork: a disk
+// limit is never silently dropped.
 func (p *Driver) Guarantees() sandbox.Guarantees {
-	return sandbox.Guarantees{Network: true, CPUs: true, Memory: true, Pids: true}
+	return sandbox.Guarantees{Network: true, CPUs: true, Memory: true, Pids: true, Disk: true}
 }
 
 func (p *Driver) labels(role string) map[string]string {
@@ -172,6 +190,18 @@ func (p *Driver) create(ctx context.Context, image, role string, spec sandbox.Sp
 		if l.Pids > 0 {
 			hc.Resources.PidsLimit = &l.Pids
 		}
+	}
+	if n := spec.Limits.DiskBytes; n > 0 && role == "fork" {
+		hc.Mounts = []mount.Mount{{
+			Type:   mount.TypeVolume,
+			Target: workDir(spec),
+			VolumeOptions: &mount.VolumeOptions{
+				Labels: p.labels("workspace"),
+				DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+					"type": "tmpfs", "device": "tmpfs", "o": "size=" + strconv.FormatInt(n, 10),
+				}},
+			},
+		}}
 	}
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
@@ -216,6 +246,9 @@ func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if spec.Image == "" {
 		return nil, errors.New("docker: provision: Spec.Image is empty")
 	}
+	if spec.Limits.DiskBytes > 0 && path.Clean(workDir(spec)) == "/" {
+		return nil, errors.New("docker: provision: Limits.DiskBytes needs a workspace below / (Spec.WorkDir)")
+	}
 	id, err := p.create(ctx, spec.Image, "provision", spec)
 	if err != nil {
 		return nil, err
@@ -226,14 +259,17 @@ func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 		return nil, err
 	}
 	for _, c := range spec.Setup {
-		var stderr bytes.Buffer
-		exit, err := b.Exec(ctx, c, io.Discard, &limited{&stderr, 4096})
-		if err != nil {
-			return nil, fmt.Errorf("docker: setup %q: %w", c.Args, err)
+		if err := b.must(ctx, "setup", c); err != nil {
+			return nil, err
 		}
-		if exit.Code != 0 {
-			return nil, fmt.Errorf("docker: setup %q exited %d: %s: %w",
-				c.Args, exit.Code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
+	}
+	if spec.Limits.DiskBytes > 0 {
+		// Forks mount their own workspace over b.ws: keep what Setup left
+		// where they can copy it from.
+		// (An image made from an environment image has a seed already.)
+		mv := sandbox.Cmd{Args: []string{"sh", "-c", `rm -rf "$1" && mv "$0" "$1"`, b.ws, seedDir}}
+		if err := b.must(ctx, "provision", mv); err != nil {
+			return nil, err
 		}
 	}
 	labels := p.labels("environment")
@@ -251,6 +287,20 @@ func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 		return nil, unavailable("commit", err)
 	}
 	return &environment{p: p, image: img.ID, spec: spec}, nil
+}
+
+// must runs c in b, an error unless it exits 0.
+func (b *box) must(ctx context.Context, op string, c sandbox.Cmd) error {
+	var stderr bytes.Buffer
+	exit, err := b.Exec(ctx, c, io.Discard, &limited{&stderr, 4096})
+	if err != nil {
+		return fmt.Errorf("docker: %s %q: %w", op, c.Args, err)
+	}
+	if exit.Code != 0 {
+		return fmt.Errorf("docker: %s %q exited %d: %s: %w",
+			op, c.Args, exit.Code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
+	}
+	return nil
 }
 
 // limited writes at most n bytes to w and drops the rest.
@@ -276,7 +326,14 @@ func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}}, nil
+	f := &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}}
+	if e.spec.Limits.DiskBytes > 0 {
+		if err := f.must(ctx, "fork: fill the workspace (Limits.DiskBytes)", sandbox.Cmd{Args: []string{"cp", "-a", seedDir + "/.", f.ws}}); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // Close implements [driver.Environment]: it removes the committed image
@@ -303,8 +360,8 @@ func (f *forked) Close() error {
 	return f.p.remove(f.id)
 }
 
-// Cleanup removes every container and image labelled with runID: what a
-// crashed run left behind. Images are removed after containers.
+// Cleanup removes every container, volume and image labelled with runID:
+// what a crashed run left behind. Images are removed after containers.
 func Cleanup(ctx context.Context, cli *client.Client, runID string) error {
 	filter := make(client.Filters).Add("label", LabelRun+"="+runID)
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
@@ -314,6 +371,17 @@ func Cleanup(ctx context.Context, cli *client.Client, runID string) error {
 	var errs []error
 	for _, c := range cs.Items {
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	// A fork's workspace volume goes with its container; one the engine
+	// kept (a daemon that died in between) goes here.
+	vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	if err != nil {
+		return fmt.Errorf("docker: cleanup: %w", err)
+	}
+	for _, v := range vols.Items {
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -3,7 +3,9 @@ package docker_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -79,11 +81,58 @@ func TestConformance(t *testing.T) {
 
 func runID(p *sandbox.Provider) string { return p.Driver().(*docker.Driver).RunID() }
 
-// The driver claims no disk limit: the engine enforces one only with some
-// storage drivers.
-func TestGuaranteesDoNotClaimDisk(t *testing.T) {
-	if docker.New(nil, nil).Guarantees().Disk {
-		t.Fatal("Disk claimed")
+// Limits.DiskBytes bounds the workspace of every fork (a tmpfs volume),
+// which still holds what the template and Setup put there and still
+// works through the file API; the conformance suite checks the claim too.
+func TestDiskLimit(t *testing.T) {
+	cli := engine(t)
+	p := docker.New(cli, nil)
+	t.Cleanup(func() { docker.Cleanup(context.Background(), cli, runID(p)) })
+	if !p.Guarantees().Disk {
+		t.Error("Disk not claimed")
+	}
+	tmpl := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmpl, "from-template"), []byte("t"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{
+		Image: testImage, Template: tmpl, WorkDir: "/work/space",
+		Setup:  []sandbox.Cmd{{Args: []string{"sh", "-c", "mkdir sub && echo s > sub/from-setup && chmod 700 ."}}},
+		Limits: sandbox.Limits{DiskBytes: 4 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	for name, want := range map[string]string{"from-template": "t", "sub/from-setup": "s\n"} {
+		if got, err := sb.ReadFile(ctx, name); err != nil || string(got) != want {
+			t.Errorf("ReadFile %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"sh", "-c", "stat -c %a . && head -c 1048576 /dev/zero > one && echo one-ok && head -c 16777216 /dev/zero > big; rc=$?; rm -f big; exit $rc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Stdout); out != "700\none-ok\n" || res.ExitCode == 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q: want the workspace's mode, 1 MiB written and 16 MiB refused under a 4 MiB limit", res.ExitCode, out, res.Stderr)
+	}
+	if err := sb.WriteFile(ctx, "small", []byte("x"), 0o644); err != nil {
+		t.Errorf("WriteFile within the limit: %v", err)
+	}
+	if err := sb.WriteFile(ctx, "big2", make([]byte, 16<<20), 0o644); err == nil {
+		t.Error("WriteFile of 16 MiB under a 4 MiB limit succeeded")
+	}
+	// The workspace volume goes with its container.
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", docker.LabelRun+"="+runID(p))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vols.Items) > 0 {
+		t.Errorf("%d volumes left after Close", len(vols.Items))
 	}
 }
 
@@ -109,5 +158,27 @@ func TestRemovedContainerIsUnavailable(t *testing.T) {
 		if !errorsIs(err, sandbox.ErrUnavailable) {
 			t.Errorf("%s after removal: %v, want ErrUnavailable", name, err)
 		}
+	}
+}
+
+// Cleanup removes a workspace volume the engine kept (its container gone
+// in a crash), as it removes containers and images.
+func TestCleanupRemovesVolumes(t *testing.T) {
+	cli := engine(t)
+	ctx := context.Background()
+	runID := "cleanup-volumes-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Labels: map[string]string{docker.LabelRun: runID, docker.LabelRole: "workspace"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := docker.Cleanup(ctx, cli, runID); err != nil {
+		t.Fatal(err)
+	}
+	vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", docker.LabelRun+"="+runID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vols.Items) > 0 {
+		t.Errorf("%d volumes left after Cleanup", len(vols.Items))
 	}
 }

@@ -1097,10 +1097,16 @@ var trustCases = []testCase{
 	{
 		name: "DiskLimit", needs: []Feature{Binaries},
 		guarantee: func(g sandbox.Guarantees) bool { return g.Disk },
-		rule:      "Limits.DiskBytes bounds what a sandbox writes to its workspace",
+		rule:      "Limits.DiskBytes bounds what a sandbox writes to its workspace, which still holds its template and takes writes within the limit",
 		run: func(t T, s *suite) {
-			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.DiskBytes = 8 << 20 })
-			res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "fill", "fill", strconv.Itoa(64 << 20)}, Timeout: time.Minute})
+			tmpl := t.TempDir()
+			noError(t, os.WriteFile(filepath.Join(tmpl, "t.txt"), []byte("template"), 0o644))
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Template = tmpl; sp.Limits.DiskBytes = 8 << 20 })
+			equal(t, "template", string(read(t, sb, "t.txt")), "the template under a disk limit")
+			p := s.probe(t, sb)
+			res := run(t, sb, sandbox.Cmd{Args: []string{p, "fill", "small", strconv.Itoa(1 << 20)}, Timeout: time.Minute})
+			equal(t, 0, res.ExitCode, "1 MiB refused under an 8 MiB limit: %s", res.Stderr)
+			res = run(t, sb, sandbox.Cmd{Args: []string{p, "fill", "fill", strconv.Itoa(64 << 20)}, Timeout: time.Minute})
 			notEqual(t, 0, res.ExitCode, "64 MiB written under an 8 MiB limit")
 		},
 	},

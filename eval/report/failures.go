@@ -1,0 +1,59 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// Compare orders failures as a report lists them: by sample ID (bytewise),
+// epoch and attempt, then status and reason for records of one key.
+func (f Failure) Compare(g Failure) int {
+	return cmp.Or(strings.Compare(f.SampleID, g.SampleID), cmp.Compare(f.Epoch, g.Epoch), cmp.Compare(f.Attempt, g.Attempt),
+		strings.Compare(string(f.Status), string(g.Status)), strings.Compare(f.Reason, g.Reason))
+}
+
+// failureList keeps the failures a report lists: the first max of them by
+// [Failure.Compare], whatever order they come in, so that a report lists
+// the same failures in the same order however its episodes finished and
+// its aggregators were merged. It holds at most twice max, keeping the
+// first max when full: adding costs O(log max) amortized.
+type failureList struct {
+	list    []Failure
+	omitted int
+}
+
+func (l *failureList) add(f Failure, max int) {
+	if max <= 0 {
+		l.omitted++
+		return
+	}
+	l.list = append(l.list, f)
+	if len(l.list) >= 2*max {
+		l.trim(max)
+	}
+}
+
+// trim sorts the list and keeps its first max, counting the rest omitted.
+func (l *failureList) trim(max int) {
+	slices.SortFunc(l.list, Failure.Compare)
+	if len(l.list) > max {
+		l.omitted += len(l.list) - max
+		clear(l.list[max:])
+		l.list = l.list[:max]
+	}
+}
+
+func (l *failureList) merge(o *failureList, max int) {
+	for _, f := range o.list {
+		l.add(f, max)
+	}
+	l.omitted += o.omitted
+}
+
+// listed returns a copy of the failures listed, in order, and how many
+// more there are.
+func (l *failureList) listed(max int) ([]Failure, int) {
+	l.trim(max)
+	return slices.Clone(l.list), l.omitted
+}
