@@ -29,12 +29,7 @@ type CalibrateConfig struct {
 }
 
 // Confusion counts the judge's verdicts against the human's.
-type Confusion struct {
-	BothPass  int // judge pass, human pass
-	FalsePass int // judge pass, human fail: the judge is too lenient
-	FalseFail int // judge fail, human pass: the judge is too strict
-	BothFail  int // judge fail, human fail
-}
+type Confusion = stats.Confusion
 
 // Calibration is how well a judge agrees with human labels.
 type Calibration struct {
@@ -124,16 +119,7 @@ func Calibrate[T, O any](ctx context.Context, j Judge[T, O], golden []Labelled[T
 			return nil, fmt.Errorf("judge: calibrate: item %d (%s): %w", i, golden[i].Sample.ID, r.err)
 		}
 		human := golden[i].Human
-		switch {
-		case r.v.Pass && human.Pass:
-			c.Confusion.BothPass++
-		case r.v.Pass:
-			c.Confusion.FalsePass++
-		case human.Pass:
-			c.Confusion.FalseFail++
-		default:
-			c.Confusion.BothFail++
-		}
+		c.Confusion.Add(r.v.Pass, human.Pass)
 		jl, hl = append(jl, b2i(r.v.Pass)), append(hl, b2i(human.Pass))
 		js, hs = append(js, r.v.Score), append(hs, human.Score)
 	}

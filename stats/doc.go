@@ -59,7 +59,18 @@
 // [CohenKappa] and [Spearman] measure agreement between a judge and human
 // labels (or between two judges); [CohenKappaInterval] and
 // [SpearmanInterval] add bootstrap intervals, and [Bootstrap] is the generic
-// percentile bootstrap they are built on.
+// percentile bootstrap they are built on. [Confusion] counts a judge's
+// verdicts against people's grades; [KrippendorffAlpha] measures agreement
+// among several reviewers, any of whom may have skipped items.
+//
+// # People correct the judge
+//
+// [PPIMean] turns every judge verdict plus a few people's grades, picked at
+// random with known inclusion probabilities, into a pass rate whose
+// interval is valid however biased the judge is (prediction-powered
+// inference), and narrower than the grades alone give
+// ([PPIMeanLambda] with λ = 0). [PPISampleSize] says how many grades a
+// target width needs.
 //
 // # Deciding as the data arrive
 //

@@ -61,7 +61,7 @@ var parsePages = sync.OnceValues(func() (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"runs", "run", "sample", "transcript", "compare"} {
+	for _, name := range []string{"runs", "run", "sample", "transcript", "compare", "review"} {
 		t, err := template.Must(base.Clone()).ParseFS(files, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("view: %w", err)

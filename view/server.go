@@ -29,7 +29,8 @@
 // and every chart label is escaped. Responses carry a Content-Security-
 // Policy that allows only the viewer's own script and style files (no
 // inline script, no inline style). The handler answers GET and HEAD only
-// and writes nothing. Logs are addressed by an ID from the server's own
+// and writes nothing, but in review mode (see [ReviewOptions]), whose one
+// write is guarded. Logs are addressed by an ID from the server's own
 // list, never by a path in the request, and a record's transcript is read
 // only from a file in its log's directory (or below it).
 package view
@@ -73,6 +74,9 @@ type Options struct {
 	// Poll is how often a live page's stream checks its log for new
 	// records; default 500ms.
 	Poll time.Duration
+	// Review, when set, turns on the review mode (review.go): the one
+	// page that writes.
+	Review *ReviewOptions
 }
 
 func (o *Options) withDefaults() Options {
@@ -104,6 +108,8 @@ type Server struct {
 
 	quit      chan struct{}
 	closeOnce sync.Once
+
+	review *reviewer // nil unless Options.Review
 }
 
 // New returns a viewer of the logs at paths: JSONL logs, and directories
@@ -135,6 +141,11 @@ func New(paths []string, opts *Options) (*Server, error) {
 	s.mux.HandleFunc("GET /events/{id...}", s.events)
 	assets, _ := fs.Sub(files, "assets")
 	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	if s.opts.Review != nil {
+		if err := s.startReview(*s.opts.Review); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -143,13 +154,18 @@ func New(paths []string, opts *Options) (*Server, error) {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// ServeHTTP serves the viewer: GET and HEAD only.
+// ServeHTTP serves the viewer: GET and HEAD only, but for the review
+// mode's grades.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
+	if s.review != nil && r.Method == http.MethodPost && r.URL.Path == gradePath {
+		s.review.write.ServeHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.Set("Allow", "GET, HEAD")
 		http.Error(w, "the viewer is read-only: GET and HEAD only", http.StatusMethodNotAllowed)
@@ -159,11 +175,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close ends the live streams of open pages, so that an http.Server
-// serving the viewer can shut down. Pages still load after Close; their
-// streams end at once.
+// serving the viewer can shut down, and closes the review file. Pages
+// still load after Close; their streams end at once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { close(s.quit) })
-	return nil
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		if s.review != nil {
+			err = s.review.w.Close()
+		}
+	})
+	return err
 }
 
 // scan discovers the logs under the roots (again): files given are
@@ -195,7 +217,7 @@ func (s *Server) scan() {
 				}
 				return nil
 			}
-			if d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !strings.HasSuffix(path, ".traces.jsonl") {
+			if d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !strings.HasSuffix(path, ".traces.jsonl") && !strings.HasSuffix(path, ".reviews.jsonl") {
 				s.add(filepath.ToSlash(rel), path)
 			}
 			return nil

@@ -5,6 +5,7 @@
 //	proctor compare [-json | -markdown] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
 //	proctor export [-force] -parquet DIR LOG
 //	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
+//	proctor review pick|export|import|report [flags] LOG [FILE]
 //	proctor trace [-json] LOG SAMPLE [EPOCH]
 //	proctor trace [-json] [LOG] PATH#OFFSET
 //	proctor merge [-force] -o OUT LOG...
@@ -86,7 +87,7 @@ const (
 var commands []*command
 
 func init() {
-	commands = []*command{reportCommand, compareCommand, exportCommand, mergeCommand, traceCommand, viewCommand, versionCommand}
+	commands = []*command{reportCommand, compareCommand, exportCommand, mergeCommand, reviewCommand, traceCommand, viewCommand, versionCommand}
 }
 
 func lookup(name string) *command {
@@ -362,6 +363,9 @@ runs/*.jsonl matches) is skipped, with a note on stderr.`,
 				}
 				if err := write(stdout, rep, *asJSON, *asMarkdown); err != nil {
 					return 0, err
+				}
+				if !*asJSON {
+					noteReviews(stdout, path)
 				}
 			}
 			return 0, nil

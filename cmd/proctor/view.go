@@ -41,15 +41,34 @@ loopback address it also refuses requests for another host name (DNS
 rebinding). Stop it with Ctrl-C.
 
 With -trace-url, records' OpenTelemetry trace IDs link to a trace viewer:
--trace-url 'http://localhost:16686/trace/{trace_id}' for Jaeger.`,
+-trace-url 'http://localhost:16686/trace/{trace_id}' for Jaeger.
+
+With -review, it also serves the review page of one LOG, whose queue
+'proctor review pick' drew: the next episode to grade, with its input,
+output and transcript; the judge's verdict hidden until graded (unless
+-show-verdict); keyboard shortcuts. It prints the page's address, which
+carries a secret every grade must present; grades are taken only from a
+loopback host name and the same origin. Grades are appended to
+LOG.reviews.jsonl.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		addr := fs.String("addr", "127.0.0.1:0", "listen on `host:port` (port 0: a free one)")
 		traceURL := fs.String("trace-url", "", "link trace IDs to this URL `template` ({trace_id}, {span_id})")
+		reviewMode := fs.Bool("review", false, "serve the review page of the one LOG given (writes its reviews)")
+		showVerdict := fs.Bool("show-verdict", false, "with -review, show the judge's verdict before grading")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
-			if len(pos) == 0 {
+			if len(pos) == 0 && !*reviewMode {
 				pos = []string{"."}
 			}
-			v, err := view.New(pos, &view.Options{TraceURL: *traceURL})
+			opts := &view.Options{TraceURL: *traceURL}
+			if *reviewMode {
+				if err := wantArgs(pos, 1, 1, "one LOG with -review"); err != nil {
+					return 0, err
+				}
+				opts.Review = &view.ReviewOptions{Log: pos[0], Secret: view.NewSecret(), ShowVerdict: *showVerdict}
+			} else if *showVerdict {
+				return 0, usageError("-show-verdict goes with -review")
+			}
+			v, err := view.New(pos, opts)
 			if err != nil {
 				return 0, err
 			}
@@ -68,6 +87,9 @@ With -trace-url, records' OpenTelemetry trace IDs link to a trace viewer:
 				srv.Shutdown(sctx)
 			}()
 			fmt.Fprintf(stdout, "proctor view: serving %s at http://%s/\n", strings.Join(pos, " "), ln.Addr())
+			if r := opts.Review; r != nil {
+				fmt.Fprintf(stdout, "proctor view: review %s at http://%s/review?key=%s\n", r.Log, ln.Addr(), r.Secret)
+			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return 0, err
 			}

@@ -47,6 +47,11 @@ type Gate struct {
 	Sequential bool
 	// Alpha is the sequential gate's error rate; default 0.05.
 	Alpha float64
+	// Reviewed decides MinLowerBound on the prediction-powered pass rate
+	// of the human reviews beside the log (see package review and
+	// reviewed.go) instead of the judge's: a gate a biased judge cannot
+	// pass alone. Run fails the test when there are no reviews to use.
+	Reviewed bool
 }
 
 // Run runs e with cfg inside t and checks the gate. When cfg.Log is empty
@@ -77,6 +82,9 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *r
 	}
 	t.Logf("evaltest: log %s%s\n%s", cfg.Log, reuseSummary(rep), rep)
 	Check(t, rep, g)
+	if g.Reviewed {
+		checkReviewed(t, cfg.Log, g)
+	}
 	return rep
 }
 
@@ -109,7 +117,7 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 		}
 	} else if scored := rep.Passed + rep.Failed; scored == 0 {
 		problems = append(problems, "no episode was scored")
-	} else if lo := rep.GateBound(g.ExcludeErrors); lo < g.MinLowerBound {
+	} else if lo := rep.GateBound(g.ExcludeErrors); lo < g.MinLowerBound && !g.Reviewed {
 		if lo == rep.Interval.Lo {
 			problems = append(problems, fmt.Sprintf("pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] (%s): lower bound under the gate's %.1f%%",
 				100*rep.PassRate, 100*rep.Interval.Level, 100*rep.Interval.Lo, 100*rep.Interval.Hi, rep.Interval.Method, 100*g.MinLowerBound))

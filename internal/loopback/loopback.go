@@ -13,12 +13,7 @@ import (
 // refuses the others (421 Misdirected Request).
 func Only(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		ip := net.ParseIP(strings.Trim(host, "[]"))
-		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if !Host(r.Host) {
 			http.Error(w, "this viewer answers only to a loopback host name", http.StatusMisdirectedRequest)
 			return
 		}
@@ -33,4 +28,14 @@ func Guard(h http.Handler, addr net.Addr) http.Handler {
 		return Only(h)
 	}
 	return h
+}
+
+// Host reports whether host (a request's Host: a name or an address,
+// with or without a port) is "localhost" or a loopback address.
+func Host(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }

@@ -1,0 +1,40 @@
+package evaltest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/proctor-evals/proctor/review"
+)
+
+// checkReviewed applies Gate.MinLowerBound to the prediction-powered pass
+// rate of the reviews beside log.
+func checkReviewed(t testing.TB, log string, g Gate) {
+	t.Helper()
+	s, err := reviewed(log)
+	if err != nil {
+		t.Errorf("evaltest: reviewed gate: %v", err)
+		return
+	}
+	iv := s.PPI.Interval
+	switch {
+	case s.PPI.Labelled < 2:
+		t.Errorf("evaltest: reviewed gate: %d reviewed episodes of the queue beside %s: the gate needs people's grades (proctor review pick, then proctor view -review)", s.PPI.Labelled, log)
+	case iv.Lo < g.MinLowerBound:
+		t.Errorf("evaltest: prediction-powered pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] from %d reviews and %d judge verdicts (the judge alone says %.1f%%): lower bound under the gate's %.1f%%",
+			100*s.PPI.Mean, 100*iv.Level, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled, s.Episodes, 100*float64(s.JudgeRate), 100*g.MinLowerBound)
+	default:
+		t.Logf("evaltest: prediction-powered pass rate %.1f%% [%.1f%%, %.1f%%] from %d reviews", 100*s.PPI.Mean, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled)
+	}
+}
+
+func reviewed(log string) (*review.Summary, error) {
+	f, err := review.Load(log)
+	if err != nil {
+		return nil, err
+	}
+	if f.Queue == nil {
+		return nil, fmt.Errorf("%s has no review queue: run proctor review pick, and have people grade it", log)
+	}
+	return review.Summarize(f.Records, f.Queue, f.Reviews, review.Options{}), nil
+}

@@ -1,0 +1,53 @@
+package evaltest_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/evaltest"
+	"github.com/proctor-evals/proctor/review"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// TestReviewedGateDecidesOnPeople: the judge passes every episode, people
+// fail half of those they review; the reviewed gate decides on the
+// prediction-powered bound and fails, where the judge's bound passes.
+func TestReviewedGateDecidesOnPeople(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	rec := &recorder{TB: t}
+	evaltest.Run(rec, arithmetic(adder(-1)), eval.Config{Log: log}, evaltest.Gate{MinLowerBound: 0.9, Reviewed: true})
+	require.Len(t, rec.errors, 1, "no reviews yet: the reviewed gate cannot pass")
+	require.Contains(t, rec.errors[0], "has no review queue")
+
+	var recs []sink.Record
+	for r, err := range jsonl.Records(log) {
+		require.NoError(t, err)
+		recs = append(recs, r)
+	}
+	q, err := review.Pick(recs, review.Design{Seed: 1, Count: 60})
+	require.NoError(t, err)
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
+	w, _, err := review.Open(review.FilePath(log))
+	require.NoError(t, err)
+	for i, e := range q.Entries {
+		require.NoError(t, w.Append(review.Review{SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: time.Now(), Pass: i%2 == 0}))
+	}
+	require.NoError(t, w.Close())
+
+	rec = &recorder{TB: t}
+	rep := evaltest.Run(rec, arithmetic(adder(-1)), eval.Config{Log: log}, evaltest.Gate{MinLowerBound: 0.9, Reviewed: true})
+	require.Greater(t, rep.Interval.Lo, 0.9, "the judge alone clears the bar")
+	require.Len(t, rec.errors, 1)
+	require.Contains(t, rec.errors[0], "prediction-powered pass rate 50.0%")
+	require.Contains(t, rec.errors[0], "from 60 reviews and 200 judge verdicts")
+
+	rec = &recorder{TB: t}
+	evaltest.Run(rec, arithmetic(adder(-1)), eval.Config{Log: log}, evaltest.Gate{MinLowerBound: 0.3, Reviewed: true})
+	require.Empty(t, rec.errors, "a bar the reviews clear passes")
+}

@@ -1,0 +1,239 @@
+package review
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/stats"
+)
+
+// Options tune Summarize. The zero value is valid.
+type Options struct {
+	Level    float64 // confidence level; default 0.95
+	Width    float64 // the interval width to plan reviews for; default 0.05
+	LowKappa float64 // agreement (Cohen's kappa) below which a tag is flagged; default 0.4
+	MinItems int     // reviews a tag needs before it can be flagged; default 5
+}
+
+// Summary is what the reviews say about a run.
+type Summary struct {
+	Episodes    int            `json:"episodes"` // pass or fail episodes: the population
+	JudgePasses int            `json:"judge_passes"`
+	JudgeRate   stats.Float    `json:"judge_pass_rate"`
+	JudgeCI     stats.Interval `json:"judge_interval"` // Wilson, over every episode: valid only if the judge is right
+
+	Picked    int `json:"picked"`    // episodes in the queue
+	Reviewed  int `json:"reviewed"`  // of them, reviewed by at least one person
+	OffQueue  int `json:"off_queue"` // reviewed episodes not in the queue: not in the estimates
+	Reviews   int `json:"reviews"`   // reviews that count (each reviewer's last of each episode)
+	Reviewers int `json:"reviewers"`
+	Seen      int `json:"saw_verdict"` // of them, made after seeing the judge's verdict
+
+	// PPI is the prediction-powered pass rate: every judge verdict plus
+	// the reviews of the queue (stats.PPIMean). ReviewsOnly is the same
+	// design's estimate from the reviews alone (λ = 0): what the judge
+	// adds is the difference in width.
+	PPI         stats.PPI `json:"ppi"`
+	ReviewsOnly stats.PPI `json:"reviews_only"`
+
+	Confusion stats.Confusion `json:"confusion"` // the judge against each review
+	Kappa     stats.Float     `json:"kappa"`
+	// Alpha is Krippendorff's alpha among the reviewers, over the
+	// AlphaEpisodes episodes that more than one reviewed; NaN with none.
+	Alpha         stats.Float    `json:"alpha"`
+	AlphaEpisodes int            `json:"alpha_episodes"`
+	ByTag         []TagAgreement `json:"by_tag,omitempty"`
+	Plan          Plan           `json:"plan"`
+	Level         float64        `json:"level"`
+	Unknown       []Key          `json:"unknown,omitempty"` // reviewed episodes the log has no pass or fail record of
+}
+
+// TagAgreement is the judge's agreement with people on one tag value.
+type TagAgreement struct {
+	Tag       string          `json:"tag"`
+	Value     string          `json:"value"`
+	Confusion stats.Confusion `json:"confusion"`
+	Kappa     stats.Float     `json:"kappa"`
+	Low       bool            `json:"low"` // kappa below Options.LowKappa over at least Options.MinItems reviews
+}
+
+// Plan says how many reviews of a uniform sample an interval of Width
+// needs, given the agreement observed so far: with the judge (PPI) and
+// without it. Zero when there is too little to plan from.
+type Plan struct {
+	Width       float64 `json:"width"`
+	WithJudge   int     `json:"with_judge"`
+	ReviewsOnly int     `json:"reviews_only"`
+}
+
+// Summarize puts records (a run's log), its queue (nil if none) and its
+// reviews together. The intervals are cluster-robust by sample, as the
+// report's are: epochs of one sample are not independent.
+//
+// A queue entry's inclusion probability is scaled by the share of its
+// cell (its stratum and probability) that was reviewed: a queue reviewed
+// in part counts as a smaller sample of the same design, which is exact
+// when it is reviewed in queue order and assumes, otherwise, that what was
+// left is missing at random within its cell.
+func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) *Summary {
+	if opts.Level == 0 {
+		opts.Level = 0.95
+	}
+	if opts.Width == 0 {
+		opts.Width = 0.05
+	}
+	if opts.LowKappa == 0 {
+		opts.LowKappa = 0.4
+	}
+	if opts.MinItems == 0 {
+		opts.MinItems = 5
+	}
+	s := &Summary{Level: opts.Level}
+	verdicts := map[Key]bool{}
+	index := map[Key]int{}
+	var pred []float64
+	var clusters []int // by sample: epochs of one sample move together
+	sampleIndex := map[string]int{}
+	tags := map[Key]map[string]string{}
+	for i := range records {
+		r := &records[i]
+		if r.Status != sink.Pass && r.Status != sink.Fail {
+			continue
+		}
+		k := Key{r.SampleID, r.Epoch}
+		pass := r.Status == sink.Pass
+		index[k] = len(pred)
+		pred = append(pred, b2f(pass))
+		c, ok := sampleIndex[r.SampleID]
+		if !ok {
+			c = len(sampleIndex)
+			sampleIndex[r.SampleID] = c
+		}
+		clusters = append(clusters, c)
+		verdicts[k] = pass
+		tags[k] = r.Tags
+		if pass {
+			s.JudgePasses++
+		}
+	}
+	s.Episodes = len(pred)
+	s.JudgeRate = stats.Float(math.NaN())
+	if s.Episodes > 0 {
+		s.JudgeRate = stats.Float(float64(s.JudgePasses) / float64(s.Episodes))
+	}
+	s.JudgeCI = stats.Wilson(s.JudgePasses, s.Episodes, opts.Level)
+
+	final := Final(reviews)
+	grade := Grade(final)
+	s.Reviews = len(final)
+	reviewers := map[string]bool{}
+	byTag := map[[2]string]*stats.Confusion{}
+	units := map[Key][]int{}
+	for _, r := range final {
+		reviewers[r.Reviewer] = true
+		if r.SawVerdict {
+			s.Seen++
+		}
+		units[r.Key()] = append(units[r.Key()], int(b2f(r.Pass)))
+		jv, ok := verdicts[r.Key()]
+		if !ok {
+			continue
+		}
+		s.Confusion.Add(jv, r.Pass)
+		for t, v := range tags[r.Key()] {
+			c := byTag[[2]string{t, v}]
+			if c == nil {
+				c = &stats.Confusion{}
+				byTag[[2]string{t, v}] = c
+			}
+			c.Add(jv, r.Pass)
+		}
+	}
+	s.Reviewers = len(reviewers)
+	s.Kappa = stats.Float(s.Confusion.Kappa())
+	var multi [][]int
+	for _, u := range units {
+		if len(u) > 1 {
+			multi = append(multi, u)
+		}
+	}
+	s.AlphaEpisodes = len(multi)
+	s.Alpha = stats.Float(stats.KrippendorffAlpha(multi))
+	for tv, c := range byTag {
+		k := c.Kappa()
+		s.ByTag = append(s.ByTag, TagAgreement{Tag: tv[0], Value: tv[1], Confusion: *c, Kappa: stats.Float(k),
+			Low: c.N() >= opts.MinItems && k < opts.LowKappa})
+	}
+	slices.SortFunc(s.ByTag, func(a, b TagAgreement) int { return cmp.Or(cmp.Compare(a.Tag, b.Tag), cmp.Compare(a.Value, b.Value)) })
+	for k := range grade {
+		if _, ok := index[k]; !ok {
+			s.Unknown = append(s.Unknown, k)
+		}
+	}
+	slices.SortFunc(s.Unknown, func(a, b Key) int { return cmp.Or(cmp.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch)) })
+
+	// The labels: reviewed queue entries, with their cells' response rates.
+	type cell struct {
+		stratum string
+		prob    float64
+	}
+	picked, done := map[cell]int{}, map[cell]int{}
+	inQueue := map[Key]bool{}
+	if q != nil {
+		for _, e := range q.Entries {
+			if _, ok := index[e.Key()]; !ok {
+				continue
+			}
+			s.Picked++
+			inQueue[e.Key()] = true
+			c := cell{e.Stratum, e.Prob}
+			picked[c]++
+			if _, ok := grade[e.Key()]; ok {
+				done[c]++
+				s.Reviewed++
+			}
+		}
+	}
+	for k := range grade {
+		if _, ok := index[k]; ok && !inQueue[k] {
+			s.OffQueue++
+		}
+	}
+	var labels []stats.Label
+	if q != nil {
+		for _, e := range q.Entries {
+			g, ok := grade[e.Key()]
+			i, known := index[e.Key()]
+			if !ok || !known {
+				continue
+			}
+			c := cell{e.Stratum, e.Prob}
+			labels = append(labels, stats.Label{Index: i, Value: g, Prob: e.Prob * float64(done[c]) / float64(picked[c])})
+		}
+	}
+	if s.Episodes > 0 {
+		s.PPI = stats.PPIMean(pred, labels, clusters, opts.Level)
+		s.ReviewsOnly = stats.PPIMeanLambda(pred, labels, clusters, 0, opts.Level)
+	}
+
+	// Planning, from the reviews' pass rate and the judge's correlation
+	// with them.
+	s.Plan.Width = opts.Width
+	if p := s.ReviewsOnly.Mean; s.Episodes > 0 && p > 0 && p < 1 {
+		sd := math.Sqrt(p * (1 - p))
+		if rho := s.Confusion.Phi(); !math.IsNaN(rho) {
+			s.Plan.WithJudge = stats.PPISampleSize(opts.Width, sd, rho, s.Episodes, opts.Level)
+		}
+		s.Plan.ReviewsOnly = stats.PPISampleSize(opts.Width, sd, 0, s.Episodes, opts.Level)
+	}
+	return s
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
