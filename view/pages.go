@@ -61,7 +61,7 @@ var parsePages = sync.OnceValues(func() (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"runs", "run", "sample", "transcript", "compare", "review"} {
+	for _, name := range []string{"runs", "run", "sample", "transcript", "compare", "review", "history"} {
 		t, err := template.Must(base.Clone()).ParseFS(files, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("view: %w", err)
@@ -104,17 +104,7 @@ var (
 	pval   = numfmt.P
 )
 
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+var byteSize = numfmt.Bytes
 
 // row is one line of the summary table: the text report's metric and
 // value.

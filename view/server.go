@@ -138,6 +138,7 @@ func New(paths []string, opts *Options) (*Server, error) {
 	s.mux.HandleFunc("GET /sample/{id...}", s.samplePage)
 	s.mux.HandleFunc("GET /transcript/{id...}", s.transcriptPage)
 	s.mux.HandleFunc("GET /compare", s.comparePage)
+	s.mux.HandleFunc("GET /history", s.historyPage)
 	s.mux.HandleFunc("GET /events/{id...}", s.events)
 	assets, _ := fs.Sub(files, "assets")
 	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))

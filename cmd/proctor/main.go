@@ -10,13 +10,16 @@
 //	proctor trace [-json] [LOG] PATH#OFFSET
 //	proctor merge [-force] -o OUT LOG...
 //	proctor view [-addr HOST:PORT] [-trace-url TEMPLATE] [LOG|DIR]...
+//	proctor history [-eval E] [-tag T] [-baseline RUN] [-last N] [-alpha A] [-fail-on-drift] DIR
+//	proctor compact -before DATE [-keep F] [-seed S] DIR
 //	proctor version
 //	proctor help [COMMAND]
 //
 // RUN, BASE and HEAD are a log (.jsonl) or a Parquet file or directory.
 // Exit status: 0 on success (and for help asked for with -h or help), 1 on
 // an error, 2 on bad usage, 3 when -fail-on-regression is given and the
-// head regressed significantly or is not non-inferior within the margin.
+// head regressed significantly or is not non-inferior within the margin,
+// 4 when -fail-on-drift is given and a run drifted from its baseline.
 //
 // The command links the report package (eval/report) and the sinks, not
 // the evaluation engine.
@@ -87,7 +90,7 @@ const (
 var commands []*command
 
 func init() {
-	commands = []*command{reportCommand, compareCommand, exportCommand, mergeCommand, reviewCommand, traceCommand, viewCommand, versionCommand}
+	commands = []*command{reportCommand, compareCommand, exportCommand, mergeCommand, reviewCommand, traceCommand, viewCommand, historyCommand, compactCommand, versionCommand}
 }
 
 func lookup(name string) *command {

@@ -132,7 +132,7 @@ func epochText(epoch int) string {
 // dir (the log's directory).
 func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error {
 	var tr *transcript
-	if r.Transcript != "" {
+	if r.Transcript != "" && r.Transcript != jsonl.CompactedLink {
 		var err error
 		if tr, err = readTranscript(r.Transcript, dir); err != nil {
 			return err
@@ -157,6 +157,10 @@ func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error 
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	if r.Transcript == jsonl.CompactedLink {
+		fmt.Fprintln(w, "(transcript compacted: proctor compact dropped it; the record is kept)")
+		return nil
 	}
 	if tr == nil {
 		fmt.Fprintln(w, "(no transcript recorded)")

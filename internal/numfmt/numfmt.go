@@ -93,3 +93,17 @@ func USD(f float64) string {
 	}
 	return fmt.Sprintf("$%.*f", max(2, 1-int(math.Floor(math.Log10(a)))), f)
 }
+
+// Bytes formats a size in bytes: "512 B", "1.5 kB", "2.0 MB", "1.1 GB"
+// (binary multiples); a negative size (a difference) keeps its sign.
+func Bytes(n int64) string {
+	switch a := max(n, -n); {
+	case a >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	case a >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case a >= 1<<10:
+		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -34,6 +34,14 @@ func Confine(logPath, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A relative log with an absolute link (or the other way round) is
+	// compared as absolute paths: Rel cannot relate the two.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", err
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return "", err
+	}
 	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("%w: %s", ErrOutside, path)
 	}

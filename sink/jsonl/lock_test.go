@@ -20,6 +20,9 @@ import (
 // TestLockAcrossProcesses: with JSONL_LOCK_CHILD set it opens that log,
 // says so on stdout and waits to be killed.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("JSONL_COMPACT_CHILD"); path != "" {
+		compactChild(path) // compact_test.go
+	}
 	if path := os.Getenv("JSONL_LOCK_CHILD"); path != "" {
 		_, _, err := jsonl.Open(path, nil) // the Writer stays open
 		if err != nil {

@@ -53,6 +53,9 @@ func (l TranscriptLink) In(dir string) TranscriptLink {
 // so that a runs directory can move; an absolute one, as older logs hold,
 // is taken as it is.
 func ResolveTranscript(logPath, link string) (path string, offset int64, err error) {
+	if link == CompactedLink {
+		return "", 0, ErrCompacted
+	}
 	l, err := ParseTranscriptLink(link)
 	if err != nil {
 		return "", 0, err

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/history/catalog"
+	"github.com/proctor-evals/proctor/judge"
+)
+
+// nightly runs the eval "nightly" over 300 samples, one epoch, as the
+// given harness version, writing runs/NAME.jsonl; the agent is wrong on
+// the samples whose index is below wrong, and records a transcript.
+func nightly(t *testing.T, dir, name string, wrong int, harnessVersion string) string {
+	t.Helper()
+	var d dataset.Slice[int]
+	for i := range 300 {
+		d = append(d, dataset.Sample[int]{ID: fmt.Sprintf("s%03d", i), Input: i, Tags: map[string]string{"level": []string{"easy", "hard"}[i%2]}})
+	}
+	h := harness.Func[int, int](func(_ context.Context, ep *harness.Episode[int]) (int, error) {
+		ep.AddEvent(harness.Event{Kind: "model", Name: "stand-in", Usage: harness.Usage{InputTokens: 7, OutputTokens: 1, CostUSD: 0.001}})
+		if ep.Sample.Input < wrong {
+			return -1, nil
+		}
+		return ep.Sample.Input, nil
+	})
+	j := judge.Func[int, int](func(_ context.Context, ep *harness.Episode[int], out int) (judge.Verdict, error) {
+		if out == ep.Sample.Input {
+			return judge.Pass("right"), nil
+		}
+		return judge.Fail("wrong"), nil
+	})
+	log := filepath.Join(dir, name+".jsonl")
+	e := &eval.Eval[int, int]{Name: "nightly", Dataset: d, Harness: h, Judge: j, Versions: eval.Versions{Harness: harnessVersion, Judge: "j1"}}
+	_, err := e.Run(context.Background(), eval.Config{Log: log, RunID: name, Quiet: true})
+	require.NoError(t, err)
+	return log
+}
+
+func TestHistoryPrintsTrendsAndFailsOnDrift(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nightly(t, dir, "mon", 30, "h1")
+	nightly(t, dir, "tue", 33, "h1")
+
+	code, out, errOut := cli("history", "-tag", "level", "-fail-on-drift", dir)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nightly: 2 runs")
+	require.Contains(t, out, "90.0%")
+	require.Contains(t, out, "easy 90.0%  hard 90.0%")
+	require.Contains(t, out, "no drift nightly: run tue against baseline mon over 300 shared samples: -1.0 pts")
+	require.FileExists(t, filepath.Join(dir, catalog.Dir, catalog.RunsFile))
+
+	// Wednesday the provider changed something: 60 more samples fail with
+	// the same harness and judge.
+	nightly(t, dir, "wed", 93, "h1")
+	code, out, errOut = cli("history", "-fail-on-drift", dir)
+	require.Equal(t, exitDrift, code, out+errOut)
+	require.Contains(t, out, "DRIFT nightly: run wed against baseline tue")
+	require.Contains(t, out, "drift outside the agent")
+
+	// A new harness version: the change is the agent's, and is marked.
+	nightly(t, dir, "thu", 0, "h2")
+	code, out, _ = cli("history", dir)
+	require.Equal(t, 0, code, "without -fail-on-drift a drift is printed, not an exit status")
+	require.Contains(t, out, "DRIFT nightly: run thu against baseline wed")
+	t.Log(out)
+	require.Contains(t, out, `the agent changed: harness "h1" → "h2"`)
+	thu := out[strings.Index(out, " thu "):]
+	require.Contains(t, thu[:strings.IndexByte(thu, '\n')], "harness")
+
+	// A pinned baseline: Thursday against Monday.
+	_, out, _ = cli("history", "-baseline", "mon", dir)
+	require.Contains(t, out, "run thu against baseline mon")
+
+	// The last two runs, each against its previous one.
+	_, out, _ = cli("history", "-last", "2", dir)
+	require.Contains(t, out, "run wed against baseline tue")
+	require.Contains(t, out, "run thu against baseline wed")
+}
+
+func TestHistoryUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, _, errOut := cli("history")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "want a runs DIR")
+	code, _, errOut = cli("history", "-alpha", "2", dir)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "-alpha")
+	code, _, errOut = cli("history", "-eval", "none", dir)
+	require.Equal(t, exitError, code)
+	require.Contains(t, errOut, `no runs of eval "none"`)
+	code, _, errOut = cli("history", filepath.Join(dir, "missing"))
+	require.Equal(t, exitError, code)
+	require.Contains(t, errOut, "missing")
+	_, err := os.Stat(filepath.Join(dir, "missing"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing created")
+}

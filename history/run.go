@@ -1,0 +1,237 @@
+// Package history follows evals across runs: a summary row per run (and
+// per run × tag) read from its log and manifest, the baseline each run is
+// compared with, the points where what the run measured changed (harness,
+// judge or dataset), and drift alerts from the paired comparison of a run
+// with its baseline (report.Compare, Holm across tags).
+//
+// The rows are what history/catalog keeps as Parquet beside the runs; the
+// viewer's history page and `proctor history` draw and print them. The
+// package links no Arrow: the viewer builds its rows from the logs it
+// already reads.
+package history
+
+import (
+	"cmp"
+	"errors"
+	"io/fs"
+	"iter"
+	"math"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// Run is the summary of one log: a run, or one shard of a run (Shard).
+type Run struct {
+	RunID string
+	Eval  string
+	Log   string // the log's path, as the caller named it (the catalog keeps it relative to its directory)
+
+	// What the run measured, from its manifest (empty for a log without
+	// one): the component versions are the fingerprints whose changes the
+	// history marks, and the dataset identity decides the baseline.
+	HarnessVersion string
+	JudgeVersion   string
+	SandboxVersion string
+	DatasetSamples int
+	DatasetHash    string
+	Seed           string
+	Epochs         int
+	Shard          string
+	Proctor        string
+
+	Start time.Time     // the earliest episode's start (the manifest's creation when the log is empty)
+	Wall  time.Duration // from Start to the latest episode's end
+
+	Samples, Episodes                 int
+	Passed, Failed, Errored, Unscored int
+	PassRate, Lo, Hi                  float64 // NaN when nothing was scored
+	Method                            string  // the interval's
+	MeanScore                         float64
+	LatencyP50MS, LatencyP95MS        float64
+
+	// Usage totals: the agent's and the judge's together, as records
+	// carry them today. The judge's part goes beside these (JudgeInputTokens,
+	// JudgeOutputTokens, JudgeCostUSD, from report.Report's judge usage)
+	// once records carry usage by role; the agent's is the difference.
+	InputTokens, OutputTokens int64
+	CostUSD                   float64
+
+	Tags []Tag
+}
+
+// Tag is a run's part whose samples share a tag value.
+type Tag struct {
+	Tag, Value                        string
+	Samples, Episodes                 int
+	Passed, Failed, Errored, Unscored int
+	PassRate, Lo, Hi                  float64
+}
+
+// Read summarizes the log at path and its manifest, and returns the
+// report it folded (for drift, which compares reports). A torn tail is a
+// warning of the report, as everywhere; a log without a manifest (written
+// before manifests existed) has empty versions and dataset identity.
+func Read(path string, opts *report.Options) (*Run, *report.Report, error) {
+	var first, last time.Time
+	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for r, err := range jsonl.Records(path) {
+			if err == nil {
+				if first.IsZero() || r.StartedAt.Before(first) {
+					first = r.StartedAt
+				}
+				if end := r.StartedAt.Add(time.Duration(r.DurationMS * float64(time.Millisecond))); end.After(last) {
+					last = end
+				}
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifest.Read(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	run := FromReport(rep, m)
+	run.Log = path
+	run.Start = first
+	if !last.IsZero() {
+		run.Wall = last.Sub(first)
+	}
+	if run.Start.IsZero() && m != nil {
+		run.Start = m.CreatedAt
+	}
+	return run, rep, nil
+}
+
+// FromReport is the row of a run from its report and manifest (nil for
+// none); Log, Start and Wall are the caller's to fill.
+func FromReport(rep *report.Report, m *manifest.Manifest) *Run {
+	r := &Run{
+		RunID: rep.RunID, Eval: rep.Eval,
+		Samples: rep.Samples, Episodes: rep.Episodes,
+		Passed: rep.Passed, Failed: rep.Failed, Errored: rep.Errored, Unscored: rep.Unscored,
+		PassRate: rep.PassRate, Lo: rep.Interval.Lo, Hi: rep.Interval.Hi, Method: rep.Interval.Method,
+		MeanScore:    rep.MeanScore,
+		LatencyP50MS: rep.Latency.P50MS, LatencyP95MS: rep.Latency.P95MS,
+		InputTokens: rep.Usage.InputTokens, OutputTokens: rep.Usage.OutputTokens, CostUSD: rep.Usage.CostUSD,
+		Epochs: rep.Epochs,
+	}
+	if rep.Passed+rep.Failed == 0 {
+		r.PassRate, r.Lo, r.Hi = math.NaN(), math.NaN(), math.NaN()
+	}
+	if m != nil {
+		r.RunID = cmp.Or(r.RunID, m.RunID)
+		r.Eval = cmp.Or(r.Eval, m.Eval)
+		r.HarnessVersion, r.JudgeVersion, r.SandboxVersion = m.Versions.Harness, m.Versions.Judge, m.Versions.Sandbox
+		r.DatasetSamples, r.DatasetHash = m.Dataset.Samples, m.Dataset.Hash
+		r.Seed, r.Shard, r.Proctor = m.Seed, m.Shard, m.Proctor
+		r.Epochs = cmp.Or(m.Epochs, r.Epochs)
+	}
+	for _, tb := range rep.ByTag {
+		for _, g := range tb.Groups {
+			t := Tag{Tag: tb.Tag, Value: g.Value, Samples: g.Samples, Episodes: g.Episodes,
+				Passed: g.Passed, Failed: g.Failed, Errored: g.Errored, Unscored: g.Unscored,
+				PassRate: g.PassRate, Lo: g.Interval.Lo, Hi: g.Interval.Hi}
+			if g.Passed+g.Failed == 0 {
+				t.PassRate, t.Lo, t.Hi = math.NaN(), math.NaN(), math.NaN()
+			}
+			r.Tags = append(r.Tags, t)
+		}
+	}
+	return r
+}
+
+// Dataset is the run's dataset identity, as its manifest names it.
+func (r *Run) Dataset() manifest.DatasetIdentity {
+	return manifest.DatasetIdentity{Samples: r.DatasetSamples, Hash: r.DatasetHash}
+}
+
+// Sort orders runs as a history reads them: by eval, then start time,
+// then log.
+func Sort(runs []*Run) {
+	slices.SortStableFunc(runs, func(a, b *Run) int {
+		return cmp.Or(cmp.Compare(a.Eval, b.Eval), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
+	})
+}
+
+// Evals yields each eval's runs in start order, evals by name. runs must
+// be sorted (Sort).
+func Evals(runs []*Run) iter.Seq2[string, []*Run] {
+	return func(yield func(string, []*Run) bool) {
+		for i := 0; i < len(runs); {
+			j := i + 1
+			for j < len(runs) && runs[j].Eval == runs[i].Eval {
+				j++
+			}
+			if !yield(runs[i].Eval, runs[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
+}
+
+// Baseline returns the index of the baseline of runs[i] in runs, one
+// eval's runs in start order: the latest earlier run on the same dataset
+// identity, or -1. Identities not computed the same way (or not computed:
+// a run stopped early) never match.
+func Baseline(runs []*Run, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		if runs[j].Dataset().Comparable(runs[i].Dataset()) && runs[j].DatasetHash == runs[i].DatasetHash {
+			return j
+		}
+	}
+	return -1
+}
+
+// Changes names the fingerprints that differ between a run and the one
+// before it: "harness", "judge", "sandbox", "dataset". A history marks
+// these points: what was measured changed there.
+func Changes(prev, cur *Run) []string {
+	var c []string
+	if prev.HarnessVersion != cur.HarnessVersion {
+		c = append(c, "harness")
+	}
+	if prev.JudgeVersion != cur.JudgeVersion {
+		c = append(c, "judge")
+	}
+	if prev.SandboxVersion != cur.SandboxVersion {
+		c = append(c, "sandbox")
+	}
+	if prev.DatasetHash != cur.DatasetHash || prev.DatasetSamples != cur.DatasetSamples {
+		c = append(c, "dataset")
+	}
+	return c
+}
+
+// Find returns the index of the run in runs named by key, a run ID or
+// the path of its log, or -1. A run ID shared by several logs (the shards
+// of a run) names the latest of them.
+func Find(runs []*Run, key string) int {
+	found := -1
+	for i, r := range runs {
+		if r.RunID == key || sameFile(r.Log, key) {
+			found = i
+		}
+	}
+	return found
+}
+
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}

@@ -1,0 +1,257 @@
+package jsonl
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// CompactedLink is the trace link of a record whose transcript Compact
+// dropped: the record stays, and says so.
+const CompactedLink = "compacted"
+
+// ErrCompacted is what ResolveTranscript returns for CompactedLink.
+var ErrCompacted = errors.New("jsonl: the transcript was compacted (proctor compact dropped it; the record is kept)")
+
+// Compacted is what Compact did to a log.
+type Compacted struct {
+	Records int // records in the log
+	Kept    int // transcripts kept
+	Dropped int // transcripts dropped now (links set to CompactedLink)
+	// Freed is the bytes of transcript stores removed, less the new
+	// store's.
+	Freed int64
+	// Store is the new transcript store, empty when no transcript is kept.
+	Store string
+}
+
+// Compact drops the transcripts of the log at path whose record keep
+// rejects (nil keeps none): the records stay, their links to a dropped
+// transcript become CompactedLink, and the transcripts kept move to a new
+// store, path's name with ".traces.cN.jsonl" (N one more than the last).
+//
+// It holds the log's lock, so it never runs on a log being written (a
+// *LockedError), and it refuses a log with a torn tail or a corrupt line.
+// It is atomic: the new store is written and renamed into place first (no
+// record links to it yet), then the log is rewritten to a temporary file
+// and renamed over the old one, which is the commit; only then are the
+// old stores removed. A crash (even kill -9) at any moment leaves the old
+// log with its old stores, or the new log with its new store; stores a
+// crash leaves unlinked (and stores of the log that no record links to)
+// are removed by the next Compact.
+func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err error) {
+	lk, err := lock(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock(path, lk)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("jsonl: compact %s: %w", path, err)
+		}
+	}()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	stores, next, err := ownStores(dir, base)
+	if err != nil {
+		return nil, err
+	}
+	storeName := base + ".traces.c" + strconv.Itoa(next) + ".jsonl"
+	res = &Compacted{Freed: removeTemporaries(dir, base, filepath.Base(path))}
+	tmpStore, err := os.CreateTemp(dir, "."+storeName+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		tmpStore.Close()
+		os.Remove(tmpStore.Name()) // renamed already when all went well
+	}()
+	sw := bufio.NewWriterSize(tmpStore, 1<<20)
+	var storeSize int64
+	files := map[string]*os.File{}
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	// The log is rewritten in one pass; the new store must be in place
+	// before it, so the log's new lines are kept in a temporary file that
+	// is renamed once the store is.
+	tmpLog, err := os.CreateTemp(dir, "."+filepath.Base(path)+".compact-*")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		tmpLog.Close()
+		if err != nil {
+			os.Remove(tmpLog.Name())
+		}
+	}()
+	lw := bufio.NewWriterSize(tmpLog, 1<<20)
+	var tbuf, enc []byte
+	for r, err := range Records(path) {
+		if err != nil {
+			var torn *TornTailError
+			if errors.As(err, &torn) {
+				return nil, fmt.Errorf("%w: resume the run (or cut the tail) before compacting", err)
+			}
+			return nil, err
+		}
+		res.Records++
+		if r.Transcript != "" && r.Transcript != CompactedLink {
+			if keep != nil && keep(&r) {
+				tbuf, err = readTranscript(path, r.Transcript, r.SampleID, r.Epoch, files, tbuf)
+				if err != nil {
+					return nil, fmt.Errorf("transcript of %s epoch %d: %w", r.SampleID, r.Epoch, err)
+				}
+				r.Transcript = storeName + "#" + strconv.FormatInt(storeSize, 10)
+				sw.Write(tbuf)
+				sw.WriteByte('\n')
+				storeSize += int64(len(tbuf) + 1)
+				res.Kept++
+			} else {
+				r.Transcript = CompactedLink
+				res.Dropped++
+			}
+		}
+		enc = r.AppendJSON(enc[:0])
+		lw.Write(enc)
+		lw.WriteByte('\n')
+	}
+	if res.Dropped == 0 {
+		// Nothing to drop: the log stays as it is. Only stores of the log
+		// that no record links to (left by a crash between the two renames,
+		// say) go.
+		linked := map[string]bool{}
+		for p := range files {
+			linked[absPath(p)] = true
+		}
+		for p := range stores {
+			if !linked[absPath(p)] {
+				if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
+					res.Freed += st.Size()
+				}
+			}
+		}
+		os.Remove(tmpLog.Name())
+		return res, nil
+	}
+	steps := []func() error{sw.Flush, lw.Flush,
+		func() error { return tmpLog.Chmod(fi.Mode().Perm()) }, tmpLog.Sync}
+	if res.Kept > 0 {
+		res.Store = filepath.Join(dir, storeName)
+		steps = append(steps, func() error { return tmpStore.Chmod(0o644) }, tmpStore.Sync,
+			func() error { return os.Rename(tmpStore.Name(), res.Store) }, func() error { return syncDir(dir) })
+	}
+	steps = append(steps, func() error { return os.Rename(tmpLog.Name(), path) }, func() error { return syncDir(dir) })
+	for _, step := range steps {
+		if err = step(); err != nil {
+			return nil, err
+		}
+	}
+	// Committed: the log's old stores are unlinked now (only its own, in
+	// its directory: a link elsewhere is not ours to remove).
+	for p := range stores {
+		if p == res.Store {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
+			res.Freed += st.Size()
+		}
+	}
+	res.Freed -= storeSize
+	return res, nil
+}
+
+// ownStores returns the transcript stores of the log named base (without
+// its extension) in dir, base.traces.jsonl and base.traces.cN.jsonl, as a
+// set of paths, and the N a new store takes.
+func ownStores(dir, base string) (map[string]bool, int, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, escapeGlob(base)+".traces*.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
+	stores, next := map[string]bool{}, 1
+	for _, m := range matches {
+		if n, ok := storeNumber(base, filepath.Base(m)); ok {
+			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
+				stores[m] = true
+			}
+			next = max(next, n+1)
+		}
+	}
+	return stores, next, nil
+}
+
+// storeNumber parses a store's name: 0 for base.traces.jsonl, N for
+// base.traces.cN.jsonl.
+func storeNumber(base, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, base+".traces")
+	if !ok {
+		return 0, false
+	}
+	if rest == ".jsonl" {
+		return 0, true
+	}
+	num, ok := strings.CutSuffix(strings.TrimPrefix(rest, ".c"), ".jsonl")
+	n, err := strconv.Atoi(num)
+	if !ok || !strings.HasPrefix(rest, ".c") || err != nil || n < 1 || strconv.Itoa(n) != num {
+		return 0, false
+	}
+	return n, true
+}
+
+func isOwnStore(dir, base, path string) bool {
+	_, ok := storeNumber(base, filepath.Base(path))
+	return ok && filepath.Clean(filepath.Dir(path)) == filepath.Clean(dir)
+}
+
+// removeTemporaries removes the temporary files a killed Compact of the
+// log left (its new store and log, not yet renamed), and returns their
+// size. The caller holds the log's lock: no other Compact of it runs.
+func removeTemporaries(dir, base, logName string) int64 {
+	var freed int64
+	for _, pattern := range []string{"." + escapeGlob(base) + ".traces.c*.jsonl.*.tmp", "." + escapeGlob(logName) + ".compact-*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, m := range matches {
+			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() && os.Remove(m) == nil {
+				freed += st.Size()
+			}
+		}
+	}
+	return freed
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
+
+func escapeGlob(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
+	return r.Replace(s)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	d.Sync() // not every file system syncs a directory; the rename stands
+	return nil
+}

@@ -1,0 +1,124 @@
+package view_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/view"
+)
+
+// historyDir writes three runs of arith a day apart on one dataset and
+// one harness and judge: two alike, the third far worse (the provider
+// changed under the agent); a fourth with a new harness version.
+func historyDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, r := range []struct {
+		name    string
+		skill   float64
+		seed    uint64
+		harness string
+	}{{"mon", 0.9, 1, "h1"}, {"tue", 0.9, 2, "h1"}, {"wed", 0.2, 3, "h1"}, {"thu", 0.9, 4, "h2"}} {
+		log := filepath.Join(dir, r.name+".jsonl")
+		writeRun(t, log, r.skill, r.seed)
+		require.NoError(t, manifest.Write(log, &manifest.Manifest{Schema: manifest.Schema, RunID: r.name, Eval: "arith",
+			CreatedAt: time.Now(), Epochs: 3, Seed: "1", Versions: manifest.Versions{Harness: r.harness, Judge: "j1"},
+			Dataset: manifest.DatasetIdentity{Samples: 30, Hash: "sum:30"}}))
+	}
+	return dir
+}
+
+func TestHistoryPage(t *testing.T) {
+	t.Parallel()
+	_, ts := serve(t, []string{historyDir(t)}, nil)
+
+	code, _, body := get(t, ts.URL+"/")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `href="/history?eval=arith"`, "the runs page links each eval's history")
+
+	code, _, body = get(t, ts.URL+"/history?eval=arith")
+	require.Equal(t, 200, code, body)
+	banner := body[strings.Index(body, `id="drift-banner"`):]
+	banner = banner[:strings.Index(banner, "</div>")]
+	require.Contains(t, banner, `run <a href="/run/wed.jsonl">wed.jsonl</a>`)
+	require.Contains(t, banner, `baseline <a href="/run/tue.jsonl">tue.jsonl</a>`)
+	require.Contains(t, banner, "drift outside the agent")
+	require.Contains(t, banner, `the agent changed: harness &#34;h1&#34; → &#34;h2&#34;`, "thu's recovery is a change too, the agent's")
+	require.NotContains(t, banner, `run <a href="/run/tue.jsonl">`, "tue is within chance of mon")
+	require.Less(t, strings.Index(banner, "thu.jsonl"), strings.Index(banner, "wed.jsonl"), "the latest alert first")
+	require.Equal(t, 4, strings.Count(body, `<circle cx=`)/3, "four runs on each of the three charts")
+	require.Equal(t, 2, strings.Count(body, `class="alert"`), "two ringed points")
+	require.Contains(t, body, ">harness</text>", "the harness change is marked")
+	require.Equal(t, 2, strings.Count(body, `<tr class="drift">`))
+
+	// By tag: one chart per value.
+	code, _, body = get(t, ts.URL+"/history?eval=arith&tag=difficulty")
+	require.Equal(t, 200, code)
+	for _, v := range []string{"easy", "medium", "hard"} {
+		require.Contains(t, body, "pass rate of difficulty="+v+" over time")
+	}
+
+	// A pinned baseline: every run against mon.
+	code, _, body = get(t, ts.URL+"/history?eval=arith&baseline=mon.jsonl")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "pinned: mon.jsonl")
+	require.Equal(t, 3, strings.Count(body, `<a href="/run/mon.jsonl">mon.jsonl</a></td><td><a href="/compare?`), "tue, wed and thu against mon")
+
+	code, _, _ = get(t, ts.URL+"/history?eval=none")
+	require.Equal(t, 404, code)
+	code, _, _ = get(t, ts.URL+"/history?eval=arith&baseline=nosuch")
+	require.Equal(t, 404, code)
+}
+
+// TestHistoryPageNoDrift: runs within chance of each other raise no
+// banner.
+func TestHistoryPageNoDrift(t *testing.T) {
+	t.Parallel()
+	dir := historyDir(t)
+	for _, n := range []string{"wed", "thu"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, n+".jsonl")))
+	}
+	_, ts := serve(t, []string{dir}, nil)
+	code, _, body := get(t, ts.URL+"/history?eval=arith")
+	require.Equal(t, 200, code)
+	require.NotContains(t, body, "drift-banner")
+	require.Contains(t, body, `id="no-drift"`)
+}
+
+// TestBrowserHistory drives the history page in a real headless
+// Chromium: the banner names the drifted run, the charts draw every run
+// with its time on the axis, and nothing the logs hold runs.
+func TestBrowserHistory(t *testing.T) {
+	ctx := browser(t, 1100, 1600)
+	_, ts := serve(t, []string{historyDir(t)}, &view.Options{})
+	navigate(t, ctx, ts.URL+"/")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("a.history")), chromedp.WaitReady(chromedp.CSS("#history"))))
+	require.Equal(t, "history of arith", eval[string](t, ctx, `document.querySelector("h1").textContent`))
+	banner := eval[string](t, ctx, `document.getElementById("drift-banner").textContent`)
+	require.Contains(t, banner, "wed.jsonl")
+	require.Contains(t, banner, "drift outside the agent (the model provider, the environment)")
+	require.Equal(t, 2, eval[int](t, ctx, `document.querySelectorAll("#drift-banner p").length`))
+	require.Equal(t, 4, eval[int](t, ctx, `document.querySelectorAll("#history tr").length - 1`))
+	// The first chart's points sit at their runs' times: a day apart,
+	// equal gaps.
+	xs := eval[[]float64](t, ctx, `[...document.querySelector("svg.plot").querySelectorAll("circle[r='4']")].map(c => c.cx.baseVal.value)`)
+	require.Len(t, xs, 4)
+	require.InDelta(t, xs[1]-xs[0], xs[2]-xs[1], 1)
+	require.True(t, eval[bool](t, ctx, notPwned))
+	// The compare link of the drifted run opens the paired comparison.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#drift-banner p:last-child a:last-child")), chromedp.WaitReady(chromedp.CSS("#comparison"))))
+	require.Contains(t, eval[string](t, ctx, `document.querySelector("h1").textContent`), "wed.jsonl")
+	navigate(t, ctx, ts.URL+"/history?eval=arith")
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	path := filepath.Join(screenshotDir(t), "history.png")
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot: %s", path)
+}
