@@ -13,9 +13,10 @@ func printedJoin(t *testing.T, p *proc) string {
 	t.Helper()
 	var line string
 	until(t, 20*time.Second, "the printed work command", func() bool {
-		_, rest, ok := strings.Cut(p.stderr.String(), "workers join with:\n  ")
-		line, _, ok = strings.Cut(rest, "\n")
-		return ok
+		_, rest, printed := strings.Cut(p.stderr.String(), "workers join with:\n  ")
+		var ended bool
+		line, _, ended = strings.Cut(rest, "\n")
+		return printed && ended
 	})
 	return line
 }

@@ -105,7 +105,7 @@ func TestEpisodeOverItsCapEndsAsLimit(t *testing.T) {
 	// A cost cap works alike: $0.05 stops all but within ($0.031).
 	judged.Store(0)
 	log = filepath.Join(t.TempDir(), "run.jsonl")
-	rep, err = e.Run(t.Context(), eval.Config{Log: log, Retries: -1, MaxEpisodeCostUSD: 0.05, Quiet: true, MaxErrorRate: -1})
+	_, err = e.Run(t.Context(), eval.Config{Log: log, Retries: -1, MaxEpisodeCostUSD: 0.05, Quiet: true, MaxErrorRate: -1})
 	require.NoError(t, err)
 	recs = records(t, log)
 	require.Equal(t, sink.KindLimit, recs["agent-over"].ErrorKind)

@@ -213,11 +213,6 @@ func storeNumber(base, name string) (int, bool) {
 	return n, true
 }
 
-func isOwnStore(dir, base, path string) bool {
-	_, ok := storeNumber(base, filepath.Base(path))
-	return ok && filepath.Clean(filepath.Dir(path)) == filepath.Clean(dir)
-}
-
 // removeTemporaries removes the temporary files a killed Compact of the
 // log left (its new store and log, not yet renamed), and returns their
 // size. The caller holds the log's lock: no other Compact of it runs.
