@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/internal/filelock"
 	"github.com/proctor-evals/proctor/review"
-	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -68,7 +68,7 @@ func TestOneWriterAtATime(t *testing.T) {
 	w, _, err := review.Open(path)
 	require.NoError(t, err)
 	_, _, err = review.Open(path)
-	var locked *jsonl.LockedError
+	var locked *filelock.LockedError
 	require.ErrorAs(t, err, &locked)
 	require.NoError(t, w.Close())
 	w, _, err = review.Open(path)

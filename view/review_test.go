@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/internal/filelock"
 	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/review"
 	"github.com/proctor-evals/proctor/sink"
@@ -121,7 +122,7 @@ func TestReviewNeedsAQueueAndOneWriter(t *testing.T) {
 	t.Parallel()
 	log, _, _ := reviewRun(t)
 	_, err := view.New([]string{log}, &view.Options{Review: &view.ReviewOptions{Log: log, Secret: secret}})
-	var locked *jsonl.LockedError
+	var locked *filelock.LockedError
 	require.ErrorAs(t, err, &locked, "a second review server of the same log")
 	_, err = view.New([]string{log}, &view.Options{Review: &view.ReviewOptions{Log: log, Secret: "short"}})
 	require.ErrorContains(t, err, "secret")
