@@ -76,6 +76,7 @@ func benchCluster(b *testing.B, s shape, workers, concurrency int, syncEvery tim
 		b.StopTimer()
 		dir := b.TempDir()
 		listen := "127.0.0.1:" + strconv.Itoa(freePort(b))
+		children := childCPU()
 		var procs []*proc
 		for range workers {
 			procs = append(procs, start(b, s, "work", "-join", "nats://"+listen, "-token", "t", "-concurrency", strconv.Itoa(concurrency)))
@@ -113,14 +114,23 @@ func benchCluster(b *testing.B, s shape, workers, concurrency int, syncEvery tim
 		b.ReportMetric(float64(c.rec.Stats().Total-firstDone)/end.Sub(first).Seconds(), "eps")
 		b.ReportMetric(end.Sub(begin).Seconds(), "wall_s")
 		b.ReportMetric((cpuTime() - cpu).Seconds(), "coord_cpu_s")
+		b.ReportMetric(float64(c.rec.Stats().Total)/float64(c.seen.Load()), "results/msg")
 		var ru syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		b.ReportMetric(float64(ru.Maxrss)/1024, "coord_maxrss_MB")
 		for _, p := range procs {
 			p.wait(b, 20*time.Second)
 		}
+		b.ReportMetric((childCPU() - children).Seconds(), "workers_cpu_s")
 		b.StartTimer()
 	}
+}
+
+// childCPU is the CPU time of the child processes waited for.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func cpuTime() time.Duration {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -648,11 +649,9 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := uint64(s.Samples * testEpochs)
 	until(t, 20*time.Second, "every result", func() bool {
-		wi, err1 := work.Info(ctx)
-		ri, err2 := results.Info(ctx)
-		return err1 == nil && err2 == nil && wi.State.Msgs == 0 && ri.State.Msgs == total
+		wi, err := work.Info(ctx)
+		return err == nil && wi.State.Msgs == 0 && len(storedResults(t, results)) == s.Samples*testEpochs
 	})
 	logged := map[sink.Key]bool{}
 	for r, err := range jsonl.Records(log) {
@@ -671,12 +670,9 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	if victim.SampleID == "" {
 		t.Fatal("the coordinator logged everything before it was killed")
 	}
-	subj := n.resultSubject(victim.SampleID, victim.Epoch)
-	old, err := results.GetLastMsgForSubject(ctx, subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := results.DeleteMsg(ctx, old.Sequence); err != nil {
+	// The batch holding its result goes, with the others it holds.
+	old := storedResults(t, results)[victim][0]
+	if err := results.DeleteMsg(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 
@@ -687,9 +683,8 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	if code := w.wait(t, 10*time.Second); code != 0 {
 		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
 	}
-	again, err := results.GetLastMsgForSubject(ctx, subj)
-	if err != nil || again.Sequence <= old.Sequence {
-		t.Errorf("%v did not run again after its result was deleted (err %v)", victim, err)
+	if again := storedResults(t, results)[victim]; len(again) != 1 || again[0] <= old {
+		t.Errorf("%v did not run again after its result was deleted: its results are in batches %v", victim, again)
 	}
 	var rep report.Report
 	if err := json.Unmarshal([]byte(second.stdout.String()), &rep); err != nil {
@@ -697,6 +692,37 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 	}
 	checkLog(t, log, s)
 	sameReport(t, baseline(t, s), &rep)
+}
+
+// storedResults returns, for each episode with results in the stream, the
+// sequences of the batches holding them, in stream order.
+func storedResults(t *testing.T, results jetstream.Stream) map[sink.Key][]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := results.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[sink.Key][]uint64{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		msg, err := results.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := decodeBatch(msg.Data)
+		if err != nil {
+			t.Fatalf("batch %d: %v", seq, err)
+		}
+		for _, e := range entries {
+			k := sink.Key{SampleID: e.SampleID, Epoch: e.Epoch}
+			out[k] = append(out[k], seq)
+		}
+	}
+	return out
 }
 
 func TestBudgetStopsEveryWorker(t *testing.T) {

@@ -155,6 +155,7 @@ type Coordinator struct {
 	workersManifest *manifest.Manifest // what workers check theirs against
 	kv              jetstream.KeyValue
 	tagKey          []byte             // signs each episode's work (trust.go)
+	tags            *tagger            // under tagKey
 	alive           jetstream.KeyValue // the workers bucket
 	blobs           jetstream.ObjectStore
 	cons            jetstream.ConsumeContext
@@ -309,17 +310,31 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		}
 		return want
 	}
+	// The work queue is derived state (reconcile rebuilds it from the log),
+	// so on one server its writes and acknowledgements are flushed
+	// asynchronously: an fsync per acknowledgement would bound a run to a
+	// thousand samples a second. A replicated queue is written through
+	// its Raft log, which batches them, and may not be asynchronous.
+	workReplicas := replicas(n.work)
+	persist := jetstream.DefaultPersistMode
+	if workReplicas == 1 {
+		persist = jetstream.AsyncPersistMode
+	}
 	var err error
 	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.work),
+		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: workReplicas, PersistMode: persist,
 		Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
 		return wrap("stream "+n.work, err)
 	}
+	// Results are batches, kept as every write is (synced, with
+	// SyncAlways): one message, and one fsync, for many episodes. The
+	// stream keeps every batch, duplicates included; the first result of
+	// an episode in stream order is the one logged (commitBatch).
 	c.res, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.results),
-		Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		Retention: jetstream.LimitsPolicy,
 	})
 	if err != nil {
 		return wrap("stream "+n.results, err)
@@ -354,6 +369,7 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if c.tagKey, err = tagKey(ctx, c.kv); err != nil {
 		return err
 	}
+	c.tags = newTagger(c.tagKey, c.rec.RunID())
 	if err := putJSON(ctx, c.kv, keyManifest, c.workersManifest); err != nil {
 		return fmt.Errorf("cluster: storing the manifest: %w", err)
 	}
@@ -403,14 +419,14 @@ func tagKey(ctx context.Context, kv jetstream.KeyValue) ([]byte, error) {
 	}
 }
 
-// handleResult commits one result message, in stream order.
+// handleResult commits one results message, in stream order.
 func (c *Coordinator) handleResult(msg jetstream.Msg) {
 	md, err := msg.Metadata()
 	if err != nil {
 		c.opts.Logger.Warn("proctor: result without metadata", "subject", msg.Subject(), "err", err)
 		return
 	}
-	c.commitResult(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data())
+	c.commitBatch(md.Sequence.Stream, msg.Data())
 	c.seen.Store(md.Sequence.Stream)
 	select {
 	case c.handled <- struct{}{}:
@@ -418,36 +434,46 @@ func (c *Coordinator) handleResult(msg jetstream.Msg) {
 	}
 }
 
-// handleStored commits a result read from the stream by subject.
-func (c *Coordinator) handleStored(msg *jetstream.RawStreamMsg) {
-	c.commitResult(msg.Sequence, msg.Subject, msg.Header, msg.Data)
-}
-
-func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Header, body []byte) {
-	sampleID, epoch, err := c.n.parseResultSubject(subject)
+// commitBatch commits the results of a batch (stream sequence seq) that
+// the log lacks, in order. The first result of an episode in the stream's
+// order (a total order: sequence, then place in the batch) is the one
+// logged, whoever sent it and whenever the coordinator reads it: a result
+// of an episode run twice (redelivered, or queued again) that comes later
+// is dropped, on a first reading as on a restart's.
+func (c *Coordinator) commitBatch(seq uint64, data []byte) {
+	entries, err := decodeBatch(data)
 	if err != nil {
 		c.drop(seq, err)
 		return
 	}
-	if c.rec.Has(sampleID, epoch) {
-		return // logged already (a restart replays every result), or not of this run
+	for i := range entries {
+		c.commitEntry(seq, &entries[i])
 	}
-	if !validTag(c.tagKey, c.rec.RunID(), sampleID, epoch, header.Get(tagHeader)) {
+}
+
+func (c *Coordinator) commitEntry(seq uint64, e *entry) {
+	sampleID, epoch := e.SampleID, e.Epoch
+	if c.rec.Has(sampleID, epoch) {
+		return // logged already (a restart replays every result; a later duplicate), or not of this run
+	}
+	if !c.tags.valid(sampleID, epoch, e.Tag) {
 		c.drop(seq, fmt.Errorf("cluster: a result for sample %q epoch %d without the tag of its work: not from a worker given it", sampleID, epoch))
 		return
 	}
-	if name := header.Get(blobHeader); name != "" {
+	body := e.Body
+	if e.Blob != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		body, err = c.blobs.GetBytes(ctx, name)
+		b, err := c.blobs.GetBytes(ctx, e.Blob)
 		cancel()
 		if err != nil {
-			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d is in object %q: %w", sampleID, epoch, name, err))
+			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d is in object %q: %w", sampleID, epoch, e.Blob, err))
 			return
 		}
-		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != header.Get(blobDigestHeader) {
-			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d: object %q is not what its worker stored", sampleID, epoch, name))
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != e.Digest {
+			c.drop(seq, fmt.Errorf("cluster: the result of sample %q epoch %d: object %q is not what its worker stored", sampleID, epoch, e.Blob))
 			return
 		}
+		body = b
 	}
 	f, err := decodeResult(body, sampleID, epoch)
 	if err == nil {
@@ -478,15 +504,11 @@ func (c *Coordinator) commitResult(seq uint64, subject string, header nats.Heade
 	}
 }
 
-// drop deletes a result that cannot be committed, so that the episode is
-// queued again and runs again.
+// drop says why a result cannot be committed. Its episode stays pending:
+// reconcile queues it again (its work was acknowledged), and it runs
+// again. The batch stays in the stream for the other results it holds.
 func (c *Coordinator) drop(seq uint64, why error) {
 	c.opts.Logger.Warn("proctor: dropping a result that cannot be recorded; the episode runs again", "seq", seq, "err", why)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.res.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		c.opts.Logger.Warn("proctor: deleting a bad result", "seq", seq, "err", err)
-	}
 }
 
 func (c *Coordinator) reconcileLoop(ctx context.Context) {
@@ -560,60 +582,17 @@ func (c *Coordinator) reconcile(ctx context.Context) error {
 	for wait := time.Now().Add(time.Second); c.rec.Stats().Records < c.commits.Load() && time.Now().Before(wait); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	var candidates []eval.Assignment
-	episodes := 0
-	for _, a := range c.rec.Pending() {
-		if queued[c.n.workSubject(a.SampleID)] == 0 {
-			candidates = append(candidates, a)
-			episodes += len(a.Epochs)
-		}
-	}
-	// Which results the stream holds: none in a new stream; for many
-	// candidates, one listing of the result subjects; for a few, a lookup
-	// each.
-	var present map[string]uint64
-	switch {
-	case rinfo.State.Msgs == 0:
-		present = map[string]uint64{}
-	case episodes > 256:
-		ri, err := c.res.Info(ctx, jetstream.WithSubjectFilter(c.n.resSubj+".>"))
-		if err != nil {
-			return fmt.Errorf("cluster: results stream: %w", err)
-		}
-		present = ri.State.Subjects
-	}
+	// What is pending and not queued has no result in the stream: the
+	// consumer has handled every one it held, and logged what it could.
 	var futures []jetstream.PubAckFuture
-	for _, a := range candidates {
+	for _, a := range c.rec.Pending() {
 		subj := c.n.workSubject(a.SampleID)
-		// Not queued and not committed. A result that is in the stream but
-		// escaped the consumer (a server that lost its tail after a crash
-		// reuses sequences the consumer has passed) is committed from
-		// here: queueing its work again would run it only to have its
-		// result refused by the subject that already holds one.
-		var lost []int
-		for _, ep := range a.Epochs {
-			rs := c.n.resultSubject(a.SampleID, ep)
-			if present != nil && present[rs] == 0 {
-				lost = append(lost, ep)
-				continue
-			}
-			msg, err := c.res.GetLastMsgForSubject(ctx, rs)
-			switch {
-			case err == nil:
-				c.handleStored(msg)
-			case errors.Is(err, jetstream.ErrMsgNotFound):
-				lost = append(lost, ep)
-			default:
-				return fmt.Errorf("cluster: looking up a result: %w", err)
-			}
-		}
-		if len(lost) == 0 {
+		if queued[subj] > 0 {
 			continue
 		}
-		a.Epochs = lost
-		m := workMsg{Assignment: a, Tags: make([]string, len(lost))}
-		for i, ep := range lost {
-			m.Tags[i] = episodeTag(c.tagKey, c.rec.RunID(), a.SampleID, ep)
+		m := workMsg{Assignment: a, Tags: make([]string, len(a.Epochs))}
+		for i, ep := range a.Epochs {
+			m.Tags[i] = c.tags.tag(a.SampleID, ep)
 		}
 		body, err := json.Marshal(m)
 		if err != nil {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -20,7 +19,7 @@ type names struct {
 	blobs    string // object store PROCTOR_<id>_BLOBS: payloads over maxInline
 	control  string // subject proctor.<id>.control
 	workSubj string // proctor.<id>.work
-	resSubj  string // proctor.<id>.result
+	resSubj  string // proctor.<id>.result: batches, one subject per worker
 }
 
 // workConsumer is the durable consumer of the work queue that every
@@ -55,35 +54,9 @@ func sampleKey(sampleID string) string { return base64.RawURLEncoding.EncodeToSt
 // workSubject is where a sample's assignment is queued.
 func (n names) workSubject(sampleID string) string { return n.workSubj + "." + sampleKey(sampleID) }
 
-// resultSubject is where an episode's result goes: one message, first
-// writer wins. Epoch -1 gives the wildcard of the sample's epochs.
-func (n names) resultSubject(sampleID string, epoch int) string {
-	if epoch < 0 {
-		return n.resSubj + "." + sampleKey(sampleID) + ".*"
-	}
-	return n.resSubj + "." + sampleKey(sampleID) + "." + strconv.Itoa(epoch)
-}
-
-// parseResultSubject returns the key a result subject names.
-func (n names) parseResultSubject(subj string) (sampleID string, epoch int, err error) {
-	rest, ok := strings.CutPrefix(subj, n.resSubj+".")
-	if !ok {
-		return "", 0, fmt.Errorf("cluster: %q is not a result subject of run %s", subj, n.id)
-	}
-	skey, ep, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", 0, fmt.Errorf("cluster: result subject %q has no epoch", subj)
-	}
-	id, err := base64.RawURLEncoding.DecodeString(skey)
-	if err != nil {
-		return "", 0, fmt.Errorf("cluster: result subject %q: sample key: %w", subj, err)
-	}
-	epoch, err = strconv.Atoi(ep)
-	if err != nil || epoch < 0 {
-		return "", 0, fmt.Errorf("cluster: result subject %q: bad epoch %q", subj, ep)
-	}
-	return string(id), epoch, nil
-}
+// resultsSubject is where a worker publishes its batches of results:
+// the stream keeps every one, in one total order (see commitBatch).
+func (n names) resultsSubject(workerID string) string { return n.resSubj + "." + workerKey(workerID) }
 
 // parseWorkSubject returns the sample a work subject names.
 func (n names) parseWorkSubject(subj string) (string, error) {

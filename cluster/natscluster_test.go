@@ -216,7 +216,7 @@ func TestReplicasAreNeverLowered(t *testing.T) {
 	defer cancel()
 	n := namesFor("pre-made")
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage,
-		Replicas: 3, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true}); err != nil {
+		Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
 	o := coordinatorOptions()

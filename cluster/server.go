@@ -112,7 +112,7 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 
 // workerPermissions is least privilege for a worker of run n: it fetches
 // and acknowledges the run's work through the shared consumer (it cannot
-// read the queue, nor another's results), publishes results and large
+// read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads the manifest, stop and done
 // keys (not the key that signs assignments) and listens to the control
 // subject, on which it cannot publish. docs/distributed.md lists the same
@@ -127,7 +127,6 @@ func workerPermissions(n names) *server.Permissions {
 			Allow: []string{
 				api + "INFO",
 				api + "STREAM.INFO." + n.work,
-				api + "STREAM.INFO." + n.results, // which results exist (a redelivery's), not what they say
 				api + "STREAM.INFO.KV_" + n.kv,
 				api + "STREAM.INFO.KV_" + n.workers,
 				api + "STREAM.INFO.OBJ_" + n.blobs,

@@ -13,8 +13,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -39,7 +41,10 @@ func newTagKey() []byte {
 
 // episodeTag is the tag of (sampleID, epoch) in run runID under key.
 func episodeTag(key []byte, runID, sampleID string, epoch int) string {
-	m := hmac.New(sha256.New, key)
+	return tagWith(hmac.New(sha256.New, key), runID, sampleID, epoch)
+}
+
+func tagWith(m hash.Hash, runID, sampleID string, epoch int) string {
 	m.Write([]byte(runID))
 	m.Write([]byte{0})
 	m.Write([]byte(sampleID))
@@ -48,8 +53,26 @@ func episodeTag(key []byte, runID, sampleID string, epoch int) string {
 	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-func validTag(key []byte, runID, sampleID string, epoch int, tag string) bool {
-	return hmac.Equal([]byte(tag), []byte(episodeTag(key, runID, sampleID, epoch)))
+// tagger makes and checks a run's tags, reusing its keyed hashes: a
+// coordinator checks one for every result.
+type tagger struct {
+	runID string
+	pool  sync.Pool // of hash.Hash, HMAC-SHA256 under the run's key
+}
+
+func newTagger(key []byte, runID string) *tagger {
+	return &tagger{runID: runID, pool: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+func (t *tagger) tag(sampleID string, epoch int) string {
+	m := t.pool.Get().(hash.Hash)
+	defer t.pool.Put(m)
+	m.Reset()
+	return tagWith(m, t.runID, sampleID, epoch)
+}
+
+func (t *tagger) valid(sampleID string, epoch int, tag string) bool {
+	return hmac.Equal([]byte(tag), []byte(t.tag(sampleID, epoch)))
 }
 
 // checkRecord refuses a record that no run of evalName could have made:

@@ -110,6 +110,11 @@ func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 		return strings.Contains(refusals(), "Permissions Violation for Subscription to \""+c.n.resSubj)
 	})
 	cctx, ccancel = short()
+	if _, err := js.Stream(cctx, c.n.results); err == nil {
+		t.Error("a worker read the results stream's state")
+	}
+	ccancel()
+	cctx, ccancel = short()
 	if err := js.DeleteStream(cctx, c.n.results); err == nil {
 		t.Error("a worker deleted the results stream")
 	}
@@ -120,9 +125,23 @@ func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 	finish(t, out, w)
 }
 
+// batchOf is a results message holding r's result with tag.
+func batchOf(t *testing.T, tag string, rs ...sink.Record) []byte {
+	t.Helper()
+	var b []byte
+	for _, r := range rs {
+		body, err := encodeResult(nil, &eval.Finished{Record: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = appendEntry(b, &entry{SampleID: r.SampleID, Epoch: r.Epoch, Tag: tag, Body: body})
+	}
+	return b
+}
+
 // A result is refused unless it answers work the coordinator queued (its
 // tag) and its record could be this eval's: each forgery below, published
-// first on its episode's subject, is dropped, and the episode's real
+// before any worker ran its episode, is dropped, and the episode's real
 // result is logged instead.
 func TestForgedResultsAreRefused(t *testing.T) {
 	t.Parallel()
@@ -158,15 +177,7 @@ func TestForgedResultsAreRefused(t *testing.T) {
 		if f.edit != nil {
 			f.edit(&r)
 		}
-		body, err := encodeResult(nil, &eval.Finished{Record: r})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg := &nats.Msg{Subject: c.n.resultSubject(f.sample, 0), Data: body, Header: nats.Header{}}
-		if f.tag != "" {
-			msg.Header.Set(tagHeader, f.tag)
-		}
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
+		if _, err := js.Publish(ctx, c.n.resultsSubject("forger"), batchOf(t, f.tag, r)); err != nil {
 			t.Fatalf("%s: publishing: %v", f.name, err)
 		}
 	}
@@ -188,6 +199,39 @@ func TestForgedResultsAreRefused(t *testing.T) {
 	}
 	checkLog(t, log, s)
 	sameReport(t, baseline(t, s), res.rep)
+}
+
+// The first result of an episode in the stream's order is the one logged:
+// a later one, in a later batch or later in the same batch (an episode
+// run twice: redelivered, or queued again), is dropped.
+func TestFirstResultOfAnEpisodeWins(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 6, Sleep: 20 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	c, out := coordinate(t, s, runConfig(log), coordinatorOptions())
+	_, js, _ := joinAsWorker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	result := func(sample, output string) sink.Record {
+		return sink.Record{Schema: 1, Eval: "cluster-test", SampleID: sample, Epoch: 0, Status: sink.Pass, Score: 1,
+			Input: json.RawMessage(`{"n":` + strings.TrimPrefix(sample, "q00") + `}`), Output: json.RawMessage(`"` + output + `"`), StartedAt: time.Now().UTC()}
+	}
+	tag := func(sample string) string { return episodeTag(c.tagKey, c.RunID(), sample, 0) }
+	var first []byte
+	first = append(first, batchOf(t, tag("q000"), result("q000", "first"))...)
+	first = append(first, batchOf(t, tag("q001"), result("q001", "first"), result("q001", "second"))...)
+	for _, b := range [][]byte{first, batchOf(t, tag("q000"), result("q000", "second"))} {
+		if _, err := js.Publish(ctx, c.n.resultsSubject("another"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := start(t, s, workerArgs(c, 4)...)
+	finish(t, out, w)
+	for _, r := range checkLog(t, log, s) {
+		if (r.SampleID == "q000" || r.SampleID == "q001") && r.Epoch == 0 && string(r.Output) != `"first"` {
+			t.Errorf("%v: logged %s, not the first result sent", r.Key(), r.Output)
+		}
+	}
 }
 
 // A "done" published on the control subject by anyone but the

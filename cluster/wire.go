@@ -1,18 +1,21 @@
 package cluster
 
 // The wire forms: a work message is an eval.Assignment as JSON, with each
-// epoch's tag (trust.go); a result
-// message is the record's canonical line (sink.Record.AppendJSON, one
-// line, never a raw newline) followed, when the episode left a
-// transcript, by a newline and the transcript as a JSON array of
-// harness.Event. A result bigger than maxInline goes to the run's object
-// store whole, and the message carries only its name in a header.
+// epoch's tag (trust.go). A results message is a batch: the results of
+// the episodes a worker finished within a few milliseconds, each an entry
+// (see appendEntry). A result's body is the record's canonical line
+// (sink.Record.AppendJSON, one line, never a raw newline) followed, when
+// the episode left a transcript, by a newline and the transcript as a
+// JSON array of harness.Event. A body bigger than maxInline goes to the
+// run's object store whole, and its entry carries only its name.
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
@@ -24,8 +27,96 @@ import (
 // max_payload is 1 MiB); bigger ones are stored in the object store.
 const maxInline = 512 << 10
 
-// blobHeader names the object holding a result too big for its message.
-const blobHeader = "Proctor-Blob"
+// A worker sends its batch when fewer than batchesInFlight are being
+// stored, or when it reaches batchBytes or batchEntries: one stored (and,
+// with every write synced, fsynced) message for the episodes that finished
+// during the previous one's store. An entry is at most maxInline and a
+// header, so a batch stays under 1 MiB.
+const (
+	unstoredPerSlot = 4 // see worker.busy
+	batchesInFlight = 1
+	batchBytes      = 256 << 10
+	batchEntries    = 1024
+)
+
+// entry is one episode's result in a batch. Tag is the tag of its work;
+// Blob and Digest, when set, name the object holding its body and the
+// body's SHA-256 (hex), and Body is empty.
+type entry struct {
+	SampleID     string
+	Epoch        int
+	Tag          string
+	Blob, Digest string
+	Body         []byte
+}
+
+// appendEntry appends e to a batch: a header line of six space-separated
+// fields, "<sample key> <epoch> <tag> <blob> <sha256> <length>" ("-" for
+// an empty field; the sample key is base64url, so no field holds a space
+// or a newline), then the body's length bytes.
+func appendEntry(b []byte, e *entry) []byte {
+	field := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	b = append(b, sampleKey(e.SampleID)...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(e.Epoch), 10)
+	b = append(append(append(b, ' '), field(e.Tag)...), ' ')
+	b = append(append(append(b, field(e.Blob)...), ' '), field(e.Digest)...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(e.Body)), 10)
+	b = append(b, '\n')
+	return append(b, e.Body...)
+}
+
+// decodeBatch decodes a results message: all its entries, or an error
+// naming the first malformed one (a worker never sends one; a batch is
+// refused whole rather than guessed at).
+func decodeBatch(data []byte) ([]entry, error) {
+	var out []entry
+	for len(data) > 0 {
+		i := len(out)
+		line, rest, ok := bytes.Cut(data, []byte{'\n'})
+		if !ok {
+			return nil, fmt.Errorf("cluster: results entry %d: no header line", i)
+		}
+		f := bytes.Split(line, []byte{' '})
+		if len(f) != 6 {
+			return nil, fmt.Errorf("cluster: results entry %d: %d header fields, want 6", i, len(f))
+		}
+		id, err := base64.RawURLEncoding.Strict().DecodeString(string(f[0]))
+		if err != nil || len(f[0]) == 0 {
+			return nil, fmt.Errorf("cluster: results entry %d: sample key %q", i, f[0])
+		}
+		epoch, err := strconv.Atoi(string(f[1]))
+		if err != nil || epoch < 0 {
+			return nil, fmt.Errorf("cluster: results entry %d: epoch %q", i, f[1])
+		}
+		n, err := strconv.Atoi(string(f[5]))
+		if err != nil || n < 0 || n > len(rest) {
+			return nil, fmt.Errorf("cluster: results entry %d: length %q of %d bytes left", i, f[5], len(rest))
+		}
+		field := func(b []byte) string {
+			if string(b) == "-" {
+				return ""
+			}
+			return string(b)
+		}
+		e := entry{SampleID: string(id), Epoch: epoch, Tag: field(f[2]), Blob: field(f[3]), Digest: field(f[4]), Body: rest[:n:n]}
+		if (e.Blob == "") != (e.Digest == "") || e.Blob != "" && n > 0 {
+			return nil, fmt.Errorf("cluster: results entry %d: a body must be inline or an object with its digest", i)
+		}
+		out = append(out, e)
+		data = rest[n:]
+	}
+	if len(out) == 0 {
+		return nil, errors.New("cluster: an empty results message")
+	}
+	return out, nil
+}
 
 // encodeResult appends the wire form of f to b.
 func encodeResult(b []byte, f *eval.Finished) ([]byte, error) {
@@ -41,8 +132,8 @@ func encodeResult(b []byte, f *eval.Finished) ([]byte, error) {
 }
 
 // decodeResult decodes a result for the episode (sampleID, epoch) that
-// its subject names: a record of another episode is refused, so that a
-// result subject's first-writer-wins rule cannot be bypassed.
+// its entry names: a record of another episode is refused, so that an
+// episode's tag vouches for its record only.
 func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error) {
 	var f eval.Finished
 	line, trace, hasTrace := bytes.Cut(body, []byte{'\n'})
@@ -53,7 +144,7 @@ func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error
 		return f, fmt.Errorf("cluster: result record: %w", err)
 	}
 	if f.Record.SampleID != sampleID || f.Record.Epoch != epoch {
-		return f, fmt.Errorf("cluster: result for sample %q epoch %d published as sample %q epoch %d", f.Record.SampleID, f.Record.Epoch, sampleID, epoch)
+		return f, fmt.Errorf("cluster: result for sample %q epoch %d sent as sample %q epoch %d", f.Record.SampleID, f.Record.Epoch, sampleID, epoch)
 	}
 	switch f.Record.Status {
 	case sink.Pass, sink.Fail, sink.Error, sink.Unscored:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
@@ -31,8 +32,36 @@ func TestResultRoundTrip(t *testing.T) {
 	if d := cmp.Diff(f, got); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
-	if _, err := decodeResult(b, f.Record.SampleID, 3); err == nil || !strings.Contains(err.Error(), "published as") {
-		t.Errorf("a result published on another episode's subject was accepted (err %v)", err)
+	if _, err := decodeResult(b, f.Record.SampleID, 3); err == nil || !strings.Contains(err.Error(), "sent as") {
+		t.Errorf("a result sent as another episode's was accepted (err %v)", err)
+	}
+}
+
+// A batch carries any sample ID a dataset allows, inline bodies of any
+// bytes and objects' names, in order.
+func TestBatchRoundTrip(t *testing.T) {
+	t.Parallel()
+	want := []entry{
+		{SampleID: "q1", Epoch: 0, Tag: "t0", Body: []byte("{}\n[]")},
+		{SampleID: "a b\nc -", Epoch: 12, Tag: "t1", Body: []byte("x y\n\n1 2 3 4 5 6\n")},
+		{SampleID: "ünï/çødé", Epoch: 3, Tag: "t2", Blob: "b.3.h-1.99", Digest: "abcd"},
+		{SampleID: "*", Epoch: 1, Body: []byte{}},
+	}
+	var b []byte
+	for i := range want {
+		b = appendEntry(b, &want[i])
+	}
+	got, err := decodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"", "cTE 0 t - - 5\nabc", "cTE 0 t - - 0", "cTE -1 t - - 0\n", "cTE 0 t b - 0\n", "cTE 0 t b d 2\nxx", "c!E 0 t - - 0\n", "cTE 0 t - -\n"} {
+		if _, err := decodeBatch([]byte(bad)); err == nil {
+			t.Errorf("decodeBatch(%q) accepted it", bad)
+		}
 	}
 }
 
@@ -43,24 +72,51 @@ func TestNamesAreValidSubjectTokens(t *testing.T) {
 		t.Errorf("sanitized run ID %q", n.id)
 	}
 	for _, id := range []string{"q1", "a.b", "*", ">", "spaces and\ttabs", "ünï/çødé", strings.Repeat("z", 300)} {
-		subj := n.resultSubject(id, 4)
-		rest := strings.TrimPrefix(subj, n.resSubj+".")
-		if strings.ContainsAny(rest, " \t*>") || strings.Count(rest, ".") != 1 {
-			t.Errorf("sample %q: subject %q is not two tokens", id, subj)
+		subj := n.workSubject(id)
+		rest := strings.TrimPrefix(subj, n.workSubj+".")
+		if strings.ContainsAny(rest, " \t*>.") {
+			t.Errorf("sample %q: subject %q is not one token", id, subj)
 		}
-		gotID, ep, err := n.parseResultSubject(subj)
-		if err != nil || gotID != id || ep != 4 {
-			t.Errorf("parse(%q) = %q, %d, %v", subj, gotID, ep, err)
-		}
-		if w, err := n.parseWorkSubject(n.workSubject(id)); err != nil || w != id {
+		if w, err := n.parseWorkSubject(subj); err != nil || w != id {
 			t.Errorf("work subject of %q parses as %q, %v", id, w, err)
 		}
 	}
+	if subj := n.resultsSubject("host.a b:12"); subj != n.resSubj+".host-a-b-12" {
+		t.Errorf("results subject %q", subj)
+	}
+}
+
+// FuzzDecodeBatch: a results message is outside input (any process with
+// the run's credentials can publish one); decoding never panics, what it
+// accepts encodes to a batch that decodes again, and each body is inline
+// or an object with its digest.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add(appendEntry(nil, &entry{SampleID: "q1", Epoch: 2, Tag: "t", Body: []byte("{}")}))
+	f.Add(appendEntry(appendEntry(nil, &entry{SampleID: "q1", Tag: "t", Blob: "o", Digest: "d"}), &entry{SampleID: "x", Epoch: 1}))
+	f.Add([]byte("cTE 0 t - - 3\nabc"))
+	f.Add([]byte("cTE 0 t - - 99999999999999999999\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := decodeBatch(data)
+		if err != nil {
+			return
+		}
+		var b []byte
+		for i := range entries {
+			e := &entries[i]
+			if e.Epoch < 0 || (e.Blob == "") != (e.Digest == "") || e.Blob != "" && len(e.Body) > 0 {
+				t.Fatalf("accepted entry %+v", e)
+			}
+			b = appendEntry(b, e)
+		}
+		if again, err := decodeBatch(b); err != nil || len(again) != len(entries) {
+			t.Fatalf("re-encoded batch: %d entries, %v; was %d", len(again), err, len(entries))
+		}
+	})
 }
 
 // FuzzDecodeResult: a result message is outside input (any process with
 // the run's credentials can publish one); decoding never panics, and what
-// it accepts is the episode its subject names.
+// it accepts is the episode its entry names.
 func FuzzDecodeResult(f *testing.F) {
 	rec := sink.Record{Schema: 1, SampleID: "q1", Epoch: 0, Status: sink.Fail}
 	line := rec.AppendJSON(nil)

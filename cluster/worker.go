@@ -129,8 +129,8 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	defer nc.Close()
 
-	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, byMsg: map[*nats.Msg]*result{}, slot: make(chan struct{}, 1), took: make(chan struct{}, 1)}
-	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(30*time.Second),
+	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{}, slot: make(chan struct{}, 1), took: make(chan struct{}, 1)}
+	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTimeout),
 		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -192,9 +192,6 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if err != nil {
 		return fmt.Errorf("cluster: run %s: the work queue: %w", runID, err)
 	}
-	if w.results, err = w.js.Stream(ctx, w.n.results); err != nil {
-		return fmt.Errorf("cluster: run %s: the results: %w", runID, err)
-	}
 	cons, err := stream.Consumer(ctx, workConsumer)
 	if err != nil {
 		return fmt.Errorf("cluster: run %s: the workers' consumer: %w", runID, err)
@@ -246,6 +243,12 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	return cause
 }
 
+// publishTimeout bounds the wait for the server to say it stored a batch:
+// one lost on its way (a stream leader that died with it) is sent again
+// then. A batch sent twice is stored once (its message ID), and its
+// results logged once anyway.
+const publishTimeout = 10 * time.Second
+
 var (
 	errDone = errors.New("cluster: the run is done")
 	errLost = errors.New("cluster: lost the server")
@@ -253,32 +256,36 @@ var (
 
 // worker is one process's part of a run.
 type worker struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	n       names
-	kv      jetstream.KeyValue
-	alive   jetstream.KeyValue
-	blobs   jetstream.ObjectStore
-	results jetstream.Stream
-	log     *slog.Logger
-	id      string
-	slots   int
-	quiet   bool            // no progress line
-	epochs  int             // the run's: the most episodes a work message carries
-	ctx     context.Context // the worker's run: done when it leaves
-	cancel  context.CancelCauseFunc
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	n      names
+	kv     jetstream.KeyValue
+	alive  jetstream.KeyValue
+	blobs  jetstream.ObjectStore
+	log    *slog.Logger
+	id     string
+	slots  int
+	quiet  bool            // no progress line
+	epochs int             // the run's: the most episodes a work message carries
+	ctx    context.Context // the worker's run: done when it leaves
+	cancel context.CancelCauseFunc
 
-	mu      sync.Mutex
-	running int                   // episodes assigned and not yet published
-	held    map[heldKey][]*held   // episodes running → the work message that carries them
-	byMsg   map[*nats.Msg]*result // results being published
-	waiting int                   // results refused by the server, to publish again
-	refused string                // why, the latest
-	warned  time.Time             // when that was last logged
-	msgs    map[*held]struct{}    // work messages not yet acked
-	slot    chan struct{}         // signalled when running drops
-	took    chan struct{}         // signalled when work is taken, to report it soon
-	stored  atomic.Int64          // results published
+	mu       sync.Mutex
+	running  int                  // episodes assigned and not yet finished
+	unstored int                  // results finished and not yet stored
+	storing  bool                 // the server stored the latest batch
+	held     map[heldKey][]*held  // episodes running → the work message that carries them
+	cur      *batch               // results to send once the batch being stored is
+	inFlight int                  // batches being stored
+	sent     int                  // batches sent: each one's message ID
+	sending  map[*nats.Msg]*batch // batches being published
+	waiting  int                  // results refused by the server, to publish again
+	refused  string               // why, the latest
+	warned   time.Time            // when that was last logged
+	msgs     map[*held]struct{}   // work messages not yet acked
+	slot     chan struct{}        // signalled when running, unstored or waiting drops
+	took     chan struct{}        // signalled when work is taken, to report it soon
+	stored   atomic.Int64         // results published
 }
 
 type heldKey struct {
@@ -419,7 +426,7 @@ func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- e
 	defer close(out)
 	for ctx.Err() == nil {
 		w.mu.Lock()
-		free := w.slots - w.running
+		free := w.slots - w.busy()
 		w.mu.Unlock()
 		if free <= 0 {
 			select {
@@ -472,20 +479,8 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.As
 	for i, ep := range a.Epochs {
 		tags[ep] = m.Tags[i]
 	}
-	// A first delivery runs as it is: no one else has held the message.
-	// A redelivery skips the epochs whose result another holder stored
-	// (a worker may see which results exist, not what they say).
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
-		info, err := w.results.Info(ctx, jetstream.WithSubjectFilter(w.n.resultSubject(sampleID, -1)))
-		if err != nil {
-			return // cannot tell (server gone?): leave it for redelivery
-		}
-		a.Epochs = slices.DeleteFunc(a.Epochs, func(ep int) bool { return info.State.Subjects[w.n.resultSubject(sampleID, ep)] > 0 })
-	}
-	if len(a.Epochs) == 0 {
-		msg.Ack()
-		return
-	}
+	// A redelivery runs every epoch again: a result another holder sent
+	// first is the one logged (the coordinator drops the later one).
 	h := &held{msg: msg, left: len(a.Epochs), tags: tags}
 	if md, err := msg.Metadata(); err == nil {
 		h.seq = md.Sequence.Stream
@@ -525,38 +520,41 @@ func (w *worker) refuse(h *held, sampleID string, epochs []int, why error) {
 	w.running -= len(epochs)
 	delete(w.msgs, h)
 	w.mu.Unlock()
-	select {
-	case w.slot <- struct{}{}:
-	default:
-	}
+	w.freed()
 	h.msg.Term()
 }
 
-// finished publishes an episode's result; eval.Work calls it from many
-// goroutines.
+// finished adds an episode's result to the batch on its way; eval.Work
+// calls it from many goroutines.
 func (w *worker) finished(f eval.Finished) {
 	w.mu.Lock()
 	h := w.release(heldKey{f.Record.SampleID, f.Record.Epoch})
+	w.running--
+	w.unstored++
 	w.mu.Unlock()
-	p := &result{held: h, msg: &nats.Msg{Subject: w.n.resultSubject(f.Record.SampleID, f.Record.Epoch), Header: nats.Header{}}}
+	w.freed()
+	r := &result{held: h}
+	e := entry{SampleID: f.Record.SampleID, Epoch: f.Record.Epoch}
 	if h != nil {
-		p.msg.Header.Set(tagHeader, h.tags[f.Record.Epoch])
+		e.Tag = h.tags[f.Record.Epoch]
 	}
 	body, err := encodeResult(make([]byte, 0, 1024), &f)
 	if err != nil {
 		w.log.Warn("proctor: a result cannot be encoded; its episode runs again elsewhere", "err", err)
-		w.settle(p, false)
+		w.settle(r, false)
 		return
 	}
 	if len(body) > maxInline {
-		p.blob = body
 		sum := sha256.Sum256(body)
-		p.msg.Header.Set(blobHeader, fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano()))
-		p.msg.Header.Set(blobDigestHeader, hex.EncodeToString(sum[:]))
+		r.blob = body
+		e.Blob = fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano())
+		e.Digest = hex.EncodeToString(sum[:])
 	} else {
-		p.msg.Data = body
+		e.Body = body
 	}
-	w.publish(p)
+	r.entry = appendEntry(nil, &e)
+	r.blobName = e.Blob
+	w.add(r)
 }
 
 // release returns the work message that holds the episode k, and forgets
@@ -578,73 +576,133 @@ func (w *worker) release(k heldKey) *held {
 // result is a finished episode on its way to the server.
 type result struct {
 	held     *held
-	msg      *nats.Msg
-	blob     []byte // a body too big for its message, stored as an object first
+	entry    []byte // its entry in a batch
+	blob     []byte // a body too big for its entry, stored as an object first
+	blobName string
 	attempts int
 }
 
-// publish sends a result. A result is never run again because the
-// server could not store it: it is kept, and its publish retried (see
-// retry).
-func (w *worker) publish(p *result) {
-	if p.blob != nil {
+// batch is results sent in one message.
+type batch struct {
+	results  []*result
+	body     []byte
+	id       string // its message ID: a batch sent again is stored once
+	attempts int
+}
+
+// add puts r in the batch on its way: sent at once when no batch is
+// being stored, else when the one being stored is (a group commit: the
+// results that finish during one fsync share the next), or when it is
+// full. A result is never run again because the server could not store
+// it: it is kept, and sent again (see retry).
+func (w *worker) add(r *result) {
+	if r.blob != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, err := w.blobs.PutBytes(ctx, p.msg.Header.Get(blobHeader), p.blob)
+		_, err := w.blobs.PutBytes(ctx, r.blobName, r.blob)
 		cancel()
 		if err != nil {
-			w.retry(p, err)
+			w.retry(len(r.entry), err, &r.attempts, func() { w.add(r) }, func() { w.settle(r, false) })
 			return
 		}
-		p.blob = nil
+		r.blob = nil
 	}
 	w.mu.Lock()
-	w.byMsg[p.msg] = p
+	if w.cur == nil {
+		w.cur = &batch{}
+	}
+	b := w.cur
+	b.results = append(b.results, r)
+	b.body = append(b.body, r.entry...)
+	send := w.inFlight < batchesInFlight || len(b.body) >= batchBytes || len(b.results) >= batchEntries
 	w.mu.Unlock()
-	// A full window of unacknowledged publishes waits (backpressure) rather
-	// than failing the result.
-	if _, err := w.js.PublishMsgAsync(p.msg, jetstream.WithStallWait(30*time.Second)); err != nil {
-		w.publishFailed(w.js, p.msg, err)
+	if send {
+		w.flush()
 	}
 }
 
-// published settles a result the server stored.
-func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
-	if p := w.unpublished(msg); p != nil {
-		w.settle(p, true)
-	}
-}
-
-// publishFailed settles a result the server refused because its subject
-// is full: another worker's result came first, which is as good. Any
-// other failure (a full store, a server restarting) is retried.
-func (w *worker) publishFailed(_ jetstream.JetStream, msg *nats.Msg, err error) {
-	p := w.unpublished(msg)
-	switch {
-	case p == nil:
-	case isPerSubjectFull(err):
-		w.settle(p, true)
-	default:
-		w.retry(p, err)
-	}
-}
-
-func (w *worker) unpublished(msg *nats.Msg) *result {
+// flush sends the batch on its way, if any.
+func (w *worker) flush() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	p := w.byMsg[msg]
-	delete(w.byMsg, msg)
-	return p
+	b := w.cur
+	w.cur = nil
+	if b != nil {
+		w.sent++
+		b.id = w.id + "-" + strconv.Itoa(w.sent)
+	}
+	w.mu.Unlock()
+	if b != nil {
+		w.send(b)
+	}
 }
 
-// retry publishes p again after a backoff (up to 10 s), while the
-// worker's run goes on. Its work message stays held (heartbeats go on)
-// and its slot busy, so a worker whose results the server refuses takes
-// no new work: a full store costs at most the episodes in flight.
-func (w *worker) retry(p *result, err error) {
-	p.attempts++
+// send publishes b. A full window of unacknowledged publishes waits
+// (backpressure) rather than failing its results.
+func (w *worker) send(b *batch) {
+	msg := &nats.Msg{Subject: w.n.resultsSubject(w.id), Data: b.body, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, b.id)
+	w.mu.Lock()
+	w.sending[msg] = b
+	w.inFlight++
+	w.mu.Unlock()
+	if _, err := w.js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second)); err != nil {
+		w.publishFailed(w.js, msg, err)
+	}
+}
+
+// published settles the results of a batch the server stored.
+func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
+	w.mu.Lock()
+	w.storing = true
+	w.mu.Unlock()
+	if b := w.unpublished(msg); b != nil {
+		for _, r := range b.results {
+			w.settle(r, true)
+		}
+	}
+}
+
+// publishFailed sends a batch again later: the server did not store it (a
+// full store, a server restarting).
+func (w *worker) publishFailed(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	if b := w.unpublished(msg); b != nil {
+		w.retry(len(b.results), err, &b.attempts, func() { w.send(b) }, func() {
+			for _, r := range b.results {
+				w.settle(r, false)
+			}
+		})
+	}
+}
+
+// unpublished returns the batch msg carried, now stored or refused, and
+// sends the results that finished meanwhile (from another goroutine: the
+// client may call this holding its publisher's lock).
+func (w *worker) unpublished(msg *nats.Msg) *batch {
+	w.mu.Lock()
+	b, ok := w.sending[msg]
+	if ok {
+		delete(w.sending, msg)
+		w.inFlight--
+	}
+	next := w.cur != nil && w.inFlight < batchesInFlight
+	w.mu.Unlock()
+	if next {
+		go w.flush()
+	}
+	return b
+}
+
+// retry calls again after a backoff (up to 10 s) that grows with
+// *attempts, while the worker's run goes on, or giveUp when it has ended
+// (the work is handed back). The n results it holds count as waiting; its
+// work messages stay held (heartbeats go on) and its slots busy, so a
+// worker whose results the server refuses takes no new work: a full
+// store costs at most the episodes in flight.
+func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
+	*attempts++
 	now := time.Now()
 	w.mu.Lock()
-	w.waiting++
+	w.waiting += n
+	w.storing = false
 	w.refused = err.Error()
 	warn := now.Sub(w.warned) >= 10*time.Second
 	if warn {
@@ -655,27 +713,54 @@ func (w *worker) retry(p *result, err error) {
 	if warn {
 		w.log.Warn("proctor: the server refuses results; keeping them and retrying", "waiting", waiting, "err", err)
 	}
-	time.AfterFunc(min(100*time.Millisecond<<min(p.attempts, 7), 10*time.Second), func() {
+	time.AfterFunc(min(100*time.Millisecond<<min(*attempts, 7), 10*time.Second), func() {
 		w.mu.Lock()
-		w.waiting--
+		w.waiting -= n
 		if w.waiting == 0 {
 			w.refused = ""
 		}
 		w.mu.Unlock()
+		w.freed()
 		if w.ctx.Err() != nil {
-			w.settle(p, false) // the run ended here: the work is handed back
+			giveUp()
 			return
 		}
-		w.publish(p)
+		again()
 	})
+}
+
+// busy is how many of its slots the worker may not fill now; w.mu is
+// held. While the server stores its results, a slot frees up when its
+// episode finishes: the next one runs while the result is stored (up to
+// unstoredPerSlot results a slot on their way). Before its first batch is
+// stored, and from a refusal until one is stored again, a slot stays
+// busy until its result is stored: a worker whose results the server
+// refuses (a full store) takes no new work, and a full store costs at
+// most the episodes it was running.
+func (w *worker) busy() int {
+	switch {
+	case w.waiting > 0 || w.unstored >= unstoredPerSlot*w.slots:
+		return w.slots
+	case !w.storing:
+		return w.running + w.unstored
+	}
+	return w.running
+}
+
+// freed tells pull that it may have free slots.
+func (w *worker) freed() {
+	select {
+	case w.slot <- struct{}{}:
+	default:
+	}
 }
 
 // settle counts a result stored (or given up), and acks its work message
 // once each of its episodes is stored, or hands it back at once.
-func (w *worker) settle(p *result, stored bool) {
+func (w *worker) settle(r *result, stored bool) {
 	w.mu.Lock()
-	h := p.held
-	w.running--
+	h := r.held
+	w.unstored--
 	if stored {
 		w.stored.Add(1)
 	}
@@ -692,10 +777,7 @@ func (w *worker) settle(p *result, stored bool) {
 		}
 	}
 	w.mu.Unlock()
-	select {
-	case w.slot <- struct{}{}:
-	default:
-	}
+	w.freed()
 	switch {
 	case ack:
 		h.msg.Ack()
@@ -773,6 +855,7 @@ func (w *worker) report(ctx context.Context) {
 // leave waits briefly for results on their way, hands back the work whose
 // episodes were cancelled, and says it left.
 func (w *worker) leave() {
+	w.flush()
 	select {
 	case <-w.js.PublishAsyncComplete():
 	case <-time.After(5 * time.Second):
