@@ -6,7 +6,7 @@ package cluster
 //
 // Each iteration is a whole run: a coordinator in this process (embedded
 // server, sync_always unless the name says sync50ms) and workers as child
-// processes, started before the coordinator (they wait for it). eps is
+// processes, started before the coordinator (they wait for it: -wait). eps is
 // episodes per second from the first committed record to the last (the
 // steady rate); wall_s includes the workers joining; coord_cpu_s is this
 // process's CPU time (coordinator and embedded server).
@@ -66,6 +66,9 @@ func benchRun(b *testing.B, s shape, concurrency int) {
 		wall := time.Since(start)
 		b.ReportMetric(float64(s.Samples*testEpochs)/wall.Seconds(), "eps")
 		b.ReportMetric(wall.Seconds(), "wall_s")
+		if s.Sleep > 0 {
+			b.ReportMetric(wall.Seconds()/(float64(s.Samples*testEpochs)*s.Sleep.Seconds()/float64(concurrency)), "x_ideal")
+		}
 		b.ReportMetric((cpuTime() - cpu).Seconds(), "coord_cpu_s")
 	}
 }
@@ -79,7 +82,7 @@ func benchCluster(b *testing.B, s shape, workers, concurrency int, syncEvery tim
 		children := childCPU()
 		var procs []*proc
 		for range workers {
-			procs = append(procs, start(b, s, "work", "-join", "nats://"+listen, "-token", "t", "-concurrency", strconv.Itoa(concurrency)))
+			procs = append(procs, start(b, s, "work", "-join", "nats://"+listen, "-token", "t", "-concurrency", strconv.Itoa(concurrency), "-wait", "1m"))
 		}
 		b.StartTimer()
 		cpu := cpuTime()
@@ -113,6 +116,11 @@ func benchCluster(b *testing.B, s shape, workers, concurrency int, syncEvery tim
 		}
 		b.ReportMetric(float64(c.rec.Stats().Total-firstDone)/end.Sub(first).Seconds(), "eps")
 		b.ReportMetric(end.Sub(begin).Seconds(), "wall_s")
+		b.ReportMetric(first.Sub(begin).Seconds(), "first_s")
+		if s.Sleep > 0 {
+			ideal := float64(s.Samples*testEpochs) * s.Sleep.Seconds() / float64(workers*concurrency)
+			b.ReportMetric(end.Sub(begin).Seconds()/ideal, "x_ideal")
+		}
 		b.ReportMetric((cpuTime() - cpu).Seconds(), "coord_cpu_s")
 		b.ReportMetric(float64(c.rec.Stats().Total)/float64(c.seen.Load()), "results/msg")
 		var ru syscall.Rusage

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -129,8 +130,8 @@ func TestFlagsThatDoNotApplyAreRefused(t *testing.T) {
 }
 
 // A worker says what it joined and why it leaves; one pointed at a run the
-// server does not have fails at once saying so; one pointed at a dead
-// server says at once what it waits for and why.
+// server does not have fails at once saying so; one told to wait for a
+// dead server says at once what it waits for and why.
 func TestWorkersSayWhatTheyDo(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8, Sleep: 10 * time.Millisecond}
@@ -140,7 +141,7 @@ func TestWorkersSayWhatTheyDo(t *testing.T) {
 	if code := unknown.wait(t, 10*time.Second); code != 1 || !strings.Contains(unknown.stderr.String(), "run no-such-run is not on this server, or not this worker's to join (its latest is run "+c.RunID()) {
 		t.Errorf("a worker of an unknown run exited %d:\n%s", code, unknown.stderr)
 	}
-	dead := start(t, s, "work", "-join", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)))
+	dead := start(t, s, "work", "-join", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "-wait", "1m")
 	until(t, 10*time.Second, "the worker to say it waits for a dead server", func() bool {
 		msg := dead.stderr.String()
 		return strings.Contains(msg, "waiting for the server at nats://127.0.0.1:") && strings.Contains(msg, "connection refused")
@@ -157,5 +158,53 @@ func TestWorkersSayWhatTheyDo(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the worker's log lacks %q:\n%s", want, msg)
 		}
+	}
+}
+
+// A worker pointed at a dead server, at a server with no run or not the
+// run it names, or refused its credentials fails at once with the cause
+// (it used to wait two minutes for each).
+func TestWorkersFailFast(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 2}
+	empty := startNATS(t)
+	c, _ := coordinate(t, s, runConfig(t.TempDir()+"/run.jsonl"), coordinatorOptions())
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a dead server", []string{"-join", "nats://127.0.0.1:" + strconv.Itoa(freePort(t))}, "connection refused"},
+		{"no run", []string{"-join", empty.url}, "no coordinator serves a run on this server yet"},
+		{"an unknown run", []string{"-join", empty.url, "-run-id", "nope"}, "run nope is not on this server"},
+		{"a wrong token", []string{"-join", c.url, "-token", "wrong"}, "refused our credentials"},
+	} {
+		p := start(t, s, append([]string{"work"}, tc.args...)...)
+		if code := p.wait(t, 15*time.Second); code != 1 || !strings.Contains(p.stderr.String(), tc.want) {
+			t.Errorf("a worker given %s exited %d, want 1 saying %q:\n%s", tc.name, code, tc.want, p.stderr)
+		}
+	}
+}
+
+// An embedded coordinator started again with another token locks its
+// workers out: they say their credentials were refused, not that they
+// lost the server.
+func TestWorkerLockedOutOnReconnectSaysSo(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 24, Sleep: 100 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coord := func(token string) []string {
+		return []string{"coordinate", "-log", log, "-listen", listen, "-token", token, "-epochs", strconv.Itoa(testEpochs),
+			"-seed", strconv.Itoa(testSeed), "-json", "-quiet"}
+	}
+	first := start(t, s, coord("sesame")...)
+	w := start(t, s, "work", "-join", "nats://"+listen, "-token", "sesame", "-concurrency", "4", "-wait", "30s")
+	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 4 })
+	first.signal(t, syscall.SIGKILL)
+	first.wait(t, 5*time.Second)
+	start(t, s, coord("another")...)
+	if code := w.wait(t, 30*time.Second); code != 1 || !strings.Contains(w.stderr.String(), "refused our credentials") {
+		t.Errorf("the locked-out worker exited %d:\n%s", code, w.stderr)
 	}
 }

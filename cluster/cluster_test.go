@@ -552,7 +552,7 @@ func TestKilledCoordinatorResumes(t *testing.T) {
 	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
 		"-seed", strconv.Itoa(testSeed), "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
 	first := start(t, s, coord...)
-	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6"}
+	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
 	w1 := start(t, s, join...)
 	w2 := start(t, s, join...)
 	until(t, 20*time.Second, "a third of the run", func() bool { return logLines(log) >= 24 })
@@ -622,7 +622,7 @@ func TestDeletedResultRunsAgain(t *testing.T) {
 		"-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
 	first := start(t, s, coord...)
 	until(t, 10*time.Second, "the run's manifest", func() bool { _, err := os.Stat(dir + "/run.manifest.json"); return err == nil })
-	join := []string{"work", "-join", srv.url, "-concurrency", "4"}
+	join := []string{"work", "-join", srv.url, "-concurrency", "4", "-wait", "30s"}
 	w := start(t, s, join...)
 	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 5 })
 	first.signal(t, syscall.SIGKILL)
@@ -846,7 +846,7 @@ func TestCoordinatorServesTheRunsViewer(t *testing.T) {
 		url, _, _ = strings.Cut(rest, "\n")
 		return ok && strings.HasSuffix(url, "/")
 	})
-	w := start(t, s, "work", "-join", "nats://"+listen, "-token", "sesame", "-concurrency", "4")
+	w := start(t, s, "work", "-join", "nats://"+listen, "-token", "sesame", "-concurrency", "4", "-wait", "30s")
 	until(t, 20*time.Second, "some results", func() bool { return logLines(log) >= 6 })
 	resp, err := http.Get(url)
 	if err != nil {

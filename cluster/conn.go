@@ -75,12 +75,17 @@ func (e *AuthError) Unwrap() error { return e.Err }
 func dial(url string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		if isAuthError(err) {
 			return nil, &AuthError{URL: url, Err: err}
 		}
 		return nil, fmt.Errorf("cluster: connecting to %s: %w", redactURL(url), err)
 	}
 	return nc, nil
+}
+
+// isAuthError reports a server's refusal of our credentials.
+func isAuthError(err error) bool {
+	return err != nil && (errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || strings.Contains(strings.ToLower(err.Error()), "authorization"))
 }
 
 // isPerSubjectFull reports a publish refused because its subject already

@@ -629,15 +629,30 @@ func (e *StopError) Error() string { return "cluster: run stopped: " + e.Reason 
 // returns the report. On ctx done (an interrupt) it stops the run: every
 // worker cancels its episodes, which run again on resume.
 func (c *Coordinator) Wait(ctx context.Context) (*report.Report, error) {
+	end := c.serve(ctx)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Linger+30*time.Second)
+	defer cancel()
+	complete, running := c.announce(bg, end)
+	c.linger(bg)
+	return c.close(bg, end, complete, running)
+}
+
+// runEnd is why serve returned.
+type runEnd struct {
+	stopErr error // ctx's cause, the error rate's stop, or a log that cannot be written
+	budget  bool  // Config.MaxCostUSD or MaxTokens is spent
+	decided bool  // a sequential gate decided
+}
+
+// serve watches the run until it is complete, decided or stopped: its
+// budget, error rate and workers (what holds it up, work to requeue).
+func (c *Coordinator) serve(ctx context.Context) runEnd {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	held := time.NewTicker(2 * time.Second)
 	defer held.Stop()
-	var stopErr error
-	var budget, decided bool
 	var refused refusedResults
 	var lost lostWorkers
-loop:
 	for {
 		select {
 		case <-held.C:
@@ -646,82 +661,84 @@ loop:
 				lost.check(ctx, c, ws)
 			}
 		case <-c.rec.Complete():
-			break loop
-		case <-c.rec.Decided(): // a sequential gate: nothing more is needed
-			decided = true
-			break loop
+			return runEnd{}
+		case <-c.rec.Decided():
+			return runEnd{decided: true}
 		case <-ctx.Done():
-			stopErr = context.Cause(ctx)
-			break loop
+			return runEnd{stopErr: context.Cause(ctx)}
 		case err := <-c.fatal:
-			stopErr = err
-			break loop
+			return runEnd{stopErr: err}
 		case <-tick.C:
 			st := c.rec.Stats()
 			if c.cfg.MaxCostUSD > 0 && st.CostUSD >= c.cfg.MaxCostUSD || c.cfg.MaxTokens > 0 && st.Tokens >= c.cfg.MaxTokens {
-				budget = true
-				break loop
+				return runEnd{budget: true}
 			}
 			last := ""
 			if p := c.lastErr.Load(); p != nil {
 				last = *p
 			}
 			if err := c.cfg.ErrorRateStop(st.Errors, st.Records, last); err != nil {
-				stopErr = err
-				break loop
+				return runEnd{stopErr: err}
 			}
 		}
 	}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Linger+30*time.Second)
-	defer cancel()
-	complete := false
+}
+
+// announce tells the workers the run is done or stopped, and returns
+// whether it is complete and how many episodes were running.
+func (c *Coordinator) announce(ctx context.Context, end runEnd) (complete bool, running int) {
 	select {
 	case <-c.rec.Complete():
-		complete = stopErr == nil && !budget
+		complete = end.stopErr == nil && !end.budget
 	default:
 	}
-	var running int
-	if decided && !complete && stopErr == nil {
+	if end.decided && !complete && end.stopErr == nil {
 		// Episodes in flight on workers end as cancelled: the decision,
 		// taken on the claim order's finished prefix, does not need them.
-		running = c.runningEpisodes(bg)
+		running = c.runningEpisodes(ctx)
 		complete = true
 	}
 	if complete {
-		if err := putJSON(bg, c.kv, keyDone, stopNotice{Reason: "complete", At: time.Now().UTC()}); err != nil {
+		if err := putJSON(ctx, c.kv, keyDone, stopNotice{Reason: "complete", At: time.Now().UTC()}); err != nil {
 			c.opts.Logger.Warn("proctor: telling workers the run is done", "err", err)
 		}
 		c.publishControl(controlMsg{Op: "done"})
-	} else {
-		reason := "the budget (Config.MaxCostUSD or MaxTokens) is spent"
-		if stopErr != nil {
-			reason = stopErr.Error()
-		}
-		running = c.runningEpisodes(bg)
-		if err := putJSON(bg, c.kv, keyStop, stopNotice{Reason: reason, At: time.Now().UTC()}); err != nil {
-			c.opts.Logger.Warn("proctor: telling workers to stop", "err", err)
-		}
-		c.publishControl(controlMsg{Op: "stop", Reason: reason})
+		return complete, running
 	}
-	c.linger(bg)
+	reason := "the budget (Config.MaxCostUSD or MaxTokens) is spent"
+	if end.stopErr != nil {
+		reason = end.stopErr.Error()
+	}
+	running = c.runningEpisodes(ctx)
+	if err := putJSON(ctx, c.kv, keyStop, stopNotice{Reason: reason, At: time.Now().UTC()}); err != nil {
+		c.opts.Logger.Warn("proctor: telling workers to stop", "err", err)
+	}
+	c.publishControl(controlMsg{Op: "stop", Reason: reason})
+	return complete, running
+}
+
+// close stops committing, closes the log and returns its report; a
+// complete run's streams (and embedded store) are removed unless Keep.
+func (c *Coordinator) close(ctx context.Context, end runEnd, complete bool, running int) (*report.Report, error) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	if c.cons != nil {
 		c.cons.Stop()
 	}
-	if !complete || decided {
-		c.rec.SetStopped(running, budget)
+	if !complete || end.decided {
+		c.rec.SetStopped(running, end.budget)
 	}
-	rep, err := c.rec.Close(bg)
-	if complete && err == nil && !c.opts.Keep {
-		c.removeRun(bg)
+	rep, err := c.rec.Close(ctx)
+	remove := complete && err == nil && !c.opts.Keep
+	if remove {
+		c.removeRun(ctx)
 	}
 	c.shutdown()
-	if complete && err == nil && !c.opts.Keep && c.srv != nil {
+	if remove && c.srv != nil {
 		c.removeEmbedded()
 	}
-	return rep, errors.Join(stopErr, err)
+	return rep, errors.Join(end.stopErr, err)
 }
 
 // removeRun deletes a completed run's streams, buckets and object store,

@@ -1,11 +1,13 @@
 // Package cluster runs one eval across machines: one log, one report. A
 // coordinator (the recorder: the log is the truth) queues the episodes its
 // log lacks on NATS JetStream; workers on other machines pull them, run
-// them with eval's scheduler and sandbox pool, and publish each result to
-// a per-episode subject that keeps its first message only; the coordinator
-// commits what it does not hold yet, and reconciles: episodes neither
-// logged, nor with a result, nor queued are queued again. Workers that
-// die, pause, or lose the server cost a redelivery, never a second record.
+// them with eval's scheduler and sandbox pool, and publish their results
+// in batches (the results that finish while the previous batch is stored
+// share one message, and one fsync); the coordinator commits, in the
+// stream's order, the first result of each episode its log lacks, and
+// reconciles: episodes neither logged nor queued are queued again.
+// Workers that die, pause, or lose the server cost a redelivery, never a
+// second record.
 //
 // Workers are trusted with their part only: on the embedded server they
 // hold a role that cannot control the run or read others' work, each

@@ -145,6 +145,7 @@ func workCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Con
 		return err
 	})
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")
+	fs.DurationVar(&o.WaitFor, "wait", 0, "how long to wait for the server and the run to appear (a worker started before its coordinator); default: fail at once")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}

@@ -3,9 +3,11 @@ package cluster
 // What a coordinator trusts of a result: nothing it cannot check. Each
 // episode of a work message carries a tag, an HMAC of the episode under a
 // key only the coordinator reads; a result carries its episode's tag
-// back, so that a result for an episode nobody was given (or one a worker
-// was never given) is refused, whoever publishes it. And its record must
-// be of this eval, with its fields in range.
+// back in its entry, so that a result for an episode nobody was given (or
+// one a worker was never given) is refused, whoever publishes it. A result
+// stored as an object carries the SHA-256 of its body, so that an object
+// replaced since cannot pass as the result. And its record must be of
+// this eval, with its fields in range.
 
 import (
 	"crypto/hmac"
@@ -19,14 +21,6 @@ import (
 	"sync"
 
 	"github.com/proctor-evals/proctor/sink"
-)
-
-// tagHeader carries an episode's tag on its result message;
-// blobDigestHeader the SHA-256 of a result stored as an object, so that
-// an object replaced since cannot pass as the result.
-const (
-	tagHeader        = "Proctor-Tag"
-	blobDigestHeader = "Proctor-Blob-Sha256"
 )
 
 // keyTagKey is the run bucket's key holding the tag key: workers may not

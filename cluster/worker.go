@@ -38,6 +38,10 @@ type WorkerOptions struct {
 	// joins the run it is told to; the eval itself (name, dataset,
 	// versions) must still match.
 	AdoptRunShape bool
+	// WaitFor bounds how long a worker waits for its server to answer and
+	// its run to be served (a worker started before its coordinator); by
+	// default it waits for neither: it fails at once with the cause.
+	WaitFor time.Duration
 	// ReconnectFor bounds how long a worker that lost its server keeps
 	// trying before it gives up; default 2 minutes.
 	ReconnectFor time.Duration
@@ -84,19 +88,44 @@ func compareManifests(run, mine *manifest.Manifest) []string {
 }
 
 // Work joins a run as a worker: it pulls the run's work while it has free
-// slots (cfg.Concurrency), runs it with e.Work, publishes each result and
-// acknowledges the work once all its results are stored. It returns nil
-// when the run is done, a *StopError when the coordinator stopped it, a
-// *MismatchError (having run nothing) when e is not the run's eval, and
+// slots (cfg.Concurrency), runs it with e.Work, publishes the results in
+// batches and acknowledges the work once all its results are stored. It
+// returns nil when the run is done, a *StopError when the coordinator
+// stopped it, a *MismatchError (having run nothing) when e is not the
+// run's eval, an *AuthError when the server refuses its credentials, and
 // ctx's cause when ctx is done (its episodes in flight are cancelled and
-// their work handed back at once).
+// their work handed back at once). A server that cannot be reached or a
+// run it does not have fails at once, unless o.WaitFor says to wait.
 func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, opts *WorkerOptions) error {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	w, err := connectRun(ctx, o, cfg.RunID)
+	if err != nil {
+		return err
+	}
+	defer w.nc.Close()
+	cfg, err = join(ctx, w, e, cfg, o)
+	if err != nil || w.done {
+		return err
+	}
+	cons, ackWait, err := w.open(ctx)
+	if err != nil {
+		return err
+	}
+	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan eval.Assignment) error {
+		return e.Work(ctx, cfg, in, w.finished)
+	})
+}
+
+func (opts *WorkerOptions) withDefaults() (WorkerOptions, error) {
 	var o WorkerOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.Join == "" {
-		return errors.New("cluster: a worker needs the server to join (-join nats://host:port)")
+		return o, errors.New("cluster: a worker needs the server to join (-join nats://host:port)")
 	}
 	if o.ReconnectFor <= 0 {
 		o.ReconnectFor = 2 * time.Minute
@@ -104,104 +133,132 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	return o, nil
+}
+
+// connectRun connects to the server and finds the run (runID, or the
+// run the server's latest coordinator serves): at once, or within
+// o.WaitFor, saying what it waits for.
+func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, error) {
 	const reconnectWait = 250 * time.Millisecond
-	lost := make(chan struct{})
+	w := &worker{log: o.Logger, id: cli.WorkerID(), join: o.Join, held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{},
+		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}), reconnectFor: o.ReconnectFor}
 	var lostOnce sync.Once
-	copts := []nats.Option{nats.Name("proctor worker " + cli.WorkerID()),
+	copts := []nats.Option{nats.Name("proctor worker " + w.id),
 		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
-		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) })}
+		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(w.lost) }) })}
 	if o.Token != "" {
 		copts = append(copts, nats.Token(o.Token))
 	}
-	// A worker may start before its coordinator: it waits for the server,
-	// then for the run, as long as it would wait for the server to come
-	// back, saying what it waits for.
-	var nc *nats.Conn
-	err := waitFor(ctx, o, "the server at "+redactURL(o.Join), func() (err error, retry bool) {
-		nc, err = dial(o.Join, append(copts, o.NATSOptions...)...)
-		if errors.Is(err, nats.ErrNoServers) {
-			return fmt.Errorf("%w (%v)", err, probe(o.Join)), true
+	copts = append(copts, o.NATSOptions...)
+	what := func() string {
+		switch {
+		case w.nc == nil:
+			return "the server at " + redactURL(o.Join)
+		case runID == "":
+			return "a run on " + redactURL(o.Join)
 		}
-		return err, false
-	})
-	if err != nil {
-		return err
+		return "run " + runID + " on " + redactURL(o.Join)
 	}
-	defer nc.Close()
-
-	w := &worker{nc: nc, log: o.Logger, id: cli.WorkerID(), held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{}, slot: make(chan struct{}, 1), took: make(chan struct{}, 1)}
-	w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTimeout),
-		jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed))
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	var runID string
 	var entry jetstream.KeyValueEntry
-	what := "a run on " + redactURL(o.Join)
-	if cfg.RunID != "" {
-		what = "run " + cfg.RunID + " on " + redactURL(o.Join)
-	}
-	err = waitFor(ctx, o, what, func() (err error, retry bool) {
-		runID, entry, err = w.findRun(ctx, cfg.RunID)
+	err := waitFor(ctx, o, what, func() (err error, retry bool) {
+		if w.nc == nil {
+			nc, err := dial(o.Join, copts...)
+			if errors.Is(err, nats.ErrNoServers) {
+				return fmt.Errorf("%w (%v)", err, probe(o.Join)), true
+			}
+			if err != nil {
+				return err, false
+			}
+			w.nc = nc
+			if w.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTimeout),
+				jetstream.WithPublishAsyncAckHandler(w.published), jetstream.WithPublishAsyncErrHandler(w.publishFailed)); err != nil {
+				return fmt.Errorf("cluster: %w", err), false
+			}
+		}
+		w.runID, entry, err = w.findRun(ctx, runID)
 		return err, notYet(err)
 	})
 	if err != nil {
-		return err
+		if w.nc != nil {
+			w.nc.Close()
+		}
+		return nil, err
 	}
-	if cfg.RunID == "" {
-		o.Logger.Warn("proctor: no -run-id: joining the run this server's latest coordinator serves", "run", runID)
+	if runID == "" {
+		o.Logger.Warn("proctor: no -run-id: joining the run this server's latest coordinator serves", "run", w.runID)
 	}
-	var m manifest.Manifest
-	if err := json.Unmarshal(entry.Value(), &m); err != nil {
-		return fmt.Errorf("cluster: run %s: its manifest: %w", runID, err)
+	if err := json.Unmarshal(entry.Value(), &w.manifest); err != nil {
+		w.nc.Close()
+		return nil, fmt.Errorf("cluster: run %s: its manifest: %w", w.runID, err)
 	}
-	cfg.RunID = runID
+	return w, nil
+}
+
+// join checks that e is the run's eval and returns the configuration
+// this worker runs it with; w.done is set when the run is done already.
+func join[T, O any](ctx context.Context, w *worker, e *eval.Eval[T, O], cfg eval.Config, o WorkerOptions) (eval.Config, error) {
+	m := &w.manifest
+	cfg.RunID = w.runID
 	if o.AdoptRunShape {
+		var err error
 		if cfg.Seed, err = strconv.ParseUint(m.Seed, 10, 64); err != nil {
-			return fmt.Errorf("cluster: run %s: manifest seed %q: %w", runID, m.Seed, err)
+			return cfg, fmt.Errorf("cluster: run %s: manifest seed %q: %w", w.runID, m.Seed, err)
 		}
 		cfg.Epochs = m.Epochs
 	}
 	mine, err := e.Manifest(ctx, cfg)
 	if err != nil {
-		return err
+		return cfg, err
 	}
-	if d := compareManifests(&m, mine); len(d) > 0 {
-		return &MismatchError{Diffs: d}
+	if d := compareManifests(m, mine); len(d) > 0 {
+		return cfg, &MismatchError{Diffs: d}
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = eval.DefaultConcurrency
 	}
 	cfg.Worker = w.id
-	w.slots, w.epochs = cfg.Concurrency, max(m.Epochs, 1)
+	w.slots, w.epochs, w.quiet = cfg.Concurrency, max(m.Epochs, 1), cfg.Quiet
 	if done, stop := w.control(ctx); done {
-		o.Logger.Info("proctor: run "+runID+" is done already: nothing to do", "server", redactURL(o.Join))
-		return nil
+		w.done = true
+		w.log.Info("proctor: run "+w.runID+" is done already: nothing to do", "server", redactURL(w.join))
+		return cfg, nil
 	} else if stop != nil {
-		return stop
+		return cfg, stop
 	}
-	w.quiet = cfg.Quiet
-	o.Logger.Info("proctor: joined run "+runID, "eval", m.Eval, "server", redactURL(o.Join), "worker", w.id, "concurrency", cfg.Concurrency)
+	w.log.Info("proctor: joined run "+w.runID, "eval", m.Eval, "server", redactURL(w.join), "worker", w.id, "concurrency", cfg.Concurrency)
+	return cfg, nil
+}
+
+// open looks up the run's liveness bucket, object store and the workers'
+// consumer of its work queue.
+func (w *worker) open(ctx context.Context) (jetstream.Consumer, time.Duration, error) {
+	var err error
 	if w.alive, err = w.js.KeyValue(ctx, w.n.workers); err != nil {
-		return fmt.Errorf("cluster: run %s: %w", runID, err)
+		return nil, 0, fmt.Errorf("cluster: run %s: %w", w.runID, err)
 	}
 	if w.blobs, err = w.js.ObjectStore(ctx, w.n.blobs); err != nil {
-		return fmt.Errorf("cluster: run %s: %w", runID, err)
+		return nil, 0, fmt.Errorf("cluster: run %s: %w", w.runID, err)
 	}
 	stream, err := w.js.Stream(ctx, w.n.work)
 	if err != nil {
-		return fmt.Errorf("cluster: run %s: the work queue: %w", runID, err)
+		return nil, 0, fmt.Errorf("cluster: run %s: the work queue: %w", w.runID, err)
 	}
 	cons, err := stream.Consumer(ctx, workConsumer)
 	if err != nil {
-		return fmt.Errorf("cluster: run %s: the workers' consumer: %w", runID, err)
+		return nil, 0, fmt.Errorf("cluster: run %s: the workers' consumer: %w", w.runID, err)
 	}
-	ackWait := cons.CachedInfo().Config.AckWait
+	return cons, cons.CachedInfo().Config.AckWait, nil
+}
 
+// serve works for the run until it is done or stopped, ctx is done or the
+// server is lost: it listens to the control subject, heartbeats and
+// reports (watch), pulls work into work, which runs it, and leaves.
+func (w *worker) serve(ctx context.Context, cons jetstream.Consumer, ackWait time.Duration, work func(context.Context, <-chan eval.Assignment) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.ctx, w.cancel = ctx, cancel
-	sub, err := nc.Subscribe(w.n.control, func(msg *nats.Msg) {
+	sub, err := w.nc.Subscribe(w.n.control, func(msg *nats.Msg) {
 		var c controlMsg
 		if json.Unmarshal(msg.Data, &c) != nil {
 			return
@@ -223,22 +280,25 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	defer sub.Unsubscribe()
 
 	var bg sync.WaitGroup
-	bg.Go(func() { w.watch(ctx, ackWait, lost) })
+	bg.Go(func() { w.watch(ctx, ackWait, w.lost) })
 	assignments := make(chan eval.Assignment, 64)
 	workErr := make(chan error, 1)
-	go func() { workErr <- e.Work(ctx, cfg, assignments, w.finished) }()
+	go func() { workErr <- work(ctx, assignments) }()
 	w.pull(ctx, cons, assignments)
 	err = <-workErr
-	cancel(err) // stops watch if Work ended on its own
+	cancel(err) // stops watch if work ended on its own
 	bg.Wait()
 	w.leave()
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errDone):
-		o.Logger.Info("proctor: run "+runID+" is done; leaving", "published", w.stored.Load())
+		w.log.Info("proctor: run "+w.runID+" is done; leaving", "published", w.stored.Load())
 		return nil
 	case errors.Is(cause, errLost):
-		return fmt.Errorf("cluster: lost the server at %s for %v (%d results published)", redactURL(o.Join), o.ReconnectFor, w.stored.Load())
+		if last := w.nc.LastError(); isAuthError(last) {
+			return &AuthError{URL: w.join, Err: last}
+		}
+		return fmt.Errorf("cluster: lost the server at %s for %v (%d results published)", redactURL(w.join), w.reconnectFor, w.stored.Load())
 	}
 	return cause
 }
@@ -256,19 +316,25 @@ var (
 
 // worker is one process's part of a run.
 type worker struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	n      names
-	kv     jetstream.KeyValue
-	alive  jetstream.KeyValue
-	blobs  jetstream.ObjectStore
-	log    *slog.Logger
-	id     string
-	slots  int
-	quiet  bool            // no progress line
-	epochs int             // the run's: the most episodes a work message carries
-	ctx    context.Context // the worker's run: done when it leaves
-	cancel context.CancelCauseFunc
+	join         string // the server's URL
+	runID        string
+	manifest     manifest.Manifest // the run's
+	done         bool              // the run was done when it joined
+	lost         chan struct{}     // closed when the connection is closed for good
+	reconnectFor time.Duration
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	n            names
+	kv           jetstream.KeyValue
+	alive        jetstream.KeyValue
+	blobs        jetstream.ObjectStore
+	log          *slog.Logger
+	id           string
+	slots        int
+	quiet        bool            // no progress line
+	epochs       int             // the run's: the most episodes a work message carries
+	ctx          context.Context // the worker's run: done when it leaves
+	cancel       context.CancelCauseFunc
 
 	mu       sync.Mutex
 	running  int                  // episodes assigned and not yet finished
@@ -303,9 +369,10 @@ type held struct {
 }
 
 // waitFor calls try until it succeeds, fails for good (retry false), ctx
-// is done or o.ReconnectFor has passed, and says what it waits for and
-// why, at once and every 10 s. It returns try's last error.
-func waitFor(ctx context.Context, o WorkerOptions, what string, try func() (err error, retry bool)) error {
+// is done or o.WaitFor has passed (at once by default: a worker pointed
+// at a dead server or an unknown run says so and exits), saying what it
+// waits for, at once and every 10 s. It returns try's last error.
+func waitFor(ctx context.Context, o WorkerOptions, what func() string, try func() (err error, retry bool)) error {
 	start := time.Now()
 	var told time.Time
 	for {
@@ -315,13 +382,15 @@ func waitFor(ctx context.Context, o WorkerOptions, what string, try func() (err 
 			return nil
 		case !retry:
 			return err
-		case time.Since(start) > o.ReconnectFor:
-			return fmt.Errorf("cluster: waited %v for %s: %w", o.ReconnectFor, what, err)
+		case o.WaitFor <= 0:
+			return fmt.Errorf("cluster: %s: %w (-wait DURATION waits for it)", what(), err)
+		case time.Since(start) > o.WaitFor:
+			return fmt.Errorf("cluster: waited %v for %s: %w", o.WaitFor, what(), err)
 		case time.Since(told) >= 10*time.Second:
 			told = time.Now()
-			o.Logger.Warn("proctor: waiting for "+what, "since", start.Format(time.TimeOnly), "for", o.ReconnectFor, "err", err)
+			o.Logger.Warn("proctor: waiting for "+what(), "since", start.Format(time.TimeOnly), "for", o.WaitFor, "err", err)
 		}
-		sleep(ctx, 250*time.Millisecond)
+		sleep(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -382,7 +451,7 @@ func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.K
 		return "", nil, fmt.Errorf("cluster: run %s is not on this server, or not this worker's to join (its latest is run %s; a finished run's streams are removed): %w", runID, latest, err)
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("run %s: %w", runID, err)
+		return "", nil, fmt.Errorf("run %s is not on this server (%w)", runID, err)
 	}
 	w.kv = kv
 	e, err := kv.Get(ctx, keyManifest)
