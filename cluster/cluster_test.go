@@ -874,3 +874,42 @@ func TestCoordinatorServesTheRunsViewer(t *testing.T) {
 	w.wait(t, 10*time.Second)
 	checkLog(t, log, s)
 }
+
+// A worker's results travel in batches: the episodes that finish while
+// its previous batch is stored share a message (one synced write), and
+// every episode's result is in the stream once.
+func TestResultsTravelInBatches(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 100} // no-op episodes: many finish during one store
+	srv := startNATS(t)      // SyncAlways
+	o := coordinatorOptions()
+	o.NATS, o.Listen, o.Keep = srv.url, "", true
+	c, out := coordinate(t, s, runConfig(t.TempDir()+"/run.jsonl"), o)
+	finish(t, out, start(t, s, workerArgs(c, 32)...))
+	nc, err := nats.Connect(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	results, err := js.Stream(ctx, c.n.results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := results.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := storedResults(t, results)
+	t.Logf("%d results in %d messages", len(stored), info.State.Msgs)
+	for k, seqs := range stored {
+		if len(seqs) != 1 {
+			t.Errorf("%v is in %d batches", k, len(seqs))
+		}
+	}
+	if episodes := s.Samples * testEpochs; len(stored) != episodes || info.State.Msgs > uint64(episodes/4) {
+		t.Errorf("%d of %d episodes' results in %d messages, want them all in at most a quarter as many", len(stored), episodes, info.State.Msgs)
+	}
+}

@@ -298,7 +298,6 @@ func (c *Coordinator) connect(ctx context.Context) error {
 // setup creates the run's streams, consumer and buckets, or reuses them.
 func (c *Coordinator) setup(ctx context.Context) error {
 	n := c.n
-	wrap := func(what string, err error) error { return fmt.Errorf("cluster: creating %s: %w", what, err) }
 	want := c.opts.Replicas
 	if want <= 0 {
 		want = clusterReplicas(c.nc)
@@ -320,48 +319,74 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if workReplicas == 1 {
 		persist = jetstream.AsyncPersistMode
 	}
-	var err error
-	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: workReplicas, PersistMode: persist,
-		Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
-	})
-	if err != nil {
-		return wrap("stream "+n.work, err)
+	// The streams, buckets and store are made at once (each a synced write
+	// or more): a run starts sooner.
+	var runs jetstream.KeyValue
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	create := func(what string, f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("cluster: creating %s: %w", what, err))
+				mu.Unlock()
+			}
+		})
 	}
+	create("stream "+n.work, func() (err error) {
+		c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: n.work, Subjects: []string{n.workSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: workReplicas, PersistMode: persist,
+			Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = c.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: workConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.opts.AckWait,
+			MaxDeliver: -1, MaxAckPending: -1,
+		})
+		return err
+	})
 	// Results are batches, kept as every write is (synced, with
 	// SyncAlways): one message, and one fsync, for many episodes. The
 	// stream keeps every batch, duplicates included; the first result of
 	// an episode in stream order is the one logged (commitBatch).
-	c.res, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.results),
-		Retention: jetstream.LimitsPolicy,
+	create("stream "+n.results, func() (err error) {
+		c.res, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: n.results, Subjects: []string{n.resSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.results),
+			Retention: jetstream.LimitsPolicy,
+		})
+		return err
 	})
-	if err != nil {
-		return wrap("stream "+n.results, err)
-	}
-	_, err = c.work.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: workConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.opts.AckWait,
-		MaxDeliver: -1, MaxAckPending: -1,
+	create("bucket "+n.kv, func() (err error) {
+		c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.kv, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + n.kv)})
+		return err
 	})
-	if err != nil {
-		return wrap("the workers' consumer", err)
+	create("bucket "+n.workers, func() (err error) {
+		c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.workers)})
+		return err
+	})
+	create("object store "+n.blobs, func() (err error) {
+		c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)})
+		return err
+	})
+	create("bucket "+runsBucket, func() (err error) {
+		runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + runsBucket)})
+		return err
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	if c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.kv, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + n.kv)}); err != nil {
-		return wrap("bucket "+n.kv, err)
-	}
-	if c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.workers)}); err != nil {
-		return wrap("bucket "+n.workers, err)
-	}
-	if c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)}); err != nil {
-		return wrap("object store "+n.blobs, err)
-	}
-	runs, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + runsBucket)})
-	if err != nil {
-		return wrap("bucket "+runsBucket, err)
-	}
+	var err error
 	// A run started again is live again: the previous coordinator's stop
 	// or done no longer holds.
+	// (A purge is a write, synced: only where there is something to clear.)
 	for _, k := range []string{keyStop, keyDone} {
+		if _, err := c.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
 		if err := c.kv.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("cluster: clearing %s: %w", k, err)
 		}
@@ -382,11 +407,11 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	// restart by resuming after the last sequence it handled.
 	cons, err := c.js.OrderedConsumer(ctx, n.results, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return wrap("the results consumer", err)
+		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
 	c.cons, err = cons.Consume(c.handleResult)
 	if err != nil {
-		return wrap("the results consumer", err)
+		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
 	return nil
 }

@@ -375,6 +375,7 @@ type held struct {
 func waitFor(ctx context.Context, o WorkerOptions, what func() string, try func() (err error, retry bool)) error {
 	start := time.Now()
 	var told time.Time
+	pause := 25 * time.Millisecond
 	for {
 		err, retry := try()
 		switch {
@@ -390,7 +391,9 @@ func waitFor(ctx context.Context, o WorkerOptions, what func() string, try func(
 			told = time.Now()
 			o.Logger.Warn("proctor: waiting for "+what(), "since", start.Format(time.TimeOnly), "for", o.WaitFor, "err", err)
 		}
-		sleep(ctx, 100*time.Millisecond)
+		// Soon at first (a coordinator setting up), then every second.
+		sleep(ctx, pause)
+		pause = min(2*pause, time.Second)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -801,7 +804,9 @@ func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 // busy is how many of its slots the worker may not fill now; w.mu is
 // held. While the server stores its results, a slot frees up when its
 // episode finishes: the next one runs while the result is stored (up to
-// unstoredPerSlot results a slot on their way). Before its first batch is
+// unstoredPerSlot results a slot on their way), and a sample's epochs
+// wait ready for the next free slots (no fetch between an episode's end
+// and the next one's start). Before its first batch is
 // stored, and from a refusal until one is stored again, a slot stays
 // busy until its result is stored: a worker whose results the server
 // refuses (a full store) takes no new work, and a full store costs at
@@ -813,7 +818,7 @@ func (w *worker) busy() int {
 	case !w.storing:
 		return w.running + w.unstored
 	}
-	return w.running
+	return max(w.running-w.epochs, 0)
 }
 
 // freed tells pull that it may have free slots.
