@@ -56,9 +56,10 @@ type CoordinatorOptions struct {
 	// streams at this interval (a group commit) instead of every write
 	// (sync_always, the default). The log stays the truth either way: a
 	// power cut may lose the last interval's results and queued work,
-	// which reconciliation runs again. On a disk where an fsync takes
-	// milliseconds, every write bounds a run to a few thousand episodes
-	// per second; 50 ms does not.
+	// which reconciliation runs again. Results travel in batches (one
+	// write for the results that finish during the previous one), so
+	// every write synced costs a run little: docs/distributed.md has the
+	// figures.
 	SyncEvery time.Duration
 	// MaxStore, when positive, bounds the embedded server's store, in
 	// bytes; default what the disk holds. A full store pauses the run

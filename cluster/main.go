@@ -71,7 +71,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	fs.StringVar(&o.WorkerCredsFile, "worker-creds", "", "the workers' NATS credentials `file`, named in the printed work command")
 	fs.StringVar(&o.TLSCAFile, "tls-ca", os.Getenv("PROCTOR_TLS_CA"), "CA `file` to verify -nats's TLS certificate, named in the printed work command (default $PROCTOR_TLS_CA)")
 	fs.StringVar(&o.StoreDir, "store", "", "`dir` of the embedded server's streams (default beside the log: x.jsonl → x.nats)")
-	fs.DurationVar(&o.SyncEvery, "sync-every", 0, "fsync the embedded server's streams at this `interval` instead of every write (e.g. 50ms: much faster; a power cut may lose the interval's results, which reconciliation runs again)")
+	fs.DurationVar(&o.SyncEvery, "sync-every", 0, "fsync the embedded server's streams at this `interval` instead of every write (e.g. 50ms: a power cut may lose the interval's results, which reconciliation runs again)")
 	fs.Int64Var(&o.MaxStore, "max-store", 0, "bound the embedded server's store to this many `bytes` (0: the disk); a full store pauses the run")
 	fs.IntVar(&o.Replicas, "replicas", 0, "copies JetStream keeps of the run's streams (default: the cluster's size up to 3, 1 on one server; never lowered)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep a completed run's streams, buckets and embedded store for inspection (default: removed; gc removes them later)")

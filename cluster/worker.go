@@ -101,12 +101,28 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if err != nil {
 		return err
 	}
+	// This worker's manifest (its dataset read and hashed) is made while
+	// it looks for its run: 16 workers starting with their coordinator
+	// would otherwise hash their datasets at once, after it is up.
+	type made struct {
+		m   *manifest.Manifest
+		err error
+	}
+	mine := make(chan made, 1)
+	go func() {
+		m, err := e.Manifest(ctx, cfg)
+		mine <- made{m, err}
+	}()
 	w, err := connectRun(ctx, o, cfg.RunID)
 	if err != nil {
 		return err
 	}
 	defer w.nc.Close()
-	cfg, err = join(ctx, w, e, cfg, o)
+	ours := <-mine
+	if ours.err != nil {
+		return ours.err
+	}
+	cfg, err = join(ctx, w, ours.m, cfg, o)
 	if err != nil || w.done {
 		return err
 	}
@@ -141,7 +157,7 @@ func (opts *WorkerOptions) withDefaults() (WorkerOptions, error) {
 // o.WaitFor, saying what it waits for.
 func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, error) {
 	const reconnectWait = 250 * time.Millisecond
-	w := &worker{log: o.Logger, id: cli.WorkerID(), join: o.Join, held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{},
+	w := &worker{log: o.Logger, id: cli.WorkerID(), batchIDs: workerKey(cli.WorkerID()) + "-" + newToken()[:12] + "-", join: o.Join, held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{},
 		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}), reconnectFor: o.ReconnectFor}
 	var lostOnce sync.Once
 	copts := []nats.Option{nats.Name("proctor worker " + w.id),
@@ -195,9 +211,10 @@ func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, er
 	return w, nil
 }
 
-// join checks that e is the run's eval and returns the configuration
-// this worker runs it with; w.done is set when the run is done already.
-func join[T, O any](ctx context.Context, w *worker, e *eval.Eval[T, O], cfg eval.Config, o WorkerOptions) (eval.Config, error) {
+// join checks that mine, this worker's manifest, is the run's, and
+// returns the configuration this worker runs it with; w.done is set when
+// the run is done already.
+func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Config, o WorkerOptions) (eval.Config, error) {
 	m := &w.manifest
 	cfg.RunID = w.runID
 	if o.AdoptRunShape {
@@ -206,10 +223,7 @@ func join[T, O any](ctx context.Context, w *worker, e *eval.Eval[T, O], cfg eval
 			return cfg, fmt.Errorf("cluster: run %s: manifest seed %q: %w", w.runID, m.Seed, err)
 		}
 		cfg.Epochs = m.Epochs
-	}
-	mine, err := e.Manifest(ctx, cfg)
-	if err != nil {
-		return cfg, err
+		mine.Seed, mine.Epochs = m.Seed, m.Epochs // what cfg says now
 	}
 	if d := compareManifests(m, mine); len(d) > 0 {
 		return cfg, &MismatchError{Diffs: d}
@@ -343,7 +357,8 @@ type worker struct {
 	held     map[heldKey][]*held  // episodes running → the work message that carries them
 	cur      *batch               // results to send once the batch being stored is
 	inFlight int                  // batches being stored
-	sent     int                  // batches sent: each one's message ID
+	sent     int                  // batches sent: each one's message ID, after batchIDs
+	batchIDs string               // this process's prefix of message IDs: a worker restarted with its host and PID reuses none
 	sending  map[*nats.Msg]*batch // batches being published
 	waiting  int                  // results refused by the server, to publish again
 	refused  string               // why, the latest
@@ -699,7 +714,7 @@ func (w *worker) flush() {
 	w.cur = nil
 	if b != nil {
 		w.sent++
-		b.id = w.id + "-" + strconv.Itoa(w.sent)
+		b.id = w.batchIDs + strconv.Itoa(w.sent)
 	}
 	w.mu.Unlock()
 	if b != nil {
