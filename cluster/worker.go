@@ -819,16 +819,16 @@ func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 // busy is how many of its slots the worker may not fill now; w.mu is
 // held. While the server stores its results, a slot frees up when its
 // episode finishes: the next one runs while the result is stored (up to
-// unstoredPerSlot results a slot on their way), and a sample's epochs
-// wait ready for the next free slots (no fetch between an episode's end
-// and the next one's start). Before its first batch is
-// stored, and from a refusal until one is stored again, a slot stays
-// busy until its result is stored: a worker whose results the server
-// refuses (a full store) takes no new work, and a full store costs at
-// most the episodes it was running.
+// unstoredPerSlot results a slot, or a full batch, on their way), and a
+// sample's epochs wait ready for the next free slots (no fetch between an
+// episode's end and the next one's start). Before its first batch is
+// stored, and from a refusal until one is stored again, a slot stays busy
+// until its result is stored: a worker whose results the server refuses
+// (a full store) takes no new work, and a full store costs at most the
+// episodes it was running.
 func (w *worker) busy() int {
 	switch {
-	case w.waiting > 0 || w.unstored >= unstoredPerSlot*w.slots:
+	case w.waiting > 0 || w.unstored >= max(unstoredPerSlot*w.slots, batchEntries):
 		return w.slots
 	case !w.storing:
 		return w.running + w.unstored
