@@ -6,10 +6,13 @@ package cluster
 //
 // Each iteration is a whole run: a coordinator in this process (embedded
 // server, sync_always unless the name says sync50ms) and workers as child
-// processes, started before the coordinator (they wait for it: -wait). eps is
-// episodes per second from the first committed record to the last (the
-// steady rate); wall_s includes the workers joining; coord_cpu_s is this
-// process's CPU time (coordinator and embedded server).
+// processes, started before the coordinator (they wait for it: -wait).
+// eps is episodes per second from the first committed record to the last
+// (the steady rate); wall_s runs from the coordinator's start (workers
+// joining included) to the last record, first_s to the first; x_ideal is
+// wall_s over episodes × duration ÷ slots; results/msg is the results a
+// batch carries on average; coord_cpu_s is this process's CPU time
+// (coordinator and embedded server), workers_cpu_s the workers'.
 //
 // The large run is a documented command, not CI:
 //
