@@ -157,8 +157,13 @@ func (opts *WorkerOptions) withDefaults() (WorkerOptions, error) {
 // o.WaitFor, saying what it waits for.
 func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, error) {
 	const reconnectWait = 250 * time.Millisecond
-	w := &worker{log: o.Logger, id: cli.WorkerID(), batchIDs: workerKey(cli.WorkerID()) + "-" + newToken()[:12] + "-", join: o.Join, held: map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{},
-		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}), reconnectFor: o.ReconnectFor}
+	id := cli.WorkerID()
+	w := &worker{
+		log: o.Logger, id: id, join: o.Join, reconnectFor: o.ReconnectFor,
+		batchIDs: workerKey(id) + "-" + newToken()[:12] + "-",
+		held:     map[heldKey][]*held{}, sending: map[*nats.Msg]*batch{},
+		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}),
+	}
 	var lostOnce sync.Once
 	copts := []nats.Option{nats.Name("proctor worker " + w.id),
 		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
@@ -688,7 +693,7 @@ func (w *worker) add(r *result) {
 		_, err := w.blobs.PutBytes(ctx, r.blobName, r.blob)
 		cancel()
 		if err != nil {
-			w.retry(len(r.entry), err, &r.attempts, func() { w.add(r) }, func() { w.settle(r, false) })
+			w.retry(1, err, &r.attempts, func() { w.add(r) }, func() { w.settle(r, false) })
 			return
 		}
 		r.blob = nil
@@ -781,9 +786,8 @@ func (w *worker) unpublished(msg *nats.Msg) *batch {
 // retry calls again after a backoff (up to 10 s) that grows with
 // *attempts, while the worker's run goes on, or giveUp when it has ended
 // (the work is handed back). The n results it holds count as waiting; its
-// work messages stay held (heartbeats go on) and its slots busy, so a
-// worker whose results the server refuses takes no new work: a full
-// store costs at most the episodes in flight.
+// work messages stay held (heartbeats go on), and the worker takes no new
+// work while it holds refused results (see busy).
 func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 	*attempts++
 	now := time.Now()

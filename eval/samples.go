@@ -295,6 +295,14 @@ type sampleStream[T any] struct {
 	pending func(i int) int // the episodes of sample i the run will settle
 	ring    []atomic.Pointer[heldSample[T]]
 	readTo  atomic.Int64 // samples read and placed so far
+	ctx     context.Context
+	fed     bool // a worker's (Work): samples are held by hold, in the order work arrives
+
+	// A worker's: how often its work went behind the reading, and, past
+	// fedRereads, the whole dataset in memory (work in a random order: a
+	// sequential gate's).
+	rereads int
+	all     []dataset.Sample[T]
 
 	mu       sync.Mutex // reading; overflow
 	next     func() (dataset.Sample[T], error, bool)
@@ -321,13 +329,116 @@ const readAhead = 64
 func newSampleStream[T any](ctx context.Context, t *sampleTable[T], pending func(i int) int, concurrency int) *sampleStream[T] {
 	next, stop := iter.Pull2(t.src.Samples(ctx))
 	size := 1 << bits.Len(uint(2*(concurrency+readAhead)))
-	return &sampleStream[T]{t: t, pending: pending, next: next, stop: stop,
+	return &sampleStream[T]{t: t, pending: pending, next: next, stop: stop, ctx: ctx,
 		ring: make([]atomic.Pointer[heldSample[T]], size), overflow: map[int]*heldSample[T]{}}
+}
+
+// newFedStream is a worker's stream: its work arrives as a coordinator
+// queued it, in dataset order but for the samples other workers take, so
+// a sample is read when its work arrives (hold), the samples between
+// skipped, and held until its episodes settle. Work for a sample behind
+// the reading (queued again, redelivered) reads the dataset again from
+// its start; past fedRereads such readings, the worker reads it into
+// memory once (its work comes in another order).
+func newFedStream[T any](ctx context.Context, t *sampleTable[T], concurrency int) *sampleStream[T] {
+	st := newSampleStream(ctx, t, func(int) int { return 0 }, concurrency)
+	st.fed = true
+	return st
+}
+
+// hold reads sample i, if it is not held, and holds it for n more
+// episodes; a worker's feeder calls it before it hands them out.
+func (st *sampleStream[T]) hold(i, n int) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if h := st.find(i); h != nil {
+		for l := h.left.Load(); l > 0; l = h.left.Load() {
+			if h.left.CompareAndSwap(l, l+int64(n)) {
+				return nil
+			}
+		}
+		// Its last episode settled meanwhile: it is let go of; read it again.
+	}
+	if st.err != nil {
+		return st.err
+	}
+	if st.all == nil && i < st.read {
+		st.stop()
+		st.next, st.stop = iter.Pull2(st.t.src.Samples(st.ctx))
+		st.read = 0
+		if st.rereads++; st.rereads > fedRereads {
+			st.all = make([]dataset.Sample[T], 0, st.t.len())
+		}
+	}
+	if st.all != nil {
+		for st.read < st.t.len() && st.err == nil { // once
+			s, err := st.readNext()
+			if err != nil {
+				return err
+			}
+			st.all = append(st.all, s)
+		}
+		st.place(i, st.all[i], n)
+		return nil
+	}
+	for st.read <= i {
+		s, err := st.readNext()
+		if err != nil {
+			return err
+		}
+		if st.read-1 == i {
+			st.place(i, s, n)
+		}
+	}
+	return nil
+}
+
+// fedRereads is how often a worker reads its dataset again for work behind
+// its reading before it reads it into memory.
+const fedRereads = 2
+
+// readNext reads the sample at st.read; st.mu is held.
+func (st *sampleStream[T]) readNext() (dataset.Sample[T], error) {
+	s, err, ok := st.pull()
+	if !ok {
+		err = fmt.Errorf("it ended after %d samples, %d the first time", st.read, st.t.len())
+	}
+	if err = cmp.Or(err, st.t.same(st.read, &s)); err != nil {
+		st.err = rereadError(err)
+		return s, st.err
+	}
+	st.read++
+	return s, nil
+}
+
+// place holds s, sample i, for n episodes; st.mu is held.
+func (st *sampleStream[T]) place(i int, s dataset.Sample[T], n int) {
+	h := &heldSample[T]{s: s, pos: i}
+	h.left.Store(int64(n))
+	if !st.ring[i&(len(st.ring)-1)].CompareAndSwap(nil, h) {
+		st.overflow[i] = h
+	}
+}
+
+// find returns the held sample i, or nil; st.mu is held.
+func (st *sampleStream[T]) find(i int) *heldSample[T] {
+	if h := st.ring[i&(len(st.ring)-1)].Load(); h != nil && h.pos == i {
+		return h
+	}
+	return st.overflow[i]
 }
 
 // get returns sample i, reading the dataset up to it if need be. An error
 // means the dataset does not read the same again: the run cannot go on.
 func (st *sampleStream[T]) get(i int) (*heldSample[T], error) {
+	if st.fed {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if h := st.find(i); h != nil {
+			return h, nil
+		}
+		return nil, cmp.Or(st.err, fmt.Errorf("eval: internal error: sample %d claimed before it was held", i+1))
+	}
 	if readTo := int(st.readTo.Load()); i < readTo {
 		if readTo-i < readAhead/2 && readTo < st.t.len() && st.mu.TryLock() {
 			st.readThrough(min(i+readAhead, st.t.len()-1))
@@ -395,7 +506,9 @@ func (st *sampleStream[T]) settled(h *heldSample[T]) {
 	}
 	if !st.ring[h.pos&(len(st.ring)-1)].CompareAndSwap(h, nil) {
 		st.mu.Lock()
-		delete(st.overflow, h.pos)
+		if st.overflow[h.pos] == h { // a worker's sample may be held again since
+			delete(st.overflow, h.pos)
+		}
 		st.mu.Unlock()
 	}
 }

@@ -99,6 +99,85 @@ func TestSampleStreamOverflow(t *testing.T) {
 	require.Zero(t, st.heldCount())
 }
 
+// A worker's stream reads a sample when its work arrives, skips the
+// samples between, holds it until its episodes settle (more work for a
+// held sample adds to its count), and reads the dataset again from its
+// start for work behind the reading; a sample let go of and held again
+// is not lost to its old place.
+func TestFedStreamHoldsTheWorkersSamplesOnly(t *testing.T) {
+	const n = 2000
+	d := make(dataset.Slice[int], n)
+	for i := range d {
+		d[i] = dataset.Sample[int]{ID: "s" + strconv.Itoa(i), Input: i * 10}
+	}
+	reads := 0
+	stream := dataset.Func[int](func(ctx context.Context) iter.Seq2[dataset.Sample[int], error] {
+		reads++
+		return d.Samples(ctx)
+	})
+	tb, err := loadSamples(context.Background(), stream, true)
+	require.NoError(t, err)
+	st := newFedStream(context.Background(), tb, 4)
+	defer st.close()
+
+	require.NoError(t, st.hold(10, 2))
+	require.NoError(t, st.hold(1500, 1))
+	require.Equal(t, 2, st.heldCount(), "the samples between are read past, not held")
+	require.NoError(t, st.hold(10, 1))
+	h10, err := st.get(10)
+	require.NoError(t, err)
+	require.Equal(t, 100, h10.s.Input)
+	for range 3 {
+		st.settled(h10)
+	}
+	_, err = st.get(10)
+	require.ErrorContains(t, err, "claimed before it was held")
+	require.Equal(t, 2, reads, "one reading to index, one to run")
+
+	require.NoError(t, st.hold(10, 1), "work behind the reading")
+	require.Equal(t, 3, reads)
+	h10, err = st.get(10)
+	require.NoError(t, err)
+	require.Equal(t, 100, h10.s.Input)
+	h1500, err := st.get(1500)
+	require.NoError(t, err, "held across the new reading")
+	st.settled(h1500)
+	st.settled(h10)
+	require.Zero(t, st.heldCount())
+
+	// Held in the overflow map (its ring slot taken), let go of, held again
+	// while the old one settles: the new one stays.
+	size := len(st.ring)
+	require.NoError(t, st.hold(20, 1))
+	require.NoError(t, st.hold(20+size, 1))
+	old, err := st.get(20 + size)
+	require.NoError(t, err)
+	require.Contains(t, st.overflow, 20+size)
+	old.left.Store(0)                       // its last episode settling: let go of ...
+	require.NoError(t, st.hold(20+size, 1)) // ... and held again, before settled removes it
+	renewed, err := st.get(20 + size)
+	require.NoError(t, err)
+	require.NotSame(t, old, renewed)
+	old.left.Store(1)
+	st.settled(old)
+	got, err := st.get(20 + size)
+	require.NoError(t, err)
+	require.Same(t, renewed, got, "letting go of the old one kept the new one")
+
+	// Work in another order (a sequential gate's): past fedRereads
+	// readings for work behind, the dataset is read into memory once.
+	require.Equal(t, 4, reads)
+	require.NoError(t, st.hold(5, 1))
+	require.Equal(t, 5, reads)
+	for _, i := range []int{3, 1999, 1, 0} {
+		require.NoError(t, st.hold(i, 1))
+		h, err := st.get(i)
+		require.NoError(t, err)
+		require.Equal(t, i*10, h.s.Input)
+	}
+	require.Equal(t, 5, reads, "no reading more")
+}
+
 // A streamed dataset's tags are kept once per distinct set: samples with
 // equal tags share one map, whatever order their keys were written in.
 func TestStreamedTagsAreInterned(t *testing.T) {

@@ -43,9 +43,14 @@ type Finished struct {
 // given to done. The stops a coordinator decides for the whole run
 // (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here. An assignment of
 // a sample the dataset lacks, or of an epoch out of range, is an error:
-// the worker's eval is not the coordinator's.
+// the worker's eval is not the coordinator's. A streamed dataset (any but
+// a dataset.Slice) stays streamed, as in Run: the worker keeps its IDs,
+// and holds a sample from its work's arrival to its last episode, reading
+// the dataset again from its start only for work behind its reading.
 func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
-	cfg, samples, err := e.prepare(ctx, cfg, false)
+	// A streamed dataset stays streamed: the worker holds the samples of
+	// the work it has, not the dataset.
+	cfg, samples, err := e.prepare(ctx, cfg, true)
 	if err != nil {
 		return err
 	}
@@ -59,6 +64,10 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	feed := make(chan episode)
 	s.feed = feed
 	s.runID = cfg.RunID
+	if samples.streamed() {
+		s.stream = newFedStream(ctx, samples, cfg.Concurrency)
+		defer s.stream.close()
+	}
 
 	var feedErr error
 	go func() {
@@ -83,6 +92,13 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 				feedErr = err
 				cancel(feedErr)
 				return
+			}
+			if s.stream != nil && len(a.Epochs) > 0 {
+				if err := s.stream.hold(i, len(a.Epochs)); err != nil {
+					feedErr = err
+					cancel(feedErr)
+					return
+				}
 			}
 			if s.pool != nil && len(a.Epochs) > 0 {
 				s.pool.Add(strconv.Itoa(i), len(a.Epochs))

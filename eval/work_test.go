@@ -124,8 +124,8 @@ func TestWorkFeedingARecordingReportsAsRun(t *testing.T) {
 }
 
 // testWorkFeedingARecording: streamed, the coordinator keeps the dataset's
-// IDs only; the worker, which runs samples in any order, reads it into
-// memory.
+// IDs only, and so does the worker, which reads each sample as its work
+// arrives.
 func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	e := seeded(40)
 	cfg := eval.Config{Epochs: 2, Seed: 11, Concurrency: 8}
@@ -186,6 +186,54 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	<-again.Complete()
 	_, err = again.Close(context.Background())
 	require.NoError(t, err)
+}
+
+// A worker streams a streamed dataset: it reads it once to index it and
+// once as its work arrives (a sample when its work does, skipping the
+// samples other workers take), again from its start only for work behind
+// its reading (queued again), and runs each episode as Run does.
+func TestWorkStreamsAStreamedDataset(t *testing.T) {
+	t.Parallel()
+	e := seeded(40)
+	cfg := eval.Config{Epochs: 2, Seed: 11, Concurrency: 4}
+	run := cfg
+	run.Log = filepath.Join(t.TempDir(), "run.jsonl")
+	_, err := e.Run(context.Background(), run)
+	require.NoError(t, err)
+	want := map[string]sink.Status{}
+	for _, r := range logRecords(t, run.Log) {
+		want[fmt.Sprint(r.SampleID, r.Epoch)] = r.Status
+	}
+	c := &readCounter{d: e.Dataset.(dataset.Slice[string])}
+	e.Dataset = c
+
+	// This worker's share: every other sample, in dataset order, then one
+	// behind (queued again), then the last.
+	var work []eval.Assignment
+	for i := 0; i < 38; i += 2 {
+		work = append(work, eval.Assignment{SampleID: fmt.Sprintf("task-%03d", i), Epochs: []int{0, 1}})
+	}
+	work = append(work, eval.Assignment{SampleID: "task-005", Epochs: []int{1}}, eval.Assignment{SampleID: "task-039", Epochs: []int{0, 1}})
+	in := make(chan eval.Assignment)
+	go func() {
+		defer close(in)
+		for _, a := range work {
+			in <- a
+		}
+	}()
+	var mu sync.Mutex
+	got := map[string]sink.Status{}
+	err = e.Work(context.Background(), cfg, in, func(f eval.Finished) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[fmt.Sprint(f.Record.SampleID, f.Record.Epoch)] = f.Record.Status
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 19*2+1+2)
+	for k, st := range got {
+		require.Equal(t, want[k], st, k)
+	}
+	require.Equal(t, int64(3), c.reads.Load(), "one reading to index, one as work arrives, one for the work behind it")
 }
 
 func TestWorkRefusesAnAssignmentItsDatasetLacks(t *testing.T) {
