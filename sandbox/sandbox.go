@@ -480,7 +480,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	stdout, stderr := &capped{max: s.limits.OutputBytes}, &capped{max: s.limits.OutputBytes}
 	start := time.Now()
 	var exit driver.Exit
-	err := call(func() (err error) { exit, err = s.d.Exec(ctx, cmd, stdout, stderr); return err })
+	err := call(func() (err error) { exit, err = driver.Exec(ctx, s.d, cmd, stdout, stderr); return err })
 	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, Duration: time.Since(start)}
 	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
 	res.Truncated = stdout.truncated || stderr.truncated
