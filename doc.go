@@ -23,7 +23,8 @@
 //
 //   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms;
 //     dataset/parquetdataset (Parquet files), dataset/otlp (OpenTelemetry
-//     traces as a dataset of recorded operations).
+//     traces as a dataset of recorded operations), dataset/recorded (their
+//     element type).
 //   - harness: Episode (with its transcript and usage recorder), Harness,
 //     Func, Command (an agent CLI run in the sandbox); harness/replay
 //     (recorded production traffic judged again, by time window).
