@@ -53,12 +53,9 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	s := newScheduler(e, cfg, samples, newDoneSet(0))
-	s.cancel = cancel
-	s.out = workCommitter(done)
 	feed := make(chan episode)
-	s.feed = feed
-	s.runID = cfg.RunID
+	s := newScheduler(e, cfg, samples, schedule[T, O]{harness: e.Harness, runID: cfg.RunID,
+		done: newDoneSet(0), out: workCommitter(done), cancel: cancel, feed: feed})
 
 	var feedErr error
 	go func() {
