@@ -40,7 +40,11 @@
 //     in-memory fake).
 //   - stats: Wilson and Clopper–Pearson intervals, clustered standard
 //     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
-//     size, Holm.
+//     size, Holm, confidence sequences, prediction-powered means, kappa and
+//     Krippendorff's alpha.
+//   - review: human review: the queue (Pick, with inclusion
+//     probabilities), append-only review files, CSV/JSONL exchange,
+//     Summarize (agreement, the prediction-powered pass rate).
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
 //     log), sink/parquetsink, sink/sinktest (the conformance suite).
 //   - eval: Eval, Config, Run, Rejudge, ReadTranscript; eval/cli (an eval
@@ -52,8 +56,10 @@
 //   - telemetry: OpenTelemetry SDK wiring (OTLP/HTTP) for Config's tracer
 //     and logger providers.
 //   - view: the web viewer and the HTML report.
-//   - cmd/proctor: report, compare, export, merge, trace and view from the
-//     command line.
+//   - history: a run's summary row, baselines, fingerprint changes, drift
+//     alerts; history/catalog: the Parquet catalog of runs.
+//   - cmd/proctor: report, compare, export, merge, review, trace, view,
+//     history, compact and version from the command line.
 //
 // # A first eval
 //
@@ -70,6 +76,8 @@
 //	evaltest.Run(t, e, eval.Config{Epochs: 3}, evaltest.Gate{MinLowerBound: 0.85})
 //
 // See examples/quickstart for a complete program with no network and no key,
-// examples/coding for a SWE-bench-style eval in sandboxes, and
-// examples/llmjudge for a model-graded judge.
+// examples/coding for a SWE-bench-style eval in sandboxes,
+// examples/llmjudge for a model-graded judge, examples/online for
+// production traces judged by the hour, examples/distributed for one run
+// across machines and examples/loadtest for the engine's own overhead.
 package proctor
