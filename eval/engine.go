@@ -75,9 +75,16 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		<-run.rec.ingested
 		sc.order, sc.decided = run.agg.ClaimOrder(), run.decided
 	}
+	tracker := newProgressTracker(run, &setup.cfg)
+	prog := newProgressReporter(tracker, &setup.cfg)
+	if prog != nil {
+		sc.progressClock = &tracker.clock
+	}
 	s := newScheduler(setup.e, setup.cfg, setup.samples, sc)
+	tracker.setRunning(s.running)
+	tracker.spent = s.spent
 	s.announceAll()
-	prog := startRunProgress(run, &setup.cfg, s)
+	prog.start()
 	s.run(ctx)
 	run.cancelled = int(s.cancelled.Load())
 	run.budgetHit = s.budgetHit.Load()

@@ -67,7 +67,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	r.manifest = m
 	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, &cfg)
-	r.reporter = startProgress(r.progress, &cfg)
+	r.reporter = newProgressReporter(r.progress, &cfg).start()
 	return r, nil
 }
 

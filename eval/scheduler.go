@@ -143,6 +143,9 @@ type schedule[T, O any] struct {
 	// distributed worker's assignments).
 	feed  <-chan episode
 	ident *identityTracker // nil when the run does not add up its dataset's identity
+	// progressClock is set when progress is shown: workers then publish
+	// what they run, stamped with this coarse clock (progress.go).
+	progressClock *atomic.Int64
 	// A sequential gate's samples in claim order, and closed once it is
 	// decided; nil without one.
 	order   []int32
@@ -153,7 +156,8 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided}
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
+		progressClock: sc.progressClock}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
