@@ -193,6 +193,9 @@ func (d *Driver) RunID() string { return d.runID }
 // Namespace is where the driver makes its pods.
 func (d *Driver) Namespace() string { return d.ns }
 
+// Config is the driver's REST configuration.
+func (d *Driver) Config() *rest.Config { return rest.CopyConfig(d.config) }
+
 // Client is the driver's clientset.
 func (d *Driver) Client() k8s.Interface { return d.cs }
 

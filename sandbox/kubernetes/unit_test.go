@@ -182,10 +182,10 @@ func TestListScript(t *testing.T) {
 				return got
 			}
 			type entry struct {
-				Name  string
-				Size  int64
-				Dir   bool
-				Type  fs.FileMode
+				Name string
+				Size int64
+				Dir  bool
+				Type fs.FileMode
 			}
 			simplify := func(l []sandbox.FileInfo) map[string]entry {
 				m := map[string]entry{}
