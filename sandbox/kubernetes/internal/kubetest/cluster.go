@@ -38,8 +38,12 @@ const adminToken = "kubetest-admin-token"
 // and the kubelet, and returns once the apiserver is ready and the node
 // registered. On error everything started is stopped.
 func start() (c *Cluster, err error) {
+	removeStaleDirs()
 	dir, err := os.MkdirTemp("", "kubetest-")
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, err
 	}
 	idb := make([]byte, 4)
@@ -214,6 +218,21 @@ func (c *Cluster) logTails(n int) string {
 		fmt.Fprintf(&b, "--- kubetest: last %d lines of %s.log ---\n%s\n", len(lines), name, strings.Join(lines, "\n"))
 	}
 	return b.String()
+}
+
+// removeStaleDirs removes the directories of clusters whose test binary
+// was killed (etcd's data is most of them).
+func removeStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "kubetest-*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(string(data)); err == nil && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(dir)
+		}
+	}
 }
 
 // freePorts returns n distinct loopback ports free at the time of the call.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -55,15 +56,17 @@ type kubelet struct {
 	logFile *os.File
 	port    int // of the exec server
 
-	ctx     context.Context // canceled by stop
-	cancel  context.CancelFunc
-	factory informers.SharedInformerFactory
-	pods    cache.SharedIndexInformer
-	queue   workqueue.TypedRateLimitingInterface[string]
-	server  *http.Server
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	started map[string]map[string]string // pod UID → container name → Docker ID, of every container started
+	ctx        context.Context // canceled by stop
+	cancel     context.CancelFunc
+	factory    informers.SharedInformerFactory
+	pods       cache.SharedIndexInformer
+	queue      workqueue.TypedRateLimitingInterface[string]
+	server     *http.Server
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	started    map[string]map[string]string // pod UID → container name → Docker ID, of every container started
+	keys       map[string]string            // pod UID → namespace/name, for the started
+	finalizing map[string]bool              // pod UIDs being finalized
 }
 
 func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
@@ -81,16 +84,18 @@ func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &kubelet{
-		node:    "kubetest",
-		id:      c.id,
-		cs:      cs,
-		docker:  cli,
-		log:     log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
-		logFile: logFile,
-		ctx:     ctx,
-		cancel:  cancel,
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		started: map[string]map[string]string{},
+		node:       "kubetest",
+		id:         c.id,
+		cs:         cs,
+		docker:     cli,
+		log:        log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
+		logFile:    logFile,
+		ctx:        ctx,
+		cancel:     cancel,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		started:    map[string]map[string]string{},
+		keys:       map[string]string{},
+		finalizing: map[string]bool{},
 	}
 	k.removeOrphans()
 
@@ -141,7 +146,9 @@ func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
 func (k *kubelet) stop() error {
 	k.cancel()
 	k.queue.ShutDown()
-	k.factory.Shutdown()
+	if k.factory != nil {
+		k.factory.Shutdown()
+	}
 	if k.server != nil {
 		k.server.Close()
 	}
@@ -179,9 +186,10 @@ func (k *kubelet) removeOrphans() {
 	}
 }
 
-// removeLabelled removes the containers, then the volumes, with a label.
-func (k *kubelet) removeLabelled(ctx context.Context, label string) error {
-	filter := make(client.Filters).Add("label", label)
+// removeLabelled removes the containers, then the volumes, that have all
+// the labels (each "key=value").
+func (k *kubelet) removeLabelled(ctx context.Context, labels ...string) error {
+	filter := make(client.Filters).Add("label", labels...)
 	res, err := k.docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
 	if err != nil {
 		return fmt.Errorf("kubelet: list containers: %w", err)
@@ -213,6 +221,9 @@ func (k *kubelet) register() error {
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(hostMemory(), resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+		// Pods that request ephemeral storage must fit somewhere; it is
+		// not enforced (a kubelet enforces it by eviction, afterwards).
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(diskSize(), resource.BinarySI),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -275,6 +286,16 @@ func hostMemory() int64 {
 	return 8 << 30
 }
 
+// diskSize is the size of the filesystem holding the temporary directory
+// (100 GiB if unknown).
+func diskSize() int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &st); err != nil {
+		return 100 << 30
+	}
+	return int64(st.Blocks) * int64(st.Bsize)
+}
+
 // heartbeat renews the node's Lease and its conditions' heartbeat times
 // every few seconds, so that the node-lifecycle controller keeps it Ready
 // and never evicts its pods.
@@ -314,7 +335,7 @@ func (k *kubelet) beat() {
 	node, err := k.cs.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
 	if err == nil {
 		for i := range node.Status.Conditions {
-			node.Status.Conditions[i].LastHeartbeatTime = metav1.Time{Time: now.Time}
+			node.Status.Conditions[i].LastHeartbeatTime = metav1.Time(now)
 		}
 		_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	}
@@ -357,12 +378,25 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 		return 0, err
 	}
 	if !exists {
+		// Deleted at once (grace 0) or finalized: nothing of it may run.
 		ns, name, _ := strings.Cut(key, "/")
-		return 0, k.removeLabelled(ctx, labelCluster+"="+k.id+","+labelNamespace+"="+ns+","+labelPod+"="+name)
+		if err := k.removeLabelled(ctx, labelCluster+"="+k.id, labelNamespace+"="+ns, labelPod+"="+name); err != nil {
+			return 0, err
+		}
+		k.mu.Lock()
+		for uid, kk := range k.keys {
+			if kk == key {
+				delete(k.started, uid)
+				delete(k.keys, uid)
+			}
+		}
+		k.mu.Unlock()
+		return 0, nil
 	}
 	pod := obj.(*corev1.Pod)
 	if pod.DeletionTimestamp != nil {
-		return 0, k.finalize(ctx, pod)
+		k.finalize(pod)
+		return 0, nil
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return 0, nil
@@ -378,7 +412,7 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 	var statuses []corev1.ContainerStatus
 	var first string // Docker ID of the pod's first container, whose namespaces the others join
 	for i, c := range pod.Spec.Containers {
-		st, id, err := k.container(ctx, pod, c, i, first)
+		st, id, err := k.container(ctx, pod, c, first)
 		if err != nil {
 			return 0, err
 		}
@@ -473,7 +507,7 @@ func setCondition(s *corev1.PodStatus, typ corev1.PodConditionType, ok bool, rea
 
 // container returns the status of a pod's container, starting it if it
 // never was, and its Docker ID ("" if none).
-func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Container, index int, first string) (corev1.ContainerStatus, string, error) {
+func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Container, first string) (corev1.ContainerStatus, string, error) {
 	st := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
 	k.mu.Lock()
 	id, started := k.started[string(pod.UID)][c.Name]
@@ -490,7 +524,7 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		if err != nil {
 			return st, "", err
 		}
-		id, err = k.create(ctx, pod, c, index, first)
+		id, err = k.create(ctx, pod, c, first)
 		if err != nil {
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
 			return st, "", nil
@@ -498,6 +532,7 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		k.mu.Lock()
 		if k.started[string(pod.UID)] == nil {
 			k.started[string(pod.UID)] = map[string]string{}
+			k.keys[string(pod.UID)] = pod.Namespace + "/" + pod.Name
 		}
 		k.started[string(pod.UID)][c.Name] = id
 		k.mu.Unlock()
@@ -570,7 +605,7 @@ func (k *kubelet) watch(id, key string) {
 }
 
 // create creates the Docker container of a pod's container.
-func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, index int, first string) (string, error) {
+func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, first string) (string, error) {
 	labels := map[string]string{
 		labelCluster:   k.id,
 		labelPid:       strconv.Itoa(os.Getpid()),
@@ -697,15 +732,47 @@ func env(pod *corev1.Pod, c corev1.Container) []string {
 }
 
 // finalize stops a deleted pod's containers within its grace period,
-// removes them, and deletes the pod for good.
-func (k *kubelet) finalize(ctx context.Context, pod *corev1.Pod) error {
+// removes them, and deletes the pod for good. It works in the background,
+// so that a container waiting out its grace period holds up no other pod;
+// a later deletion with grace 0 kills the containers at once.
+func (k *kubelet) finalize(pod *corev1.Pod) {
 	grace := 30
 	if g := pod.DeletionGracePeriodSeconds; g != nil {
 		grace = int(*g)
 	}
+	uid := string(pod.UID)
 	k.mu.Lock()
-	ids := k.started[string(pod.UID)]
+	ids := maps.Clone(k.started[uid])
+	busy := k.finalizing[uid]
+	k.finalizing[uid] = true
 	k.mu.Unlock()
+	if busy {
+		if grace == 0 {
+			for _, id := range ids {
+				k.docker.ContainerKill(k.ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+			}
+		}
+		return
+	}
+	k.wg.Go(func() {
+		err := k.finalizeNow(pod, ids, grace)
+		k.mu.Lock()
+		delete(k.finalizing, uid)
+		if err == nil {
+			delete(k.started, uid)
+			delete(k.keys, uid)
+		}
+		k.mu.Unlock()
+		if err != nil && k.ctx.Err() == nil {
+			k.log.Printf("finalize %s/%s: %v", pod.Namespace, pod.Name, err)
+			k.queue.AddRateLimited(pod.Namespace + "/" + pod.Name)
+		}
+	})
+}
+
+func (k *kubelet) finalizeNow(pod *corev1.Pod, ids map[string]string, grace int) error {
+	ctx, cancel := context.WithTimeout(k.ctx, time.Duration(grace)*time.Second+time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
@@ -714,7 +781,7 @@ func (k *kubelet) finalize(ctx context.Context, pod *corev1.Pod) error {
 		})
 	}
 	wg.Wait()
-	if err := k.removeLabelled(ctx, labelCluster+"="+k.id+","+labelPodUID+"="+string(pod.UID)); err != nil {
+	if err := k.removeLabelled(ctx, labelCluster+"="+k.id, labelPodUID+"="+string(pod.UID)); err != nil {
 		return err
 	}
 	zero := int64(0)
@@ -725,9 +792,6 @@ func (k *kubelet) finalize(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete pod: %w", err)
 	}
-	k.mu.Lock()
-	delete(k.started, string(pod.UID))
-	k.mu.Unlock()
 	return nil
 }
 
