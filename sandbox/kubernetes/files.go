@@ -39,7 +39,8 @@ const (
 // path of NAME (clean, relative to the workspace $W; "." is its root),
 // following symlinks one component at a time as the kernel would, and
 // exits codeEscape when the result is outside the workspace (a symlink led
-// out), codeNotExist when a component is missing (with create, missing
+// out; also when what is missing is out there), codeNotExist when a
+// component is missing (with create, missing
 // components are taken as they are, for mkdir -p), codeLoop after 40
 // links. Every path it makes is absolute, so no operand is ever taken for
 // an option.
@@ -65,16 +66,19 @@ r() {
 			case $t in /*) cur=/ t=${t#/} ;; esac
 			rest=$t${rest:+/$rest}
 		elif [ -z "$missing" ] && [ ! -e "$nx" ]; then
-			[ -n "$2" ] || exit 90
+			[ -n "$2" ] || { inside "$cur" || exit 91; exit 90; }
 			missing=1 cur=$nx
 		else
 			cur=$nx
 		fi
 	done
-	if [ "$W" != / ]; then
-		case $cur in "$W" | "$W"/*) ;; *) exit 91 ;; esac
-	fi
+	inside "$cur" || exit 91
 	p=$cur
+}
+inside() {
+	[ "$W" = / ] && return
+	case $1 in "$W" | "$W"/*) return 0 ;; esac
+	return 1
 }
 `
 

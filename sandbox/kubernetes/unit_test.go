@@ -103,7 +103,7 @@ func TestResolveAndRead(t *testing.T) {
 				require.Equal(t, want, out, "read %q", name)
 			}
 			for name, want := range map[string]int{
-				"out/secret": codeEscape, "passwd": codeEscape, "rel": codeEscape, "missing": codeNotExist,
+				"out/secret": codeEscape, "out/missing": codeEscape, "passwd": codeEscape, "rel": codeEscape, "missing": codeNotExist,
 				"a.txt/x": codeNotExist, "missing/x": codeNotExist, "loop1": codeLoop, "fifo": codeNotRegular, "sub": codeNotRegular,
 			} {
 				_, stderr, code := read(name, 100)
