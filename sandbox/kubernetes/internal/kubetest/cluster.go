@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -17,6 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -140,8 +144,36 @@ func start() (c *Cluster, err error) {
 		return c, err
 	}
 
-	c.kubelet, err = startKubelet(c, pki)
-	return c, err
+	if c.kubelet, err = startKubelet(c, pki); err != nil {
+		return c, err
+	}
+	return c, c.waitSchedulable(2 * time.Minute)
+}
+
+// waitSchedulable waits until the node has no taint: the TaintNodesByCondition
+// admission plugin registers it not-ready, and the node-lifecycle controller
+// lifts that once it has seen the kubelet's Ready condition.
+func (c *Cluster) waitSchedulable(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var taints []corev1.Taint
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, p := range c.procs {
+			if p.exited() {
+				return false, fmt.Errorf("%s exited: %v", p.name, p.err)
+			}
+		}
+		node, err := c.kubelet.cs.CoreV1().Nodes().Get(ctx, c.kubelet.node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		taints = node.Spec.Taints
+		return len(taints) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s still tainted %v: %w", c.kubelet.node, taints, err)
+	}
+	return nil
 }
 
 // waitReady polls the apiserver's /readyz until it answers ok, failing
