@@ -180,6 +180,18 @@ func TestUnschedulable(t *testing.T) {
 		t.Errorf("message %q is not the scheduler's", se.Message)
 	}
 	t.Log(se)
+
+	// With a grace for an autoscaler, the pod waits; past StartTimeout
+	// the error says why it is not running.
+	p, _, _ = provider(t, func(o *kubernetes.Options) {
+		o.NodeSelector = map[string]string{"proctor.dev/no-such-pool": "true"}
+		o.SchedulingGrace, o.StartTimeout = time.Hour, 2*time.Second
+	})
+	se = startError(t, p, sandbox.Spec{Image: kubetest.BusyboxImage(t)})
+	if se.Reason != "Timeout" || !strings.Contains(se.Message, "didn't match Pod's node affinity/selector") {
+		t.Errorf("got %v, want a timeout with the scheduler's message", se)
+	}
+	t.Log(se)
 }
 
 func TestQuotaRefused(t *testing.T) {
