@@ -156,6 +156,24 @@ func (k *kubelet) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := k.removeLabelled(ctx, labelCluster+"="+k.id)
+	// Removals in progress (see removeLabelled) must end before the test
+	// binary does.
+	for err == nil {
+		res, lerr := k.docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelCluster+"="+k.id)})
+		if lerr != nil {
+			err = fmt.Errorf("kubelet: list containers: %w", lerr)
+		} else if len(res.Items) == 0 {
+			break
+		} else if ctx.Err() != nil {
+			err = fmt.Errorf("kubelet: %d containers still there: %w", len(res.Items), ctx.Err())
+		} else {
+			time.Sleep(100 * time.Millisecond)
+			err = k.removeLabelled(ctx, labelCluster+"="+k.id)
+		}
+	}
+	if err == nil {
+		err = k.removeLabelled(ctx, labelCluster+"="+k.id) // the volumes the last containers used
+	}
 	k.docker.Close()
 	k.logFile.Close()
 	return err
@@ -196,7 +214,9 @@ func (k *kubelet) removeLabelled(ctx context.Context, labels ...string) error {
 	}
 	var errs []error
 	for _, c := range res.Items {
-		if _, err := k.docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		// A conflict is a removal already in progress (one whose request a
+		// canceled context abandoned).
+		if _, err := k.docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("kubelet: remove container: %w", err))
 		}
 	}
@@ -205,7 +225,7 @@ func (k *kubelet) removeLabelled(ctx context.Context, labels ...string) error {
 		return errors.Join(append(errs, fmt.Errorf("kubelet: list volumes: %w", err))...)
 	}
 	for _, v := range vols.Items {
-		if _, err := k.docker.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := k.docker.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("kubelet: remove volume: %w", err))
 		}
 	}
