@@ -230,7 +230,18 @@ func TestIndexedJob(t *testing.T) {
 func TestCoordinatorAndWorkers(t *testing.T) {
 	t.Parallel()
 	o := load(t)
-	coord := deploymentNamed(t, o, "distributed-arith-coordinator")
+	for _, run := range []struct{ coordinator, worker string }{
+		{"distributed-arith-coordinator", "distributed-arith-worker"},
+		{"sandboxed-arith-coordinator", "sandboxed-arith-worker"},
+	} {
+		t.Run(run.worker, func(t *testing.T) { checkCoordinatorAndWorkers(t, o, run.coordinator, run.worker) })
+	}
+}
+
+// checkCoordinatorAndWorkers checks that a coordinator Deployment, the
+// Service selecting it and a worker Deployment fit together.
+func checkCoordinatorAndWorkers(t *testing.T, o *objects, coordinator, workers string) {
+	coord := deploymentNamed(t, o, coordinator)
 	require.NotNil(t, coord.Spec.Replicas)
 	require.EqualValues(t, 1, *coord.Spec.Replicas, "one coordinator per run")
 	require.Equal(t, appsv1.RecreateDeploymentStrategyType, coord.Spec.Strategy.Type, "never two coordinators on one log")
@@ -261,7 +272,7 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	require.Equal(t, listenPort, target, "the Service reaches the port the coordinator listens on")
 
 	// Workers join the Service by name and port.
-	worker := deploymentNamed(t, o, "distributed-arith-worker")
+	worker := deploymentNamed(t, o, workers)
 	wc := worker.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "work", wc.Args[0])
 	require.Equal(t, fmt.Sprintf("nats://%s:%d", svc.Name, sp.Port), flagValue(t, wc.Args, "-join"))
@@ -342,12 +353,12 @@ func flagsOf(t *testing.T, command string) []string {
 // (sandbox/kubernetes): they run as a ServiceAccount bound to a Role that
 // grants what the driver does (and sandbox/kubernetes's
 // TestManifestRoleSuffices runs the driver under that very Role on a real
-// API server), join the coordinator's Service, and label their sandboxes
-// with their own pod's name.
+// API server), and label their sandboxes with their own pod's name
+// (TestCoordinatorAndWorkers checks that they join their coordinator).
 func TestSandboxWorker(t *testing.T) {
 	t.Parallel()
 	o := load(t)
-	w := deploymentNamed(t, o, "distributed-arith-sandbox-worker")
+	w := deploymentNamed(t, o, "sandboxed-arith-worker")
 	spec := w.Spec.Template.Spec
 	sa := find(t, o.accounts, func(a *corev1.ServiceAccount) string { return a.Name }, spec.ServiceAccountName)
 	var role *rbacv1.Role
@@ -378,8 +389,6 @@ func TestSandboxWorker(t *testing.T) {
 	require.Len(t, grants, 3, "the Role grants nothing else")
 
 	wc := spec.Containers[0]
-	require.Equal(t, "work", wc.Args[0])
-	require.Equal(t, "nats://coordinator:4222", flagValue(t, wc.Args, "-join"))
 	i := slices.IndexFunc(wc.Env, func(e corev1.EnvVar) bool { return e.Name == "PROCTOR_SANDBOX_RUN" })
 	require.GreaterOrEqual(t, i, 0, "the worker gets PROCTOR_SANDBOX_RUN")
 	require.NotNil(t, wc.Env[i].ValueFrom.FieldRef)

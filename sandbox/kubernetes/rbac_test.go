@@ -21,7 +21,7 @@ import (
 	"github.com/proctor-evals/proctor/sandbox/kubernetes/internal/kubetest"
 )
 
-const workerManifest = "../../examples/distributed/k8s/sandbox-worker.yaml"
+const workerManifest = "../../examples/distributed/k8s/sandboxed-arith.yaml"
 
 // The Role of the worker manifest is enough for everything the driver
 // does (its NetworkPolicy included), under the API server's RBAC: the
