@@ -432,6 +432,13 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 	var statuses []corev1.ContainerStatus
 	var first string // Docker ID of the pod's first container, whose namespaces the others join
 	for i, c := range pod.Spec.Containers {
+		if i > 0 && first == "" {
+			// The first container holds the pod's namespaces: the others
+			// wait for it, as for a kubelet's pod sandbox.
+			statuses = append(statuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+			continue
+		}
 		st, id, err := k.container(ctx, pod, c, first)
 		if err != nil {
 			return 0, err
@@ -439,8 +446,8 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 		if i == 0 {
 			first = id
 		}
-		if st.State.Waiting != nil && st.State.Waiting.Reason == "ErrImagePull" {
-			retry = 2 * time.Second
+		if w := st.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "CreateContainerError") {
+			retry = 2 * time.Second // as a kubelet retries, if less patiently
 		}
 		statuses = append(statuses, st)
 	}

@@ -214,6 +214,14 @@ func TestContainerExit(t *testing.T) {
 	require.Equal(t, "Error", term.Reason)
 	p = e.wait(t, succeeded.Name, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	require.Equal(t, int32(0), p.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+
+	// A command that cannot start fails the pod, with the runtime's reason.
+	p = e.pod(t, image, nil, "/no/such/command")
+	p = e.wait(t, p.Name, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	term = p.Status.ContainerStatuses[0].State.Terminated
+	require.NotNil(t, term)
+	require.NotZero(t, term.ExitCode)
+	require.Contains(t, term.Message, "/no/such/command")
 }
 
 func TestMissingImage(t *testing.T) {
