@@ -103,6 +103,7 @@ func start() (c *Cluster, err error) {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--endpoint-reconciler-type=none",
 		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-certificate-authority="+pki.caCert, // the test kubelet's certificate is the CA's too
 		"--profiling=false",
 	); err != nil {
 		return c, err

@@ -15,7 +15,8 @@
 // pod's grace period (as a kubelet does: delete with grace 0 if a test
 // should not wait), and serves pods/exec, proxied by the apiserver, with
 // docker exec: separate stdout and stderr, stdin to its end, the exit code
-// as the exit code.
+// as the exit code. (The apiserver verifies the kubelet's certificate; the
+// kubelet, on loopback, does not authenticate the apiserver.)
 //
 // What the kubelet maps from a pod: each container's image, command, args,
 // env (plain values and the pod's name, namespace and UID by fieldRef),
