@@ -215,8 +215,10 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 
 // bounded runs run until it returns, timeout passes or ctx is done;
 // then it calls kill, which ends the command's process tree, and waits
-// for run to return (at most 5 s more: a descendant that escaped the
-// kill may hold the stream open; its stream is then cut).
+// for run to return: a second kill after 1 s (a command that had not yet
+// recorded its pid when the first came), then at most 4 s more (a
+// descendant that escaped the kill may hold the stream open; the stream
+// is then cut).
 //
 // This is the one place the driver enforces Cmd.Timeout.
 func (b *box) bounded(ctx context.Context, timeout time.Duration, run func(context.Context) error, kill func()) (timedOut bool, err error) {
@@ -240,7 +242,13 @@ func (b *box) bounded(ctx context.Context, timeout time.Duration, run func(conte
 	kill()
 	select {
 	case err = <-done:
-	case <-time.After(5 * time.Second):
+		return timedOut, err
+	case <-time.After(time.Second):
+	}
+	kill()
+	select {
+	case err = <-done:
+	case <-time.After(4 * time.Second):
 		cut()
 		err = <-done
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,12 +12,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/proctor-evals/proctor/sandbox"
 )
@@ -353,5 +357,66 @@ func FuzzParseStat(f *testing.F) {
 		if err == nil && size < 0 {
 			t.Fatalf("negative size from %q", s)
 		}
+	})
+}
+
+// bounded kills on a timeout or a done ctx, kills again when the first
+// kill did not end the command, and cuts the stream of one that outlives
+// both.
+func TestBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBox(&Driver{}, "pod", sandbox.Spec{})
+		// run ends after the n-th kill, or when its stream is cut.
+		start := func(n int) (func(context.Context) error, func(), *int) {
+			kills := 0
+			killed := make(chan struct{}, 2)
+			run := func(ctx context.Context) error {
+				for i := 0; i < n; i++ {
+					select {
+					case <-killed:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if n == 0 {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return utilexec.CodeExitError{Err: errors.New("killed"), Code: 137}
+			}
+			return run, func() { kills++; killed <- struct{}{} }, &kills
+		}
+
+		run, kill, kills := start(1)
+		t0 := time.Now()
+		timedOut, err := b.bounded(context.Background(), time.Second, run, kill)
+		require.True(t, timedOut)
+		require.Equal(t, 1, *kills)
+		code, _ := exitCode(err)
+		require.Equal(t, 137, code)
+		require.Equal(t, time.Second, time.Since(t0))
+
+		run, kill, kills = start(2)
+		t0 = time.Now()
+		timedOut, _ = b.bounded(context.Background(), time.Second, run, kill)
+		require.True(t, timedOut)
+		require.Equal(t, 2, *kills, "a second kill when the first did not end it")
+		require.Equal(t, 2*time.Second, time.Since(t0))
+
+		run, kill, kills = start(0)
+		t0 = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		timedOut, err = b.bounded(ctx, 0, run, kill)
+		require.False(t, timedOut)
+		require.ErrorIs(t, err, context.Canceled, "the stream is cut")
+		require.Equal(t, 2, *kills)
+		require.Equal(t, 3*time.Second+5*time.Second, time.Since(t0), "cut 5 s after the first kill")
+
+		_, kill, kills = start(1)
+		timedOut, err = b.bounded(context.Background(), 0, func(context.Context) error { return nil }, kill)
+		require.False(t, timedOut)
+		require.NoError(t, err)
+		require.Zero(t, *kills, "a command that ends is not killed")
 	})
 }
