@@ -51,8 +51,16 @@ type Options struct {
 	// RunID is the value of the proctor.run label (default: random); it
 	// must be a valid label value. [Cleanup] finds a run's objects by it.
 	RunID string
-	// Labels are added to every pod (a team, a cost centre…).
-	Labels map[string]string
+	// Labels are added to every pod (a team, a cost centre…), and
+	// Annotations too (sidecar.istio.io/inject: "false" in a mesh, say).
+	Labels      map[string]string
+	Annotations map[string]string
+	// PodSecurityContext and SecurityContext (the sandbox container's)
+	// run the sandboxes as another user, with fewer capabilities… as a
+	// namespace's Pod Security Standard demands. The user must be able to
+	// write Spec.WorkDir (or the directory that will hold it) and /tmp.
+	PodSecurityContext *corev1.PodSecurityContext
+	SecurityContext    *corev1.SecurityContext
 	// ServiceAccount runs the sandboxes' pods (default: the namespace's
 	// default). Its token is never mounted into a sandbox.
 	ServiceAccount string

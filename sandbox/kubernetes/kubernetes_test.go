@@ -406,3 +406,33 @@ func TestCleanupAfterKill9(t *testing.T) {
 	}
 	requireNothingLeft(t, cs, ns, runID)
 }
+
+// Sandboxes run as another user when the options say so: Setup, the
+// workspace, commands and the file API all work as that user.
+func TestNonRoot(t *testing.T) {
+	uid := int64(1000)
+	p, _, _ := provider(t, func(o *kubernetes.Options) {
+		o.SecurityContext = &corev1.SecurityContext{RunAsUser: &uid, RunAsGroup: &uid}
+	})
+	ctx := context.Background()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: kubetest.BusyboxImage(t), WorkDir: "/tmp/ws",
+		Files: map[string][]byte{"f": []byte("x")}, Setup: []sandbox.Cmd{{Args: []string{"sh", "-c", "id -u > setup-uid"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"sh", "-c", "id -u; cat setup-uid; stat -c %u f"}})
+	if err != nil || string(res.Stdout) != "1000\n1000\n1000\n" {
+		t.Fatalf("Exec: %q %q, %v: want uid 1000 throughout", res.Stdout, res.Stderr, err)
+	}
+	if err := sb.WriteFile(ctx, "g", []byte("y"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sb.ReadFile(ctx, "g"); err != nil || string(got) != "y" {
+		t.Fatalf("ReadFile: %q, %v", got, err)
+	}
+	res, err = sb.Exec(ctx, sandbox.Cmd{Args: []string{"sleep", "30"}, Timeout: 200 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("a timeout as a non-root user: %+v, %v", res, err)
+	}
+}

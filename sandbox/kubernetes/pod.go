@@ -55,12 +55,14 @@ func (d *Driver) podFor(role string, spec sandbox.Spec) *corev1.Pod {
 		WorkingDir:      "/",
 		ImagePullPolicy: d.opts.ImagePullPolicy,
 		Resources:       resources(spec.Limits),
+		SecurityContext: d.opts.SecurityContext,
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "proctor-" + role + "-",
 			Namespace:    d.ns,
 			Labels:       d.labels(role, spec.Network),
+			Annotations:  d.opts.Annotations,
 		},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{c},
@@ -73,6 +75,7 @@ func (d *Driver) podFor(role string, spec sandbox.Spec) *corev1.Pod {
 			EnableServiceLinks:           &no,
 			NodeSelector:                 d.opts.NodeSelector,
 			Tolerations:                  d.opts.Tolerations,
+			SecurityContext:              d.opts.PodSecurityContext,
 		},
 	}
 	if d.opts.RuntimeClassName != "" {

@@ -253,13 +253,16 @@ func TestExecWrapper(t *testing.T) {
 }
 
 func TestPodFor(t *testing.T) {
-	no := false
+	no, yes, uid := false, true, int64(1000)
 	zero := int64(0)
 	d := &Driver{ns: "evals", runID: "run1", opts: Options{
 		Labels: map[string]string{"team": "agents"}, ServiceAccount: "sandboxes",
 		NodeSelector: map[string]string{"pool": "agents"}, RuntimeClassName: "gvisor",
 		Tolerations:     []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 		ImagePullPolicy: corev1.PullNever, ImagePullSecrets: []string{"registry"},
+		Annotations:        map[string]string{"sidecar.istio.io/inject": "false"},
+		PodSecurityContext: &corev1.PodSecurityContext{FSGroup: &uid},
+		SecurityContext:    &corev1.SecurityContext{RunAsUser: &uid, RunAsNonRoot: &yes},
 	}}
 	got := d.podFor("fork", sandbox.Spec{Image: "img:1", Env: map[string]string{"SECRET": "not in the pod spec"},
 		Limits: sandbox.Limits{CPUs: 1.5, MemoryBytes: 256 << 20, Pids: 100, DiskBytes: 1 << 30}})
@@ -271,16 +274,18 @@ func TestPodFor(t *testing.T) {
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "proctor-fork-", Namespace: "evals", Labels: map[string]string{
 			"team": "agents", LabelRun: "run1", LabelRole: "fork", LabelNetwork: "off", LabelManaged: "proctor",
-		}},
+		}, Annotations: map[string]string{"sidecar.istio.io/inject": "false"}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "sandbox", Image: "img:1", Command: keepAlive, WorkingDir: "/", ImagePullPolicy: corev1.PullNever,
-				Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl},
+				Resources:       corev1.ResourceRequirements{Requests: rl, Limits: rl},
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &uid, RunAsNonRoot: &yes},
 			}},
 			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &zero, ServiceAccountName: "sandboxes",
 			AutomountServiceAccountToken: &no, EnableServiceLinks: &no, NodeSelector: map[string]string{"pool": "agents"},
 			Tolerations:      d.opts.Tolerations,
 			RuntimeClassName: &gvisor, ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry"}},
+			SecurityContext: &corev1.PodSecurityContext{FSGroup: &uid},
 		},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
