@@ -236,6 +236,22 @@ func TestMissingImage(t *testing.T) {
 	require.Equal(t, corev1.PodPending, p.Status.Phase)
 }
 
+// The kubelet looks for a missing image again, as a kubelet retries a pull.
+func TestImageArrivesLater(t *testing.T) {
+	e := setup(t)
+	image := kubetest.BusyboxImage(t)
+	late := "proctor-kubetest-late:" + e.ns
+	pod := e.pod(t, late, nil, keepAlive...)
+	e.wait(t, pod.Name, "ErrImagePull", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
+	})
+	ctx := context.Background()
+	_, err := e.c.Docker().ImageTag(ctx, client.ImageTagOptions{Source: image, Target: late})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.c.Docker().ImageRemove(context.Background(), late, client.ImageRemoveOptions{}) })
+	e.wait(t, pod.Name, "Running", running)
+}
+
 func TestUnschedulable(t *testing.T) {
 	e := setup(t)
 	pod := e.pod(t, kubetest.BusyboxImage(t), func(p *corev1.Pod) {
@@ -307,6 +323,9 @@ func TestKubeconfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "true", node.Labels[kubetest.NodeLabel])
 	require.Empty(t, node.Spec.Taints, "the node-lifecycle controller must see the node Ready")
+	lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(context.Background(), c.NodeName(), metav1.GetOptions{})
+	require.NoError(t, err, "the node's heartbeat Lease")
+	require.Equal(t, c.NodeName(), *lease.Spec.HolderIdentity)
 	v, err := cs.Discovery().ServerVersion()
 	require.NoError(t, err)
 	require.Equal(t, kubetest.Version, v.GitVersion)
