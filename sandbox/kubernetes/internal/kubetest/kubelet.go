@@ -446,7 +446,7 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 		if i == 0 {
 			first = id
 		}
-		if w := st.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "CreateContainerError") {
+		if w := st.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || strings.HasPrefix(w.Reason, "CreateContainer")) {
 			retry = 2 * time.Second // as a kubelet retries, if less patiently
 		}
 		statuses = append(statuses, st)
@@ -540,7 +540,7 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	id, started := k.started[string(pod.UID)][c.Name]
 	k.mu.Unlock()
 	if !started {
-		_, err := k.docker.ImageInspect(ctx, c.Image)
+		img, err := k.docker.ImageInspect(ctx, c.Image)
 		if cerrdefs.IsNotFound(err) {
 			st.State.Waiting = &corev1.ContainerStateWaiting{
 				Reason:  "ErrImagePull",
@@ -551,7 +551,16 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		if err != nil {
 			return st, "", err
 		}
-		id, err = k.create(ctx, pod, c, first)
+		imageUser := ""
+		if img.Config != nil {
+			imageUser = img.Config.User
+		}
+		u, err := userOf(pod, c, imageUser)
+		if err != nil {
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
+			return st, "", nil
+		}
+		id, err = k.create(ctx, pod, c, u, first)
 		if err != nil {
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
 			return st, "", nil
@@ -632,7 +641,7 @@ func (k *kubelet) watch(id, key string) {
 }
 
 // create creates the Docker container of a pod's container.
-func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, first string) (string, error) {
+func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, u user, first string) (string, error) {
 	labels := map[string]string{
 		labelCluster:   k.id,
 		labelPid:       strconv.Itoa(os.Getpid()),
@@ -676,13 +685,8 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 		hc.Memory = q.Value()
 		hc.MemorySwap = q.Value() // no swap, as on a kubelet's node
 	}
+	cfg.User, hc.GroupAdd = u.user, u.groups
 	if sc := c.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			cfg.User = strconv.FormatInt(*sc.RunAsUser, 10)
-			if sc.RunAsGroup != nil {
-				cfg.User += ":" + strconv.FormatInt(*sc.RunAsGroup, 10)
-			}
-		}
 		if sc.Capabilities != nil {
 			for _, cap := range sc.Capabilities.Add {
 				hc.CapAdd = append(hc.CapAdd, string(cap))
@@ -728,6 +732,66 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 		return "", err
 	}
 	return res.ID, nil
+}
+
+// user is whom a container runs as: Docker's "uid[:gid]" ("" for the
+// image's user) and supplementary groups.
+type user struct {
+	user   string
+	groups []string
+}
+
+// userOf merges the pod's security context into the container's (whose
+// fields win), and refuses, as a kubelet does, to run as root a container
+// that must not.
+func userOf(pod *corev1.Pod, c corev1.Container, imageUser string) (user, error) {
+	var uid, gid *int64
+	var nonRoot *bool
+	var u user
+	if ps := pod.Spec.SecurityContext; ps != nil {
+		uid, gid, nonRoot = ps.RunAsUser, ps.RunAsGroup, ps.RunAsNonRoot
+		for _, g := range ps.SupplementalGroups {
+			u.groups = append(u.groups, strconv.FormatInt(g, 10))
+		}
+		if ps.FSGroup != nil { // a kubelet also gives volumes to the group; not simulated
+			u.groups = append(u.groups, strconv.FormatInt(*ps.FSGroup, 10))
+		}
+	}
+	if cs := c.SecurityContext; cs != nil {
+		if cs.RunAsUser != nil {
+			uid = cs.RunAsUser
+		}
+		if cs.RunAsGroup != nil {
+			gid = cs.RunAsGroup
+		}
+		if cs.RunAsNonRoot != nil {
+			nonRoot = cs.RunAsNonRoot
+		}
+	}
+	if uid != nil {
+		u.user = strconv.FormatInt(*uid, 10)
+		if gid != nil {
+			u.user += ":" + strconv.FormatInt(*gid, 10)
+		}
+	}
+	if nonRoot == nil || !*nonRoot {
+		return u, nil
+	}
+	where := fmt.Sprintf("(pod: %q, container: %s)", pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+	if uid != nil {
+		if *uid == 0 {
+			return u, fmt.Errorf("container's runAsUser breaks non-root policy %s", where)
+		}
+		return u, nil
+	}
+	name, _, _ := strings.Cut(imageUser, ":")
+	if name == "" || name == "root" || name == "0" {
+		return u, fmt.Errorf("container has runAsNonRoot and image will run as root %s", where)
+	}
+	if _, err := strconv.ParseInt(name, 10, 64); err != nil {
+		return u, fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", name, where)
+	}
+	return u, nil
 }
 
 // env is a container's environment: plain values, and the pod's name,

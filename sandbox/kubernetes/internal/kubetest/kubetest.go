@@ -21,8 +21,11 @@
 // What the kubelet maps from a pod: each container's image, command, args,
 // env (plain values and the pod's name, namespace and UID by fieldRef),
 // workingDir, resource limits (cpu, memory; every pod also gets
-// [PodPidsLimit] like a kubelet's --pod-max-pids), securityContext
-// (runAsUser, runAsGroup, capabilities, readOnlyRootFilesystem,
+// [PodPidsLimit] like a kubelet's --pod-max-pids), the pod's and the
+// container's securityContext (runAsUser, runAsGroup, supplementalGroups;
+// fsGroup as a supplementary group, volumes are not given to it;
+// runAsNonRoot, refused with CreateContainerConfigError for an image that
+// runs as root, as a kubelet does; capabilities, readOnlyRootFilesystem,
 // allowPrivilegeEscalation) and emptyDir volumes (a Docker volume, or tmpfs
 // bounded by sizeLimit for medium Memory). The containers of a pod share
 // their network and IPC namespaces. Pods get no network (Docker's "none")

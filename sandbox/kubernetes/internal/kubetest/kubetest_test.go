@@ -366,3 +366,30 @@ func TestPodSpec(t *testing.T) {
 	_, errOut, err = e.exec(t, "", pod.Name, nil, "sh", "-c", "head -c 2097152 /dev/zero > /mem/f")
 	require.Equal(t, 1, exitCode(err), "2 MiB into a 1 MiB tmpfs: %v %s", err, errOut)
 }
+
+// The pod's security context applies to its containers unless theirs says
+// otherwise, and runAsNonRoot is refused for an image that runs as root.
+func TestSecurityContext(t *testing.T) {
+	e := setup(t)
+	image := kubetest.BusyboxImage(t)
+	uid, gid := int64(1234), int64(5678)
+	pod := e.pod(t, image, func(p *corev1.Pod) {
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid, SupplementalGroups: []int64{42}}
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsGroup: &gid}
+	}, keepAlive...)
+	e.wait(t, pod.Name, "Running", running)
+	out, errOut, err := e.exec(t, "", pod.Name, nil, "sh", "-c", "id -u; id -g; id -G")
+	require.NoError(t, err, errOut)
+	require.Equal(t, "1234\n5678\n5678 42\n", out)
+
+	yes := true
+	pod = e.pod(t, image, func(p *corev1.Pod) {
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes}
+	}, keepAlive...)
+	p := e.wait(t, pod.Name, "a refusal", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
+	})
+	w := p.Status.ContainerStatuses[0].State.Waiting
+	require.Equal(t, "CreateContainerConfigError", w.Reason)
+	require.Contains(t, w.Message, "container has runAsNonRoot and image will run as root")
+}
