@@ -19,11 +19,13 @@
 // process tree and a network namespace of its own, isolated by the
 // cluster's runtime (with RuntimeClassName, gVisor or Kata Containers).
 //
-// Only the workspace is carried from Setup to the forks: what Setup
-// changes elsewhere (a package installed under /usr) is not. Bake system
-// dependencies into the image, as a cluster pulls images anyway; run in
-// Setup what belongs to the sample's workspace (a checkout, a virtualenv
-// or node_modules inside it).
+// Only the workspace, and the paths of Options.CarryPaths (a tool under
+// /opt, a cache under /root), are carried from Setup to the forks: what
+// Setup changes elsewhere (a package installed under /usr) is not. Bake
+// system dependencies into the image, as a cluster pulls images anyway;
+// run in Setup what belongs to the sample (a checkout, a virtualenv or
+// node_modules in the workspace). Spec.WorkDir "/" is refused: its
+// snapshot would hold /proc.
 //
 // Why not keep the seed pod and fork inside it (a copy of the workspace
 // per episode in one pod)? Episodes would share a kernel namespace set,

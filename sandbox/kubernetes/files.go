@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -373,7 +374,7 @@ func (b *box) populate(ctx context.Context) error {
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarWorkspace(pw, b.spec.Template, files)) }()
-	err = b.extract(ctx, pr)
+	err = b.extract(ctx, pr, b.ws)
 	pr.CloseWithError(err)
 	if err != nil {
 		return fmt.Errorf("kubernetes: provision: Template and Files: %w", err)
@@ -406,28 +407,43 @@ func hasSymlinks(dir string) (bool, error) {
 	return found, err
 }
 
-// extract makes the workspace and extracts the tar stream r into it.
-// busybox's tar skips (before 1.33) or defers symlinks to absolute or
-// climbing targets unless EXTRACT_UNSAFE_SYMLINKS is set; the workspace
-// may hold such links (the file API refuses to follow them).
-func (b *box) extract(ctx context.Context, r io.Reader) error {
+// extract makes dir and extracts the tar stream r into it. busybox's
+// tar skips (before 1.33) or defers symlinks to absolute or climbing
+// targets unless EXTRACT_UNSAFE_SYMLINKS is set; the workspace may hold
+// such links (the file API refuses to follow them).
+func (b *box) extract(ctx context.Context, r io.Reader, dir string) error {
 	var stderr bytes.Buffer
-	err := b.stream(ctx, []string{"sh", "-c", `mkdir -p "$0" && EXTRACT_UNSAFE_SYMLINKS=1 exec tar xf - -C "$0"`, b.ws}, r, io.Discard, &limited{&stderr, 4096})
+	err := b.stream(ctx, []string{"sh", "-c", `mkdir -p "$0" && EXTRACT_UNSAFE_SYMLINKS=1 exec tar xf - -C "$0"`, dir}, r, io.Discard, &limited{&stderr, 4096})
 	code, err := exitCode(err)
 	if err != nil {
 		return b.fault(ctx, err)
 	}
 	if code != 0 {
-		return fmt.Errorf("kubernetes: tar x in %s exited %d: %s: %w", b.ws, code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
+		return fmt.Errorf("kubernetes: tar x in %s exited %d: %s: %w", dir, code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
 	}
 	return nil
 }
 
-// snapshot writes the workspace as a tar stream to w.
+// snapshotScript tars, from /, the workspace ($1) and those of the other
+// paths that exist.
+const snapshotScript = `cd / || exit 1
+n=$#
+ws=$1
+shift
+for p; do if [ -e "$p" ] || [ -L "$p" ]; then set -- "$@" "$p"; fi; done
+shift $((n-1))
+exec tar cf - "$ws" "$@"`
+
+// snapshot writes, as a tar stream from /, the workspace and the paths
+// of Options.CarryPaths to w.
 func (b *box) snapshot(ctx context.Context, w io.Writer) error {
 	var stderr bytes.Buffer
 	bw := bufio.NewWriterSize(w, 1<<16)
-	err := b.stream(ctx, []string{"tar", "cf", "-", "-C", b.ws, "."}, nil, bw, &limited{&stderr, 4096})
+	argv := []string{"sh", "-c", snapshotScript, "proctor", strings.TrimPrefix(path.Clean(b.ws), "/")}
+	for _, p := range b.d.opts.CarryPaths {
+		argv = append(argv, strings.TrimPrefix(p, "/"))
+	}
+	err := b.stream(ctx, argv, nil, bw, &limited{&stderr, 4096})
 	code, err := exitCode(err)
 	if err != nil {
 		return b.fault(ctx, err)

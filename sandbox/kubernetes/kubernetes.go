@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,11 @@ type Options struct {
 	SchedulingGrace time.Duration
 	// StartTimeout bounds the wait for a pod to run; default 5 minutes.
 	StartTimeout time.Duration
+	// CarryPaths are absolute paths outside the workspace that Setup
+	// changes and forks must see as Setup left them (a tool installed
+	// under /opt, a cache under /root): they are snapshotted with the
+	// workspace. Only the workspace is, by default.
+	CarryPaths []string
 	// SnapshotDir holds the environments' workspace snapshots on this
 	// machine; default os.TempDir().
 	SnapshotDir string
@@ -155,6 +161,11 @@ func NewDriver(opts Options) (*Driver, error) {
 	for k, v := range opts.Labels {
 		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
 			return nil, fmt.Errorf("kubernetes: Labels[%q]: %s", k, strings.Join(errs, "; "))
+		}
+	}
+	for _, p := range opts.CarryPaths {
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			return nil, fmt.Errorf("kubernetes: CarryPaths: %q is not a clean absolute path below /", p)
 		}
 	}
 	if d.opts.StartTimeout <= 0 {
@@ -278,6 +289,9 @@ func (d *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if spec.Image == "" {
 		return nil, errors.New("kubernetes: provision: Spec.Image is empty")
 	}
+	if path.Clean("/"+workDir(spec)) == "/" {
+		return nil, errors.New("kubernetes: provision: Spec.WorkDir / cannot be snapshotted for the forks (it would hold /proc): use a directory below it")
+	}
 	if err := d.ensurePolicy(ctx); err != nil {
 		return nil, err
 	}
@@ -329,7 +343,7 @@ func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {
 		return nil, fmt.Errorf("kubernetes: fork: %w", err)
 	}
 	defer f.Close()
-	if err := b.extract(ctx, f); err != nil {
+	if err := b.extract(ctx, f, "/"); err != nil {
 		b.Close()
 		return nil, err
 	}

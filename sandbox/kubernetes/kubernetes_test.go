@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
@@ -434,5 +435,25 @@ func TestNonRoot(t *testing.T) {
 	res, err = sb.Exec(ctx, sandbox.Cmd{Args: []string{"sleep", "30"}, Timeout: 200 * time.Millisecond})
 	if err != nil || !res.TimedOut {
 		t.Fatalf("a timeout as a non-root user: %+v, %v", res, err)
+	}
+}
+
+// Options.CarryPaths carry what Setup did outside the workspace to the
+// forks; what it did elsewhere stays behind.
+func TestCarryPaths(t *testing.T) {
+	p, _, _ := provider(t, func(o *kubernetes.Options) { o.CarryPaths = []string{"/opt/tool", "/opt/never-made"} })
+	ctx := context.Background()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: kubetest.BusyboxImage(t),
+		Setup: []sandbox.Cmd{{Args: []string{"sh", "-c", "mkdir -p /opt/tool /opt/other && echo v1 > /opt/tool/version && echo x > /opt/other/x && echo w > in-workspace"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"sh", "-c", "cat /opt/tool/version in-workspace; [ ! -e /opt/other ] && echo other-left-behind"}})
+	if err != nil || string(res.Stdout) != "v1\nw\nother-left-behind\n" {
+		t.Fatalf("Exec: %q %q, %v", res.Stdout, res.Stderr, err)
+	}
+	if _, err := kubernetes.New(kubernetes.Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}, CarryPaths: []string{"opt/relative"}}); err == nil {
+		t.Error("a relative CarryPaths entry was accepted")
 	}
 }

@@ -425,3 +425,28 @@ func TestBounded(t *testing.T) {
 		require.Zero(t, *kills, "a command that ends is not killed")
 	})
 }
+
+func TestSnapshotScript(t *testing.T) {
+	for tools, env := range shells(t) {
+		t.Run(tools, func(t *testing.T) {
+			// Run from a fake root: the script's "cd /" is the only line
+			// that names it.
+			root := t.TempDir()
+			for _, f := range []string{"ws/a", "opt/tool/v", "other/x"} {
+				require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte(f), 0o644))
+			}
+			script := strings.Replace(snapshotScript, "cd /", "cd "+root, 1)
+			cmd := exec.Command("busybox", "sh", "-c", script, "proctor", "ws", "opt/tool", "missing/dir")
+			cmd.Env = env
+			out, err := cmd.Output()
+			require.NoError(t, err)
+			list := exec.Command("busybox", "tar", "tf", "-")
+			list.Stdin = bytes.NewReader(out)
+			names, err := list.Output()
+			require.NoError(t, err)
+			got := strings.Fields(string(names))
+			require.ElementsMatch(t, []string{"ws/", "ws/a", "opt/tool/", "opt/tool/v"}, got)
+		})
+	}
+}
