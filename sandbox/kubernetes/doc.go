@@ -37,12 +37,20 @@
 // cluster (a real kube-apiserver, scheduler and controller-manager v1.34.4
 // with the project's test kubelet running pods as Docker containers, 2
 // cores shared with other jobs), side by side with the Docker driver from
-// the same image (BenchmarkDrivers, medians of 10, two runs): Provision
-// (two files, one Setup command) 715 and 589 ms against Docker's 1915 and
-// 2596 ms (which commits an image); Fork 508 and 530 ms against 461 and
-// 473 ms (1.10× and 1.12×); an Exec 61 and 84 ms against 199 and 110 ms.
-// A fork's cost is mostly the pod's start (the scheduler, the kubelet, the
-// runtime), not the copy; docs/kubernetes.md has the table.
+// the same image (BenchmarkDrivers, medians of 10, three runs): Provision
+// (two files, one Setup command) 715, 589 and 536 ms against Docker's
+// 1915, 2596 and 2712 ms (it commits an image); Fork 508, 530 and 403 ms
+// against 461, 473 and 655 ms; an Exec 61, 84 and 65 ms against 199, 110
+// and 139 ms. A small fork costs a pod's start, about a container's. A
+// large workspace costs its copy: a fork of 20 MB in 2000 files took
+// 3169 ms against Docker's 535 ms (whose forks share the image's layers),
+// mostly tar x creating the files on the container's overlay layer (the
+// 20 MB travel in 0.2 s). Keep large, read-only dependencies in the image.
+// docs/kubernetes.md has the table. A fork's workspace on a memory-backed
+// emptyDir would cut that copy (0.08 s on a tmpfs) and bound the disk with
+// its size (Limits.DiskBytes, claimed); it is not done yet: the test
+// kubelet mounts such a volume noexec (Docker's tmpfs default, not a
+// kubelet's), which the conformance suite's disk case needs to exec in.
 //
 // Every pod carries the labels proctor.run (Options.RunID), proctor.role
 // ("seed" or "fork"), proctor.network ("off" unless Spec.Network) and
