@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -301,15 +302,21 @@ func TestPodDeletedUnderEpisode(t *testing.T) {
 				if err != nil {
 					return "", err
 				}
-				zero := int64(0)
-				if err := d.Client().CoreV1().Pods(d.Namespace()).Delete(ctx, strings.TrimSpace(string(res.Stdout)), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-					return "", fmt.Errorf("test: delete the pod: %w", err)
-				}
+				// Deleted while a command runs in it.
+				deleted := make(chan error, 1)
+				go func() {
+					time.Sleep(time.Second)
+					zero := int64(0)
+					deleted <- d.Client().CoreV1().Pods(d.Namespace()).Delete(ctx, strings.TrimSpace(string(res.Stdout)), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+				}()
 				res, err = ep.Sandbox.Exec(ctx, sandbox.Cmd{Args: []string{"sleep", "30"}})
+				if derr := <-deleted; derr != nil {
+					return "", fmt.Errorf("test: delete the pod: %w", derr)
+				}
 				if err != nil {
 					return "", err
 				}
-				return "", fmt.Errorf("test: the command ran on in a deleted pod: exit %d", res.ExitCode)
+				return "", fmt.Errorf("test: the command ended as if its pod were there: exit %d", res.ExitCode)
 			}
 			b, err := ep.Sandbox.ReadFile(ctx, "id.txt")
 			return string(b), err
@@ -455,5 +462,35 @@ func TestCarryPaths(t *testing.T) {
 	}
 	if _, err := kubernetes.New(kubernetes.Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}, CarryPaths: []string{"opt/relative"}}); err == nil {
 		t.Error("a relative CarryPaths entry was accepted")
+	}
+}
+
+// A done ctx kills the command's whole process tree, as a timeout does.
+func TestCancelKillsTree(t *testing.T) {
+	p, _, _ := provider(t, nil)
+	ctx := context.Background()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: kubetest.BusyboxImage(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	c, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = sb.Exec(c, sandbox.Cmd{Args: []string{"sh", "-c", "(sleep 2; echo escaped > escaped.txt) & sleep 30"}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Exec: %v, want the ctx's error", err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := sb.ReadFile(ctx, "escaped.txt"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a child of the cancelled command ran on: ReadFile: %v", err)
+	}
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"ps", "-o", "args"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if strings.TrimSpace(line) == "sleep 30" {
+			t.Errorf("the cancelled command still runs:\n%s", res.Stdout)
+		}
 	}
 }
