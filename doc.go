@@ -36,8 +36,9 @@
 //     Numeric, JSON, ExitCode.
 //   - sandbox: Provider, Environment, Sandbox over the driver interfaces of
 //     sandbox/driver; sandbox/local (overlayfs forks, the embedded default),
-//     sandbox/docker; sandbox/sandboxtest (the conformance suite and an
-//     in-memory fake).
+//     sandbox/docker, sandbox/kubernetes (a module of its own, over
+//     client-go: a pod per environment and per fork); sandbox/sandboxtest
+//     (the conformance suite and an in-memory fake).
 //   - stats: Wilson and Clopper–Pearson intervals, clustered standard
 //     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
 //     size, Holm, confidence sequences, prediction-powered means, kappa and
