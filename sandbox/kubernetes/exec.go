@@ -190,12 +190,9 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	if len(cmd.Stdin) > 0 {
 		stdin = bytes.NewReader(cmd.Stdin)
 	}
-	timedOut, err := b.bounded(ctx, cmd.Timeout,
+	err := b.bounded(ctx,
 		func(ctx context.Context) error { return b.stream(ctx, argv, stdin, stdout, stderr) },
 		func() { b.kill(pidfile) })
-	if timedOut {
-		return driver.Exit{Code: -1, TimedOut: true}, nil
-	}
 	if ctx.Err() != nil {
 		return driver.Exit{Code: -1}, ctx.Err()
 	}
@@ -213,46 +210,36 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	return driver.Exit{Code: code}, nil
 }
 
-// bounded runs run until it returns, timeout passes or ctx is done;
-// then it calls kill, which ends the command's process tree, and waits
-// for run to return: a second kill after 1 s (a command that had not yet
-// recorded its pid when the first came), then at most 4 s more (a
-// descendant that escaped the kill may hold the stream open; the stream
-// is then cut).
-//
-// This is the one place the driver enforces Cmd.Timeout.
-func (b *box) bounded(ctx context.Context, timeout time.Duration, run func(context.Context) error, kill func()) (timedOut bool, err error) {
+// bounded runs run until it returns or ctx is done (the caller's, or
+// Cmd.Timeout's, which the portable type enforces through ctx); then it
+// calls kill, which ends the command's process tree, and waits for run to
+// return: a second kill after 1 s (a command that had not yet recorded its
+// pid when the first came), then at most 4 s more (a descendant that
+// escaped the kill may hold the stream open; the stream is then cut).
+func (b *box) bounded(ctx context.Context, run func(context.Context) error, kill func()) error {
 	sctx, cut := context.WithCancel(b.life)
 	defer cut()
 	done := make(chan error, 1)
 	go func() { done <- run(sctx) }()
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
 	select {
 	case err := <-done:
-		return false, err
-	case <-expired:
-		timedOut = true
+		return err
 	case <-ctx.Done():
 	}
 	kill()
 	select {
-	case err = <-done:
-		return timedOut, err
+	case err := <-done:
+		return err
 	case <-time.After(time.Second):
 	}
 	kill()
 	select {
-	case err = <-done:
+	case err := <-done:
+		return err
 	case <-time.After(4 * time.Second):
 		cut()
-		err = <-done
+		return <-done
 	}
-	return timedOut, err
 }
 
 // kill kills the process group recorded in pidfile, with a fresh exec
@@ -262,20 +249,6 @@ func (b *box) kill(pidfile string) {
 	defer cancel()
 	script := `p=$(cat "$0" 2>/dev/null) && [ -n "$p" ] && { kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; }; rm -f "$0"`
 	b.stream(ctx, []string{"sh", "-c", script, pidfile}, nil, io.Discard, io.Discard)
-}
-
-// must runs c in b, an error wrapping ErrUnavailable unless it exits 0.
-func (b *box) must(ctx context.Context, op string, c sandbox.Cmd) error {
-	var stderr bytes.Buffer
-	exit, err := b.Exec(ctx, c, io.Discard, &limited{&stderr, 4096})
-	if err != nil {
-		return fmt.Errorf("kubernetes: %s %q: %w", op, c.Args, err)
-	}
-	if exit.Code != 0 {
-		return fmt.Errorf("kubernetes: %s %q exited %d: %s: %w",
-			op, c.Args, exit.Code, strings.TrimSpace(stderr.String()), sandbox.ErrUnavailable)
-	}
-	return nil
 }
 
 // limited writes at most n bytes to w and drops the rest.

@@ -303,10 +303,8 @@ func (d *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if err := b.populate(ctx); err != nil {
 		return nil, err
 	}
-	for _, c := range spec.Setup {
-		if err := b.must(ctx, "setup", c); err != nil {
-			return nil, err
-		}
+	if err := driver.Setup(ctx, b, spec.Setup); err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
 	f, err := os.CreateTemp(d.opts.SnapshotDir, "proctor-k8s-workspace-*.tar")
 	if err != nil {

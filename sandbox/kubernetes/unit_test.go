@@ -365,9 +365,9 @@ func FuzzParseStat(f *testing.F) {
 	})
 }
 
-// bounded kills on a timeout or a done ctx, kills again when the first
-// kill did not end the command, and cuts the stream of one that outlives
-// both.
+// bounded kills when ctx is done (the caller's, or Cmd.Timeout's), kills
+// again when the first kill did not end the command, and cuts the stream
+// of one that outlives both.
 func TestBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBox(&Driver{}, "pod", sandbox.Spec{})
@@ -391,11 +391,15 @@ func TestBounded(t *testing.T) {
 			}
 			return run, func() { kills++; killed <- struct{}{} }, &kills
 		}
+		within := func(d time.Duration) context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			t.Cleanup(cancel)
+			return ctx
+		}
 
 		run, kill, kills := start(1)
 		t0 := time.Now()
-		timedOut, err := b.bounded(context.Background(), time.Second, run, kill)
-		require.True(t, timedOut)
+		err := b.bounded(within(time.Second), run, kill)
 		require.Equal(t, 1, *kills)
 		code, _ := exitCode(err)
 		require.Equal(t, 137, code)
@@ -403,24 +407,19 @@ func TestBounded(t *testing.T) {
 
 		run, kill, kills = start(2)
 		t0 = time.Now()
-		timedOut, _ = b.bounded(context.Background(), time.Second, run, kill)
-		require.True(t, timedOut)
+		_ = b.bounded(within(time.Second), run, kill)
 		require.Equal(t, 2, *kills, "a second kill when the first did not end it")
 		require.Equal(t, 2*time.Second, time.Since(t0))
 
 		run, kill, kills = start(0)
 		t0 = time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		timedOut, err = b.bounded(ctx, 0, run, kill)
-		require.False(t, timedOut)
+		err = b.bounded(within(3*time.Second), run, kill)
 		require.ErrorIs(t, err, context.Canceled, "the stream is cut")
 		require.Equal(t, 2, *kills)
 		require.Equal(t, 3*time.Second+5*time.Second, time.Since(t0), "cut 5 s after the first kill")
 
 		_, kill, kills = start(1)
-		timedOut, err = b.bounded(context.Background(), 0, func(context.Context) error { return nil }, kill)
-		require.False(t, timedOut)
+		err = b.bounded(context.Background(), func(context.Context) error { return nil }, kill)
 		require.NoError(t, err)
 		require.Zero(t, *kills, "a command that ends is not killed")
 	})
