@@ -14,11 +14,13 @@
 package recordjson
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/internal/jsontext"
 	"github.com/proctor-evals/proctor/sink"
@@ -35,6 +37,12 @@ type DecodeOptions struct {
 	// nor added to): a caller that needs a sample's tags once, not once
 	// per record, decodes them apart.
 	NoMaps bool
+	// Alias makes the record's string fields (not the maps' keys and
+	// values) share line's memory when they hold no escapes, instead of
+	// copying them: a fold that keeps few of them allocates nothing per
+	// record. They are valid only as long as line is unchanged; whoever
+	// keeps one copies it (strings.Clone).
+	Alias bool
 }
 
 // DecodeLine decodes a record line into r as json.Unmarshal(line, r) does,
@@ -49,6 +57,7 @@ func DecodeLine(line []byte, r *sink.Record, opts *DecodeOptions) error {
 	}
 	var l canonLine
 	if l.scan(line) {
+		l.alias = o.Alias
 		l.decode(line, r, o)
 		return nil
 	}
@@ -204,6 +213,16 @@ var fields = [nFields]struct {
 	fSpanID:            {`,"span_id":`, kString, true},
 }
 
+// keyHeads holds the first eight bytes of each field's key (every key has
+// eight or more), compared as one word: most lines lack most optional
+// fields, and that is then seen in one comparison.
+var keyHeads = func() (h [nFields]uint64) {
+	for f := range fields {
+		h[f] = binary.LittleEndian.Uint64([]byte(fields[f].key))
+	}
+	return h
+}()
+
 // canonLine is a canonical record line, validated: where each field's
 // value is and the numbers and time, parsed.
 type canonLine struct {
@@ -216,6 +235,7 @@ type canonLine struct {
 	seed  uint64
 	flts  [nFields]float64
 	time  time.Time
+	alias bool // decode: strings share the line's memory (DecodeOptions.Alias)
 }
 
 // scan validates b as the canonical form and fills l; false means "not
@@ -227,7 +247,7 @@ func (l *canonLine) scan(b []byte) bool {
 	i := 1
 	for f := range nFields {
 		d := &fields[f]
-		if len(b)-i < len(d.key) || string(b[i:i+len(d.key)]) != d.key {
+		if len(b)-i < len(d.key) || binary.LittleEndian.Uint64(b[i:]) != keyHeads[f] || string(b[i+8:i+len(d.key)]) != d.key[8:] {
 			if d.optional {
 				continue
 			}
@@ -294,8 +314,10 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
-		n += l.spans[f][1] - l.spans[f][0]
+	if !l.alias {
+		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+			n += l.spans[f][1] - l.spans[f][0]
+		}
 	}
 	if !o.NoMaps {
 		n += l.spans[fScores][1] - l.spans[fScores][0] + l.spans[fTags][1] - l.spans[fTags][0]
@@ -406,9 +428,16 @@ func (l *canonLine) bytes(b []byte, f int) []byte {
 	return s
 }
 
-// str returns the content of string field f, in buf when it is not nil.
+// str returns the content of string field f: b's own bytes when aliasing
+// (and it holds no escapes), else in buf when it is not nil.
 func (l *canonLine) str(b []byte, f int, buf *strings.Builder) string {
 	s := b[l.spans[f][0]:l.spans[f][1]]
+	if l.alias && l.esc&(1<<f) == 0 {
+		if len(s) == 0 {
+			return ""
+		}
+		return unsafe.String(&s[0], len(s))
+	}
 	if buf != nil {
 		return addString(buf, s)
 	}
