@@ -410,10 +410,14 @@ func (a *Aggregator) report(final bool) *Report {
 	}
 	for k := 1; k <= r.Epochs; k++ {
 		at, hat, ok := a.passAtK(k)
-		if ok {
-			r.PassAtK = append(r.PassAtK, KValue{k, at})
-			r.PassHatK = append(r.PassHatK, KValue{k, hat})
+		if !ok {
+			// No sample is scored k times, nor more: an epoch number far
+			// beyond the others (a log's, which anyone may write) costs
+			// no loop up to it.
+			break
 		}
+		r.PassAtK = append(r.PassAtK, KValue{k, at})
+		r.PassHatK = append(r.PassHatK, KValue{k, hat})
 	}
 	r.ByTag = a.byTag(r.Epochs)
 	if a.seq != nil {

@@ -141,3 +141,27 @@ func TestAggregatorKeepsNoStringOfARecord(t *testing.T) {
 	}
 	sameReport(t, want, a.Report(), nil, nil)
 }
+
+// TestReportOfAFarEpoch: a record's epoch far beyond the others (a log
+// is outside input) makes no loop up to it: pass@k stops at the largest k
+// a sample is scored. FuzzFromLog stalled on such a log.
+func TestReportOfAFarEpoch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	var log []byte
+	for ep := range 2 {
+		r := sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "s", Epoch: ep, Status: sink.Pass, Score: 1}
+		log = append(r.AppendJSON(log), '\n')
+	}
+	far := sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "t", Epoch: 1 << 40, Status: sink.Fail}
+	log = append(far.AppendJSON(log), '\n')
+	if err := os.WriteFile(path, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.FromLog(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Epochs != 1<<40+1 || len(rep.PassAtK) != 2 || len(rep.PassHatK) != 2 {
+		t.Fatalf("epochs %d, pass@k %v, pass^k %v; want 2^40+1 epochs, pass@k for k = 1, 2", rep.Epochs, rep.PassAtK, rep.PassHatK)
+	}
+}
