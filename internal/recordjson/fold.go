@@ -22,7 +22,10 @@ type Folder interface {
 type FoldLine struct {
 	Light
 	Start int
-	id    sampleKey // the sample ID's, taken while the line is in the cache
+
+	id     sampleKey // the sample ID's, taken while the line is in the cache
+	sample int       // the aggregator's index of the sample, when known
+	known  bool
 }
 
 // FoldChunk is a chunk of a log as Fold decodes it.
@@ -60,26 +63,35 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 			work(c)
 		}
 	}, func(c *FoldChunk) error {
+		// The lookups first, all of them: independent of each other, their
+		// cache misses overlap, where one at a time each would wait.
 		for i := range c.Out {
 			l := &c.Out[i]
-			r := &l.Light
-			if n := len(r.SampleID); n > 0 && n <= len(l.id.head) {
+			if n := len(l.SampleID); n > 0 && n <= len(l.id.head) {
 				// The ID's bytes in the chunk have left the cache since
 				// its goroutine read them; their copy in the key has
 				// not (a failure compares them, a new sample copies them).
-				r.SampleID = unsafe.String(&l.id.head[0], n)
+				l.SampleID = unsafe.String(&l.id.head[0], n)
 			}
-			s, known := samples.find(&l.id, r.SampleID)
+			l.sample, l.known = samples.find(&l.id, l.SampleID)
+		}
+		for i := range c.Out {
+			l := &c.Out[i]
+			r := &l.Light
+			s, known := l.sample, l.known
 			if !known {
-				if s, known = agg.Index(r.SampleID); !known {
-					r.Tags = tags.Of(r) // a sample's first record: Add keeps its tags
-					agg.Add(&r.Record)
-					if s, known = agg.Index(r.SampleID); known {
-						samples.add(&l.id, r.SampleID, s)
+				// A sample new to the table, or seen earlier in this chunk.
+				if s, known = samples.find(&l.id, r.SampleID); !known {
+					if s, known = agg.Index(r.SampleID); !known {
+						r.Tags = tags.Of(r) // a sample's first record: Add keeps its tags
+						agg.Add(&r.Record)
+						if s, known = agg.Index(r.SampleID); known {
+							samples.add(&l.id, r.SampleID, s)
+						}
+						continue
 					}
-					continue
+					samples.add(&l.id, r.SampleID, s)
 				}
-				samples.add(&l.id, r.SampleID, s)
 			}
 			agg.AddAt(s, &r.Record)
 		}
