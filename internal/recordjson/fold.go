@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"io"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/proctor-evals/proctor/sink"
@@ -50,8 +51,11 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 	)
 	return ScanChunks(f, func(c *FoldChunk) {
 		c.EachLine(func(line []byte, i, _ int) bool {
-			c.Out = append(c.Out, FoldLine{Start: i})
+			// DecodeLight zeroes the record: grown, not appended, Out's
+			// 500-byte elements are not zeroed twice.
+			c.Out = slices.Grow(c.Out, 1)[:len(c.Out)+1]
 			l := &c.Out[len(c.Out)-1]
+			l.Start = i
 			if err := DecodeLight(line, &l.Light); err != nil || l.Schema != sink.SchemaVersion {
 				c.Out = c.Out[:len(c.Out)-1]
 				return false
