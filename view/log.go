@@ -267,6 +267,7 @@ type chunkFold struct {
 // torn tail.
 func (l *logState) fold(f *os.File, size int64) error {
 	from := l.off
+	var index [][]indexEntry // by chunk, joined at the end
 	end, lines, err := recordjson.Fold(io.NewSectionReader(f, from, size-from), l.agg, func(c *recordjson.FoldChunk) {
 		x := &chunkFold{ext: newExtras(), index: make([]indexEntry, len(c.Out))}
 		for i := range c.Out {
@@ -278,12 +279,19 @@ func (l *logState) fold(f *os.File, size int64) error {
 	}, func(c *recordjson.FoldChunk) {
 		x := c.Aux.(*chunkFold)
 		l.ext.merge(x.ext)
-		l.index = append(l.index, x.index...)
+		index = append(index, x.index)
 		l.records += len(x.index)
 	})
 	if err != nil {
 		l.reset() // part of it was folded in: the next refresh starts over
 		return fmt.Errorf("view: read %s: %w", l.path, err)
+	}
+	if l.index == nil {
+		l.index = slices.Concat(index...) // a log opened: its index, allocated once
+	} else {
+		for _, x := range index {
+			l.index = append(l.index, x...)
+		}
 	}
 	l.off = from + end
 	l.lines += lines
