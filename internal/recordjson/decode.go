@@ -1,5 +1,6 @@
-// Package recordjson decodes record lines: the log's reader, its resume
-// scan and the viewer's fold call it. sink.Record.AppendJSON writes one
+// Package recordjson decodes record lines and reads logs: the log's
+// reader and its resume scan call it, and its Fold is the one reader of a
+// report, which `proctor report` and the viewer share. sink.Record.AppendJSON writes one
 // canonical form; DecodeLine reads that form with a strict hand-written
 // decoder and hands any other document to encoding/json. There is no
 // third parser: the log's resume scan, ScanLine, is the strict decoder
