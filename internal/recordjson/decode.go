@@ -284,7 +284,7 @@ func (l *canonLine) scan(b []byte) bool {
 				l.esc |= 1 << f
 			}
 			if ok && d.kind == kTime {
-				ok = !esc && l.time.UnmarshalJSON(b[start-1:i]) == nil
+				ok = !esc && (parseUTC(&l.time, b[start:i-1]) || l.time.UnmarshalJSON(b[start-1:i]) == nil)
 			}
 			if !ok {
 				return false
@@ -574,4 +574,63 @@ func scanMap(b []byte, i int, tags bool) (end, n int, ok bool) {
 			return i, n, false
 		}
 	}
+}
+
+// parseUTC reads the form AppendTime writes for a UTC time,
+// YYYY-MM-DDTHH:MM:SS[.F]Z with one to nine digits of fraction, as
+// time.Time.UnmarshalJSON does (into time.Date); it reports false for
+// anything else, which is left to UnmarshalJSON.
+func parseUTC(t *time.Time, s []byte) bool {
+	if len(s) < 20 || len(s) == 21 || len(s) > 30 || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	num := func(i, n int) (v int, ok bool) {
+		for _, c := range s[i : i+n] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	nsec := 0
+	if len(s) > 20 {
+		n := len(s) - 21 // digits of fraction
+		frac, ok := num(20, n)
+		if s[19] != '.' || !ok {
+			return false
+		}
+		for range 9 - n {
+			frac *= 10
+		}
+		nsec = frac
+	}
+	*t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	return true
+}
+
+// daysIn is the number of days of month in year, as the time package
+// counts them (proleptic Gregorian).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
