@@ -23,7 +23,8 @@
 //
 //   - dataset: Sample, Dataset, Slice, JSONL and CSV loaders, transforms;
 //     dataset/parquetdataset (Parquet files), dataset/otlp (OpenTelemetry
-//     traces as a dataset of recorded operations).
+//     traces as a dataset of recorded operations), dataset/recorded (their
+//     element type).
 //   - harness: Episode (with its transcript and usage recorder), Harness,
 //     Func, Command (an agent CLI run in the sandbox); harness/replay
 //     (recorded production traffic judged again, by time window).
@@ -35,11 +36,16 @@
 //     Numeric, JSON, ExitCode.
 //   - sandbox: Provider, Environment, Sandbox over the driver interfaces of
 //     sandbox/driver; sandbox/local (overlayfs forks, the embedded default),
-//     sandbox/docker; sandbox/sandboxtest (the conformance suite and an
-//     in-memory fake).
+//     sandbox/docker, sandbox/kubernetes (a module of its own, over
+//     client-go: a pod per environment and per fork); sandbox/sandboxtest
+//     (the conformance suite and an in-memory fake).
 //   - stats: Wilson and Clopper–Pearson intervals, clustered standard
 //     errors, cluster bootstrap, pass@k, paired comparison, McNemar, sample
-//     size, Holm.
+//     size, Holm, confidence sequences, prediction-powered means, kappa and
+//     Krippendorff's alpha.
+//   - review: human review: the queue (Pick, with inclusion
+//     probabilities), append-only review files, CSV/JSONL exchange,
+//     Summarize (agreement, the prediction-powered pass rate).
 //   - sink: Record (the standard row), Sink, Multi; sink/jsonl (the durable
 //     log), sink/parquetsink, sink/sinktest (the conformance suite).
 //   - eval: Eval, Config, Run, Rejudge, ReadTranscript; eval/cli (an eval
@@ -51,8 +57,10 @@
 //   - telemetry: OpenTelemetry SDK wiring (OTLP/HTTP) for Config's tracer
 //     and logger providers.
 //   - view: the web viewer and the HTML report.
-//   - cmd/proctor: report, compare, export, merge, trace and view from the
-//     command line.
+//   - history: a run's summary row, baselines, fingerprint changes, drift
+//     alerts; history/catalog: the Parquet catalog of runs.
+//   - cmd/proctor: report, compare, export, merge, review, trace, view,
+//     history, compact and version from the command line.
 //
 // # A first eval
 //
@@ -69,6 +77,8 @@
 //	evaltest.Run(t, e, eval.Config{Epochs: 3}, evaltest.Gate{MinLowerBound: 0.85})
 //
 // See examples/quickstart for a complete program with no network and no key,
-// examples/coding for a SWE-bench-style eval in sandboxes, and
-// examples/llmjudge for a model-graded judge.
+// examples/coding for a SWE-bench-style eval in sandboxes,
+// examples/llmjudge for a model-graded judge, examples/online for
+// production traces judged by the hour, examples/distributed for one run
+// across machines and examples/loadtest for the engine's own overhead.
 package proctor

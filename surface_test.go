@@ -102,3 +102,38 @@ func TestSinkExportsNoCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestDatasetsImportNothingAbove: a dataset is the floor the others stand
+// on. No package under dataset/ imports a harness, a judge, a sandbox or
+// the engine (dataset/otlp once imported harness/replay for its element
+// type, which now lives in dataset/recorded); tests may.
+func TestDatasetsImportNothingAbove(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/proctor-evals/proctor/"
+	above := []string{"harness", "judge", "scorer", "sandbox", "eval", "sink", "cluster", "view", "review", "history", "telemetry"}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("dataset", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.Contains(p, "testdata") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			rest, ok := strings.CutPrefix(path, module)
+			if !ok {
+				continue
+			}
+			top, _, _ := strings.Cut(rest, "/")
+			if slices.Contains(above, top) {
+				t.Errorf("%s imports %s: a dataset package imports nothing above the datasets", p, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -162,7 +162,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 	} else {
 		hctx, span := s.startStage(ctx, "harness")
 		res.span = span
-		out, err := s.e.Harness.Run(hctx, ep)
+		out, err := s.harness.Run(hctx, ep)
 		res.span = nil
 		if capErr := s.overCap(ep, j); capErr != nil {
 			// Stopped at its cap by the watchdog, or past it on return.

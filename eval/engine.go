@@ -31,7 +31,6 @@ type runSetup[T, O any] struct {
 	parentRunID string
 	skip        func(sample, epoch int) bool // episodes that count as done without running
 	warnings    []string
-	reuse       *reuse // what Config.ReuseFrom gave: set by openRun
 	// identity is the dataset's, when computed before the run opens (a
 	// coordinator's manifest, a shard's run ID): hashed once.
 	identity *manifest.DatasetIdentity
@@ -60,18 +59,32 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	if err != nil {
 		return nil, err
 	}
-	s := newScheduler(setup.e, setup.cfg, setup.samples, run.done)
-	s.ident = run.ident
+	defer run.reuse.close()
+	sc := schedule[T, O]{
+		harness:     rejudging(run.reuse, setup.e.Harness, setup.samples.index, setup.cfg.Epochs),
+		runID:       run.runID,
+		parentRunID: setup.parentRunID,
+		done:        run.done,
+		out:         run.reuse.committer(run.rec, setup.cfg.Epochs),
+		cancel:      cancel,
+		ident:       run.ident,
+	}
 	if run.decided != nil {
 		// A resumed log may hold the decision already: learn it before
 		// claiming anything.
 		<-run.rec.ingested
-		s.sequential(run.agg.ClaimOrder(), run.decided)
+		sc.order, sc.decided = run.agg.ClaimOrder(), run.decided
 	}
-	defer setup.reuse.close()
-	s.runID, s.parentRunID, s.out, s.cancel = run.runID, setup.parentRunID, setup.reuse.committer(run.rec, setup.cfg.Epochs), cancel
+	tracker := newProgressTracker(run, &setup.cfg)
+	prog := newProgressReporter(tracker, &setup.cfg)
+	if prog != nil {
+		sc.progressClock = &tracker.clock
+	}
+	s := newScheduler(setup.e, setup.cfg, setup.samples, sc)
+	tracker.setRunning(s.running)
+	tracker.spent = s.spent
 	s.announceAll()
-	prog := startRunProgress(run, &setup.cfg, s)
+	prog.start()
 	s.run(ctx)
 	run.cancelled = int(s.cancelled.Load())
 	run.budgetHit = s.budgetHit.Load()
@@ -112,6 +125,9 @@ type run struct {
 	// decided is closed, by the recorder's goroutine, when the sequential
 	// gate is decided; nil without one.
 	decided chan struct{}
+	// reuse is the plan of Config.ReuseFrom for the episodes whose output
+	// is judged again; nil without one.
+	reuse *reuse
 }
 
 // openRun opens the log (resuming what it holds), marks the episodes that
@@ -182,7 +198,8 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	if r.runID == "" {
 		r.runID = newRunID()
 	}
-	if err := reuseEarlier(r, setup); err != nil {
+	var err error
+	if r.reuse, err = reuseEarlier(r, setup); err != nil {
 		return nil, err
 	}
 

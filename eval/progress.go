@@ -458,9 +458,9 @@ type progressReporter struct {
 	stopped chan struct{}
 }
 
-// startProgress starts reporting the progress of tr as cfg asks; it
-// returns nil (and starts nothing) when nothing would see it.
-func startProgress(tr *progressTracker, cfg *Config) *progressReporter {
+// newProgressReporter returns the reporter of tr's progress that cfg asks
+// for, not started; nil when nothing would see it.
+func newProgressReporter(tr *progressTracker, cfg *Config) *progressReporter {
 	var printer *progressPrinter
 	if !cfg.Quiet && !goTestQuiet(flag.Lookup) {
 		printer = newProgressPrinter(os.Stderr, isTerminal(os.Stderr), terminalWidth(os.Stderr), tr.start)
@@ -472,23 +472,16 @@ func startProgress(tr *progressTracker, cfg *Config) *progressReporter {
 	if every <= 0 {
 		every = DefaultProgressEvery
 	}
-	r := &progressReporter{tr: tr, every: every, on: cfg.OnProgress, printer: printer,
+	return &progressReporter{tr: tr, every: every, on: cfg.OnProgress, printer: printer,
 		stop: make(chan struct{}), stopped: make(chan struct{})}
-	go r.loop()
-	return r
 }
 
-// startRunProgress starts reporting a run on this machine, whose workers
-// then publish what they run.
-func startRunProgress[T, O any](r *run, cfg *Config, s *scheduler[T, O]) *progressReporter {
-	tr := newProgressTracker(r, cfg)
-	tr.setRunning(s.running)
-	tr.spent = s.spent
-	rep := startProgress(tr, cfg)
-	if rep != nil {
-		s.progressClock = &tr.clock
+// start starts taking snapshots and returns r; nil-safe.
+func (r *progressReporter) start() *progressReporter {
+	if r != nil {
+		go r.loop()
 	}
-	return rep
+	return r
 }
 
 func (r *progressReporter) loop() {

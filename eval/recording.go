@@ -56,6 +56,10 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Its workers run whole the episodes whose judge alone changed: a
+	// coordinator has no harness to wrap with the rejudge plan.
+	run.reuse.close()
+	run.reuse = nil
 	r.run = run
 	m := newManifest(setup)
 	m.RunID = run.runID
@@ -63,7 +67,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	r.manifest = m
 	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, &cfg)
-	r.reporter = startProgress(r.progress, &cfg)
+	r.reporter = newProgressReporter(r.progress, &cfg).start()
 	return r, nil
 }
 

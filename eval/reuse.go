@@ -64,14 +64,15 @@ type reuseLoc struct {
 // reuseEarlier reads the logs of Config.ReuseFrom, before anything is
 // scheduled: an episode whose result matches is copied into the run (its
 // record, marked reused_from, and its transcript) and marked done; an
-// episode whose output can be judged again is planned for the scheduler
-// (setup.reuse), which then runs only its judge. Episodes already done
-// (resumed from the run's own log, or of another shard) are left alone.
-// It runs before the recorder starts, so it writes the log itself.
-func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
+// episode whose output can be judged again is planned: the plan it
+// returns (nil when there is none) is what [rejudging] wraps the harness
+// with, so that only its judge runs. Episodes already done (resumed from
+// the run's own log, or of another shard) are left alone. It runs before
+// the recorder starts, so it writes the log itself.
+func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (_ *reuse, err error) {
 	cfg := setup.cfg
 	if len(cfg.ReuseFrom) == 0 {
-		return nil
+		return nil, nil
 	}
 	ru := &reuse{rejudge: map[int64]reuseLoc{}}
 	defer func() {
@@ -85,11 +86,10 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 		}
 	}()
 	c := &reuseCopier{r: r}
-	epochs := int64(cfg.Epochs)
 	for _, path := range cfg.ReuseFrom {
 		src, why, err := openReuseSource(path, setup)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if src == nil {
 			r.warnings = append(r.warnings, fmt.Sprintf("nothing reused from %s: %s", path, why))
@@ -131,7 +131,7 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 			}
 		}
 		if err := cmp.Or(copyErr, scanErr); err != nil {
-			return err
+			return nil, err
 		}
 		cfg.Logger.Debug("proctor: reused earlier results", "log", path, "run", src.runID, "reused", reused, "outputs to judge again", planned)
 	}
@@ -148,13 +148,19 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (err error) {
 	}
 	if len(ru.rejudge) == 0 {
 		ru.close()
-		return nil
+		return nil, nil
 	}
-	setup.reuse = ru
-	e := *setup.e
-	e.Harness = &replayHarness[T, O]{inner: setup.e.Harness, reuse: ru, index: setup.samples.index, epochs: epochs}
-	setup.e = &e
-	return nil
+	return ru, nil
+}
+
+// rejudging returns h wrapped so that the episodes the rejudge plan ru
+// plans replay their recorded output instead of running; h itself when
+// ru is nil.
+func rejudging[T, O any](ru *reuse, h harness.Harness[T, O], index *sampleIndex, epochs int) harness.Harness[T, O] {
+	if ru == nil {
+		return h
+	}
+	return &replayHarness[T, O]{inner: h, reuse: ru, index: index, epochs: int64(epochs)}
 }
 
 // reuseItem is an earlier record that serves an episode of this run.

@@ -486,3 +486,32 @@ func reportOf(t *testing.T, log string) *report.Report {
 	require.NoError(t, err)
 	return rep
 }
+
+// TestCoordinatorKeepsNoEarlierLogOpen: a coordinator (Open) hands the
+// episodes whose judge alone changed to its workers, which run them whole:
+// it plans no rejudge, and keeps none of the earlier logs open. It once
+// kept them open until the process ended.
+func TestCoordinatorKeepsNoEarlierLogOpen(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to list open files")
+	}
+	dir := t.TempDir()
+	e := reuseEval(&calls{}, "a", "b")
+	base := filepath.Join(dir, "base.jsonl")
+	_, err := e.Run(context.Background(), eval.Config{Log: base, Quiet: true})
+	require.NoError(t, err)
+	e.Versions.Judge = "j2"
+	rec, err := e.Open(context.Background(), eval.Config{Log: filepath.Join(dir, "coord.jsonl"), ReuseFrom: []string{base}, Quiet: true})
+	require.NoError(t, err)
+	require.Len(t, rec.Pending(), 2, "the workers run the episodes whose judge changed")
+	_, err = rec.Close(context.Background())
+	require.NoError(t, err)
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil {
+			require.NotEqual(t, base, target, "the earlier log is still open")
+		}
+	}
+}

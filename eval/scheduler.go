@@ -41,6 +41,7 @@ type finished struct {
 // counter, so no goroutine or channel entry exists per pending episode.
 type scheduler[T, O any] struct {
 	e           *Eval[T, O]
+	harness     harness.Harness[T, O] // e's, or one around it (schedule)
 	cfg         Config
 	runID       string
 	parentRunID string // set when rejudging
@@ -129,9 +130,37 @@ type kept struct {
 	sb  *sandbox.Sandbox // the sandbox the harness left, for the judge
 }
 
-func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], done *doneSet) *scheduler[T, O] {
-	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, done: done, clock: time.Now(),
-		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg)}
+// schedule is what a scheduler is given besides the eval, its config and
+// samples: what it runs them with and where their results go.
+type schedule[T, O any] struct {
+	harness     harness.Harness[T, O] // the eval's, or the rejudge plan's around it (reuse.go)
+	runID       string
+	parentRunID string // set when rejudging
+	done        *doneSet
+	out         committer
+	cancel      context.CancelCauseFunc // cancels the run
+	// feed, when set, hands out the episodes instead of the counter (a
+	// distributed worker's assignments).
+	feed  <-chan episode
+	ident *identityTracker // nil when the run does not add up its dataset's identity
+	// progressClock is set when progress is shown: workers then publish
+	// what they run, stamped with this coarse clock (progress.go).
+	progressClock *atomic.Int64
+	// A sequential gate's samples in claim order, and closed once it is
+	// decided; nil without one.
+	order   []int32
+	decided <-chan struct{}
+	// stream, when set, reads a streamed dataset for a worker's feed
+	// (work.go); Run's scheduler makes its own.
+	stream *sampleStream[T]
+}
+
+func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], sc schedule[T, O]) *scheduler[T, O] {
+	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
+		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
+		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
+		progressClock: sc.progressClock, stream: sc.stream}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}

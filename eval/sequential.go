@@ -10,12 +10,6 @@ import (
 	"iter"
 )
 
-// sequential makes s claim samples in the sequential gate's claim order
-// and stop claiming once decided is closed.
-func (s *scheduler[T, O]) sequential(order []int32, decided <-chan struct{}) {
-	s.order, s.decided = order, decided
-}
-
 // isDecided reports whether the sequential gate, if any, is decided.
 func (s *scheduler[T, O]) isDecided() bool {
 	if s.decided == nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -122,28 +123,35 @@ func TestSequentialRunStopsOnceDecidedAndItsLogDecidesTheSame(t *testing.T) {
 	}{{0.9, report.DecidedPass}, {0.4, report.DecidedFail}} {
 		t.Run(fmt.Sprint(tc.rate), func(t *testing.T) {
 			t.Parallel()
-			// Episodes take a moment, as an agent's do: the recorder keeps up.
-			e := bernoulli(2000, tc.rate, 100*time.Microsecond, 100*time.Microsecond, nil)
-			log := filepath.Join(t.TempDir(), "run.jsonl")
-			rep, err := e.Run(context.Background(), eval.Config{Log: log, Seed: 5, Concurrency: 8, Quiet: true,
-				Sequential: &report.Sequential{Bar: 0.7}})
-			require.NoError(t, err)
-			got := rep.Sequential
-			require.NotNil(t, got)
-			require.Equal(t, tc.want, got.Decision)
-			require.Less(t, got.Samples, 200, "a rate 0.2 or more from the bar decides within 200 samples")
-			require.GreaterOrEqual(t, rep.Episodes, got.Episodes, "the episodes the decision rests on are recorded")
-			// After the decision run only the episodes in flight and those
-			// claimed while the recorder folded the last records in.
-			require.Less(t, rep.Episodes, got.Episodes+64, "the run stopped claiming once decided")
-			require.Equal(t, 2000-rep.Episodes, got.NotRun)
-
-			require.Equal(t, got, decisionOfLog(t, log), "the report of the log decides the same, at the same point")
-			d, k := replayDecision(t, log, 0.7, report.DefaultAlpha, 5, idsOf(e), 1)
-			require.Equal(t, tc.want, d)
-			require.Equal(t, got.Samples, k)
+			// Episodes take a moment, as an agent's do, and the recorder
+			// keeps up: in a synctest bubble the clock stands still while
+			// the recorder works, however loaded the machine (outside one, a
+			// recorder starved under -race fell 250 episodes behind).
+			synctest.Test(t, func(t *testing.T) { stopsOnceDecided(t, tc.rate, tc.want) })
 		})
 	}
+}
+
+func stopsOnceDecided(t *testing.T, rate float64, want report.Decision) {
+	e := bernoulli(2000, rate, 100*time.Microsecond, 100*time.Microsecond, nil)
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	rep, err := e.Run(context.Background(), eval.Config{Log: log, Seed: 5, Concurrency: 8, Quiet: true,
+		Sequential: &report.Sequential{Bar: 0.7}})
+	require.NoError(t, err)
+	got := rep.Sequential
+	require.NotNil(t, got)
+	require.Equal(t, want, got.Decision)
+	require.Less(t, got.Samples, 200, "a rate 0.2 or more from the bar decides within 200 samples")
+	require.GreaterOrEqual(t, rep.Episodes, got.Episodes, "the episodes the decision rests on are recorded")
+	// After the decision run only the episodes in flight and those
+	// claimed while the recorder folded the last records in.
+	require.Less(t, rep.Episodes, got.Episodes+64, "the run stopped claiming once decided")
+	require.Equal(t, 2000-rep.Episodes, got.NotRun)
+
+	require.Equal(t, got, decisionOfLog(t, log), "the report of the log decides the same, at the same point")
+	d, k := replayDecision(t, log, 0.7, report.DefaultAlpha, 5, idsOf(e), 1)
+	require.Equal(t, want, d)
+	require.Equal(t, got.Samples, k)
 }
 
 // TestSequentialDecidesInClaimOrderNotCompletionOrder is the order trap:

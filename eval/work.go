@@ -58,16 +58,14 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	s := newScheduler(e, cfg, samples, newDoneSet(0))
-	s.cancel = cancel
-	s.out = workCommitter(done)
 	feed := make(chan episode)
-	s.feed = feed
-	s.runID = cfg.RunID
+	sc := schedule[T, O]{harness: e.Harness, runID: cfg.RunID,
+		done: newDoneSet(0), out: workCommitter(done), cancel: cancel, feed: feed}
 	if samples.streamed() {
-		s.stream = newFedStream(ctx, samples, cfg.Concurrency)
-		defer s.stream.close()
+		sc.stream = newFedStream(ctx, samples, cfg.Concurrency)
+		defer sc.stream.close()
 	}
+	s := newScheduler(e, cfg, samples, sc)
 
 	var feedErr error
 	go func() {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -78,22 +80,7 @@ type Tag struct {
 // warning of the report, as everywhere; a log without a manifest (written
 // before manifests existed) has empty versions and dataset identity.
 func Read(path string, opts *report.Options) (*Run, *report.Report, error) {
-	var first, last time.Time
-	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
-		for r, err := range jsonl.Records(path) {
-			if err == nil {
-				if first.IsZero() || r.StartedAt.Before(first) {
-					first = r.StartedAt
-				}
-				if end := r.StartedAt.Add(time.Duration(r.DurationMS * float64(time.Millisecond))); end.After(last) {
-					last = end
-				}
-			}
-			if !yield(r, err) {
-				return
-			}
-		}
-	}, opts)
+	rep, s, err := readLog(path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,14 +90,60 @@ func Read(path string, opts *report.Options) (*Run, *report.Report, error) {
 	}
 	run := FromReport(rep, m)
 	run.Log = path
-	run.Start = first
-	if !last.IsZero() {
-		run.Wall = last.Sub(first)
+	run.Start = s.first
+	if !s.last.IsZero() {
+		run.Wall = s.last.Sub(s.first)
 	}
 	if run.Start.IsZero() && m != nil {
 		run.Start = m.CreatedAt
 	}
 	return run, rep, nil
+}
+
+// span is when a run's episodes ran: the first start and the last end.
+type span struct{ first, last time.Time }
+
+func (s *span) add(r *sink.Record) {
+	if s.first.IsZero() || r.StartedAt.Before(s.first) {
+		s.first = r.StartedAt
+	}
+	if end := r.StartedAt.Add(time.Duration(r.DurationMS * float64(time.Millisecond))); end.After(s.last) {
+		s.last = end
+	}
+}
+
+// readLog folds the log at path into its report and the span of its
+// episodes: on every core with recordjson.Fold, as report.FromLog reads,
+// when the log is whole; else record by record, which says what is wrong
+// with it (a torn tail is a warning of the report).
+func readLog(path string, opts *report.Options) (*report.Report, span, error) {
+	if f, err := safeopen.Open(path); err == nil {
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			a := report.NewAggregator(opts)
+			var s span
+			end, _, err := recordjson.Fold(f, a, nil, func(c *recordjson.FoldChunk) {
+				for i := range c.Out {
+					s.add(&c.Out[i].Record)
+				}
+			})
+			if err == nil && end == st.Size() {
+				return a.Report(), s, nil
+			}
+		}
+	}
+	var s span
+	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for r, err := range jsonl.Records(path) {
+			if err == nil {
+				s.add(&r)
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}, opts)
+	return rep, s, err
 }
 
 // FromReport is the row of a run from its report and manifest (nil for

@@ -24,7 +24,10 @@
 //   - Calls after Close return [ErrClosed]; a done ctx is checked before
 //     any work.
 //   - Commands are validated (an argument, no NUL bytes, a valid Dir, a
-//     non-negative Timeout) before they reach the driver.
+//     non-negative Timeout) before they reach the driver, and their
+//     Timeout is enforced here, through the ctx the driver gets
+//     ([driver.Exec]); a driver's Provision runs Setup the same way
+//     ([driver.Setup]).
 //   - What comes back into the caller's process is bounded: each output
 //     stream of a command is capped at Limits.OutputBytes (default 16 MiB;
 //     the Result is then marked Truncated), and ReadFile refuses a file
@@ -480,7 +483,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	stdout, stderr := &capped{max: s.limits.OutputBytes}, &capped{max: s.limits.OutputBytes}
 	start := time.Now()
 	var exit driver.Exit
-	err := call(func() (err error) { exit, err = s.d.Exec(ctx, cmd, stdout, stderr); return err })
+	err := call(func() (err error) { exit, err = driver.Exec(ctx, s.d, cmd, stdout, stderr); return err })
 	res := Result{ExitCode: exit.Code, TimedOut: exit.TimedOut, Duration: time.Since(start)}
 	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
 	res.Truncated = stdout.truncated || stderr.truncated

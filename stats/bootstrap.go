@@ -61,7 +61,12 @@ func BootstrapClusters(sums, counts []float64, resamples int, level float64, see
 	// fits in a core's L2 cache and lets two cores scale; the totals are
 	// still added in float64, so the result is the same either way.
 	var resample func(r int) float64
-	if compact {
+	if codes, kinds, ok := codeClusters(sums, counts, c); ok {
+		// Few distinct clusters (k epochs of 0/1 scores have k+1): each
+		// draw reads a byte, and a working set of a byte a cluster stays
+		// in a core's cache however many clusters there are.
+		resample = func(r int) float64 { return resampleCoded(codes, kinds, seed, r) }
+	} else if compact {
 		cs := packClusters[float32](sums, counts, c)
 		resample = func(r int) float64 { return resampleMean(cs, seed, r) }
 	} else {
@@ -128,6 +133,63 @@ func resampleMean[F float32 | float64](cs []cluster[F], seed uint64, r int) floa
 		for ; i < len(b); i++ {
 			s0 += float64(cs[b[i]].sum)
 			n0 += float64(cs[b[i]].count)
+		}
+	}
+	return ((s0 + s1) + (s2 + s3)) / ((n0 + n1) + (n2 + n3))
+}
+
+// codeClusters returns the c non-empty clusters as codes into the
+// distinct clusters, when there are at most 256 of them.
+func codeClusters(sums, counts []float64, c int) (codes []uint8, kinds []cluster[float64], ok bool) {
+	index := map[cluster[float64]]uint8{}
+	codes = make([]uint8, 0, c)
+	for i, k := range counts {
+		if k <= 0 {
+			continue
+		}
+		cl := cluster[float64]{sums[i], k}
+		code, seen := index[cl]
+		if !seen {
+			if len(kinds) == 256 {
+				return nil, nil, false
+			}
+			code = uint8(len(kinds))
+			index[cl] = code
+			kinds = append(kinds, cl)
+		}
+		codes = append(codes, code)
+	}
+	return codes, kinds, true
+}
+
+// resampleCoded is resampleMean over coded clusters: the same draws, the
+// same totals added in the same order, so the same mean to the bit.
+func resampleCoded(codes []uint8, kinds []cluster[float64], seed uint64, r int) float64 {
+	var d draw
+	d.seed(seed, r, len(codes))
+	var buf [256]uint32
+	var s0, s1, s2, s3, n0, n1, n2, n3 float64
+	var k [256]cluster[float64] // on the stack: no bounds checks on a code
+	copy(k[:], kinds)
+	for left := len(codes); left > 0; {
+		b := buf[:min(left, len(buf))]
+		left -= len(b)
+		d.fill(b)
+		i := 0
+		for ; i+4 <= len(b); i += 4 {
+			c0, c1, c2, c3 := &k[codes[b[i]]], &k[codes[b[i+1]]], &k[codes[b[i+2]]], &k[codes[b[i+3]]]
+			s0 += c0.sum
+			n0 += c0.count
+			s1 += c1.sum
+			n1 += c1.count
+			s2 += c2.sum
+			n2 += c2.count
+			s3 += c3.sum
+			n3 += c3.count
+		}
+		for ; i < len(b); i++ {
+			s0 += k[codes[b[i]]].sum
+			n0 += k[codes[b[i]]].count
 		}
 	}
 	return ((s0 + s1) + (s2 + s3)) / ((n0 + n1) + (n2 + n3))

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"maps"
 	"math"
 	"os"
-	"runtime"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +56,7 @@ type extras struct {
 	finished map[int64]*[4]int // unix second of the end → pass, fail, error, unscored
 	kinds    map[sink.ErrorKind]int
 	workers  map[string]int
+	owned    map[string]string // the kinds' and workers' names, copied (own)
 	traced   int
 	spend    spend     // for the projected cost
 	first    time.Time // earliest start
@@ -67,7 +66,7 @@ type extras struct {
 const maxWorkers = 256 // distinct workers listed; more are folded into "other"
 
 func newExtras() *extras {
-	return &extras{finished: map[int64]*[4]int{}, kinds: map[sink.ErrorKind]int{}, workers: map[string]int{}}
+	return &extras{finished: map[int64]*[4]int{}, kinds: map[sink.ErrorKind]int{}, workers: map[string]int{}, owned: map[string]string{}}
 }
 
 func logBin(v float64, minExp, n int) int {
@@ -103,14 +102,28 @@ func (e *extras) add(r *sink.Record) {
 		c[statusIndex(r.Status)]++
 	}
 	if r.ErrorKind != "" {
-		e.kinds[r.ErrorKind]++
+		e.kinds[sink.ErrorKind(e.own(string(r.ErrorKind)))]++
 	}
 	if r.Worker != "" {
-		e.addWorker(r.Worker, 1)
+		e.addWorker(e.own(r.Worker), 1)
 	}
 	if r.TraceID != "" {
 		e.traced++
 	}
+}
+
+// own returns s as e keeps it: a record's strings share a chunk of the
+// log that is reused, and a map assignment stores its key even when the
+// key is there already.
+func (e *extras) own(s string) string {
+	if o, ok := e.owned[s]; ok {
+		return o
+	}
+	o := strings.Clone(s)
+	if len(e.owned) < 2*maxWorkers {
+		e.owned[o] = o
+	}
+	return o
 }
 
 func (e *extras) addWorker(w string, n int) {
@@ -237,218 +250,59 @@ func (l *logState) refreshLocked() error {
 	return l.fold(f, fi.Size())
 }
 
-// chunk is a run of whole lines folded by one worker; what must stay in
-// file order (the index, the failures, where a bad line is) is kept per
-// chunk, the rest in the worker's aggregator and extras.
-type chunk struct {
-	data    []byte
-	off     int64 // of data in the file
-	index   []indexEntry
-	records int
-	lines   int    // newlines in data before bad, or in all of it
-	size    int    // of data, which is dropped once folded
-	bad     int    // offset in data of the first line that is not a record; -1 for none
-	badLine []byte // that line
-	badErr  error  // why
-	schema  int    // the bad line's schema when it is a record of another schema; 0 otherwise
+// chunkFold is what the viewer gathers from a chunk besides the
+// aggregator: its charts and its records' offsets, in order.
+type chunkFold struct {
+	ext   *extras
+	index []indexEntry
 }
 
-// worker is one goroutine's share of a fold.
-type worker struct {
-	agg *report.Aggregator
-	ext *extras
-	rec sink.Record // decoded into, line after line: records are not kept
-
-	tags   map[string]string            // a new sample's tags, decoded into
-	keys   []string                     // their keys, sorted
-	key    []byte                       // the tags as one key of shared
-	shared map[string]map[string]string // tag sets seen, by key
-}
-
-// foldDecode leaves out of each record what the run page never shows:
-// input and output, and the maps (scores are in no chart, and a sample's
-// tags are read once, when the worker's aggregator first sees it). Every
-// line is validated all the same, as the log's reader does.
-var foldDecode = recordjson.DecodeOptions{NoRaw: true, NoMaps: true}
-
-func (w *worker) fold(c *chunk, seed maphash.Seed) {
-	c.bad = -1
-	data := c.data
-	c.data = nil // the chunks of a 1M-record log would add up to all of it
-	for i := 0; i < len(data); {
-		j := bytes.IndexByte(data[i:], '\n')
-		line := data[i : i+j]
-		if len(bytes.TrimSpace(line)) > 0 {
-			r := &w.rec
-			*r = sink.Record{}
-			err := recordjson.DecodeLine(line, r, &foldDecode)
-			if err == nil && r.Schema != sink.SchemaVersion {
-				c.schema = r.Schema
-				err = fmt.Errorf("record schema %d, this version of proctor reads schema %d", r.Schema, sink.SchemaVersion)
-			}
-			if err != nil {
-				c.bad, c.badLine, c.badErr = i, slices.Clone(line), err
-				return
-			}
-			if s, known := w.agg.Index(r.SampleID); known {
-				w.agg.AddAt(s, r)
-			} else {
-				r.Tags = w.sampleTags(line) // the aggregator keeps a new sample's tags
-				w.agg.Add(r)
-			}
-			w.ext.add(r)
-			c.index = append(c.index, indexEntry{maphash.String(seed, r.SampleID), c.off + int64(i)})
-			c.records++
+// fold folds in the log from l.off to size with recordjson.Fold, the
+// reader `proctor report` uses: every core decodes whole lines and the
+// records are added to the aggregator in file order, so the run page shows
+// the numbers the report prints. A line that is not a record stops it: it
+// is the last line (a torn tail, unless more follows later), a corrupt
+// line, or the first line of a file that is not a log. A last line without
+// its newline is not folded: a writer is in the middle of it, or it is a
+// torn tail.
+func (l *logState) fold(f *os.File, size int64) error {
+	from := l.off
+	var index [][]indexEntry // by chunk, joined at the end
+	end, lines, err := recordjson.Fold(io.NewSectionReader(f, from, size-from), l.agg, func(c *recordjson.FoldChunk) {
+		x := &chunkFold{ext: newExtras(), index: make([]indexEntry, len(c.Out))}
+		for i := range c.Out {
+			r := &c.Out[i]
+			x.ext.add(&r.Record)
+			x.index[i] = indexEntry{maphash.String(l.seed, r.SampleID), from + c.Off + int64(r.Start)}
 		}
-		c.lines++
-		i += j + 1
-	}
-}
-
-// sampleTags returns the tags of a record line already decoded, nil for
-// none. Samples with the same tags share one map, which the aggregators
-// only read: a run has a few tag sets and many samples.
-func (w *worker) sampleTags(line []byte) map[string]string {
-	clear(w.tags)
-	r := sink.Record{Tags: w.tags}
-	if recordjson.DecodeLine(line, &r, &recordjson.DecodeOptions{NoRaw: true}) != nil || len(w.tags) == 0 {
-		return nil
-	}
-	w.keys = w.keys[:0]
-	for k := range w.tags {
-		w.keys = append(w.keys, k)
-	}
-	slices.Sort(w.keys)
-	w.key = w.key[:0]
-	for _, k := range w.keys {
-		w.key = strconv.AppendQuote(w.key, k)
-		w.key = strconv.AppendQuote(w.key, w.tags[k])
-	}
-	if m, ok := w.shared[string(w.key)]; ok {
-		return m
-	}
-	m := maps.Clone(w.tags)
-	if len(w.shared) < maxSharedTags {
-		w.shared[string(w.key)] = m
-	}
-	return m
-}
-
-// maxSharedTags bounds a worker's table of tag sets: tags unique to each
-// sample (an ID as a tag, say) get a map each, as they would anyway.
-const maxSharedTags = 4096
-
-// folded is what folding a range of a log gives.
-type folded struct {
-	agg     *report.Aggregator
-	ext     *extras
-	index   []indexEntry
-	records int
-	lines   int
-	end     int64  // the end of the last whole line folded
-	bad     *chunk // the chunk of the first line that is not a record, if any
-}
-
-// foldRange reads [from, size) of f in chunks split at newlines and folds
-// them on every core, each worker into its own aggregator, merged at the
-// end. A last line without its newline is not folded: a writer is in the
-// middle of it, or it is a torn tail.
-func (l *logState) foldRange(f *os.File, from, size int64) (*folded, error) {
-	n := runtime.GOMAXPROCS(0)
-	// Each chunk is folded by whichever worker is free: a worker holds its
-	// own aggregator, extras and tag tables, merged at the end.
-	workers := make([]*worker, n)
-	free := make(chan *worker, n)
-	for i := range workers {
-		workers[i] = &worker{agg: report.NewAggregator(l.opts), ext: newExtras(), tags: map[string]string{}, shared: map[string]map[string]string{}}
-		free <- workers[i]
-	}
-	var chunks []*chunk
-	// The log's one chunk reader: every chunk is folded (a bad line is
-	// found again below), none is left to a sequential reader.
-	_, _, err := recordjson.ScanChunks(io.NewSectionReader(f, from, size-from), func(rc *recordjson.Chunk[*chunk]) {
-		c := &chunk{data: rc.Data, size: len(rc.Data), off: from + rc.Off}
-		w := <-free
-		w.fold(c, l.seed)
-		free <- w
-		rc.Out = append(rc.Out, c)
-	}, func(rc *recordjson.Chunk[*chunk]) error {
-		chunks = append(chunks, rc.Out[0])
-		return nil
+		c.Aux = x
+	}, func(c *recordjson.FoldChunk) {
+		x := c.Aux.(*chunkFold)
+		l.ext.merge(x.ext)
+		index = append(index, x.index)
+		l.records += len(x.index)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("view: read %s: %w", l.path, err)
-	}
-	out := &folded{agg: workers[0].agg, ext: workers[0].ext, end: from}
-	for _, w := range workers[1:] {
-		out.agg.Merge(w.agg)
-		out.ext.merge(w.ext)
-	}
-	records := 0
-	for _, c := range chunks {
-		records += c.records
-	}
-	out.index = make([]indexEntry, 0, records)
-	for _, c := range chunks {
-		if c.bad >= 0 {
-			out.bad = c
-			break
-		}
-		out.index = append(out.index, c.index...)
-		out.records += c.records
-		out.lines += c.lines
-		out.end = c.off + int64(c.size)
-	}
-	return out, nil
-}
-
-// fold folds in the log from l.off to size. A line that is not a record
-// stops it: it is the last line (a torn tail, unless more follows later),
-// a corrupt line, or the first line of a file that is not a log.
-func (l *logState) fold(f *os.File, size int64) error {
-	res, err := l.foldRange(f, l.off, size)
-	if err != nil {
-		return err
-	}
-	bad := res.bad
-	if bad != nil {
-		// The workers folded chunks past the bad line: fold again up to it.
-		if res, err = l.foldRange(f, l.off, bad.off+int64(bad.bad)); err != nil {
-			return err
-		}
-	}
-	if l.records == 0 {
-		l.agg, l.ext = res.agg, res.ext
-	} else {
-		l.agg.Merge(res.agg)
-		l.ext.merge(res.ext)
+		l.reset() // part of it was folded in: the next refresh starts over
+		return fmt.Errorf("view: read %s: %w", l.path, err)
 	}
 	if l.index == nil {
-		l.index = res.index // a log opened: no copy of its index
+		l.index = slices.Concat(index...) // a log opened: its index, allocated once
 	} else {
-		l.index = append(l.index, res.index...)
-	}
-	l.records += res.records
-	l.lines += res.lines
-	l.off = res.end
-	if bad != nil {
-		line := bad.badLine
-		last := l.off+int64(len(line))+1 == size
-		switch {
-		case bad.schema != 0:
-			// A whole record of another schema is never a torn tail, last
-			// or not: resume and report refuse it too (jsonl.SchemaError).
-			l.err = fmt.Errorf("view: %s:%d: %v", l.path, l.lines+1, bad.badErr)
-		case l.records == 0 && !looksLikeRecord(line) || l.records == 0 && !last:
-			l.err = fmt.Errorf("view: %s:%d: %w: %v", l.path, l.lines+1, errNotLog, bad.badErr)
-		case last:
-			// The last line, complete but not a record: a torn tail if
-			// nothing follows it, corrupt if something does later.
-		default:
-			l.err = fmt.Errorf("view: %s:%d: corrupt record: %v", l.path, l.lines+1, bad.badErr)
+		for _, x := range index {
+			l.index = append(l.index, x...)
 		}
 	}
+	l.off = from + end
+	l.lines += lines
 	l.tail = size - l.off
+	if l.tail > 0 {
+		// A whole line here is not a record; an unfinished one is judged
+		// below, or when it is finished.
+		if line, err := jsonl.ReadLineFrom(f, l.off, nil); err == nil {
+			l.badLine(line, l.off+int64(len(line))+1 == size)
+		}
+	}
 	if l.records == 0 && l.tail > 0 && l.err == nil {
 		// An unfinished first line: a log being started, or not a log.
 		head := make([]byte, min(l.tail, 16))
@@ -458,6 +312,31 @@ func (l *logState) fold(f *os.File, size int64) error {
 	}
 	l.version++
 	return nil
+}
+
+// badLine judges the whole line at l.off, which is not a record; last
+// says nothing follows it.
+func (l *logState) badLine(line []byte, last bool) {
+	var r sink.Record
+	err := recordjson.DecodeLine(line, &r, nil)
+	schema := 0 // of a whole record of another schema
+	if err == nil {
+		schema = r.Schema
+		err = fmt.Errorf("record schema %d, this version of proctor reads schema %d", r.Schema, sink.SchemaVersion)
+	}
+	switch {
+	case schema != 0:
+		// A whole record of another schema is never a torn tail, last or
+		// not: resume and report refuse it too (jsonl.SchemaError).
+		l.err = fmt.Errorf("view: %s:%d: %v", l.path, l.lines+1, err)
+	case l.records == 0 && !looksLikeRecord(line) || l.records == 0 && !last:
+		l.err = fmt.Errorf("view: %s:%d: %w: %v", l.path, l.lines+1, errNotLog, err)
+	case last:
+		// The last line, complete but not a record: a torn tail if nothing
+		// follows it, corrupt if something does later.
+	default:
+		l.err = fmt.Errorf("view: %s:%d: corrupt record: %v", l.path, l.lines+1, err)
+	}
 }
 
 // recordStart is how every record line of a log begins (sink.AppendJSON's

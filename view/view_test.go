@@ -397,3 +397,35 @@ func FuzzFold(f *testing.F) {
 		}
 	})
 }
+
+// TestRunReportIsTheTextReport: the viewer reads a log with the reader of
+// `proctor report` (records added in file order), so the report it holds
+// is the text report's to the last bit, read in many chunks and after the
+// log grew between two reads. (Not parallel: it sets the chunk size.)
+func TestRunReportIsTheTextReport(t *testing.T) {
+	defer view.SetChunkSize(view.SetChunkSize(1500))
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	defer w.Close(context.Background())
+	v, err := view.New([]string{log}, nil)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for ep := range 4 {
+		for i := range 40 {
+			require.NoError(t, w.Write(context.Background(), record(rng, fmt.Sprintf("s-%02d", i), ep, i, 0.7, 1)))
+		}
+		require.NoError(t, w.Flush())
+		got, err := v.Report("run.jsonl")
+		require.NoError(t, err)
+		want, err := report.FromRecords(jsonl.Records(log), nil)
+		require.NoError(t, err)
+		require.Equal(t, 40*(ep+1), got.Episodes)
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		gotJSON, err := json.Marshal(got)
+		require.NoError(t, err)
+		require.Equal(t, string(wantJSON), string(gotJSON), "after epoch %d", ep)
+		require.Equal(t, want.SampleResults(), got.SampleResults(), "after epoch %d", ep)
+	}
+}

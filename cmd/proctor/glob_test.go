@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGlobsOverARunsDirectory: the README's `proctor merge -o
+// TestGlobsOverARunsDirectory: docs/distributed.md's `proctor merge -o
 // runs/run.jsonl runs/shard-*.jsonl` and `proctor report runs/*.jsonl`
 // failed on the logs' transcript stores ("not a proctor log"): they are
 // skipped, with a note.

@@ -1,6 +1,6 @@
 // Package otlp turns OpenTelemetry traces into a dataset of recorded
 // operations: [Traces] reads the OTLP JSON files that the OpenTelemetry
-// Collector's file exporter writes and yields one replay.Case per GenAI
+// Collector's file exporter writes and yields one [recorded.Case] per GenAI
 // operation span, with the span's trace and span IDs kept, ready for the
 // replay harness (harness/replay).
 //
@@ -56,7 +56,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/harness/replay"
+	"github.com/proctor-evals/proctor/dataset/recorded"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -127,7 +127,7 @@ func (s *Span) Attr(key string) (any, bool) {
 // Traces returns the dataset of the operations in the OTLP JSON file at
 // path (see the package doc). It reads the file lazily, line by line, on
 // each call of Samples.
-func Traces(path string, opts *Options) dataset.Dataset[replay.Case] {
+func Traces(path string, opts *Options) dataset.Dataset[recorded.Case] {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -135,18 +135,18 @@ func Traces(path string, opts *Options) dataset.Dataset[replay.Case] {
 	if o.Tags == nil {
 		o.Tags = DefaultTags
 	}
-	return dataset.Func[replay.Case](func(ctx context.Context) iter.Seq2[dataset.Sample[replay.Case], error] {
-		return func(yield func(dataset.Sample[replay.Case], error) bool) {
+	return dataset.Func[recorded.Case](func(ctx context.Context) iter.Seq2[dataset.Sample[recorded.Case], error] {
+		return func(yield func(dataset.Sample[recorded.Case], error) bool) {
 			seen := make(map[string]struct{})
 			for l, err := range dataset.Lines(ctx, path, o.MaxLineBytes) {
 				if err != nil {
-					yield(dataset.Sample[replay.Case]{}, err)
+					yield(dataset.Sample[recorded.Case]{}, err)
 					return
 				}
 				for s, re := range o.samples(l.Bytes) {
 					if re != nil {
 						re.File, re.Line = path, l.Number
-						yield(dataset.Sample[replay.Case]{}, re)
+						yield(dataset.Sample[recorded.Case]{}, re)
 						return
 					}
 					if _, dup := seen[s.ID]; dup {
@@ -164,11 +164,11 @@ func Traces(path string, opts *Options) dataset.Dataset[replay.Case] {
 
 // samples yields the samples of one line; its errors have no position but
 // the field (the span's place in the line).
-func (o *Options) samples(b []byte) iter.Seq2[dataset.Sample[replay.Case], *dataset.RowError] {
-	return func(yield func(dataset.Sample[replay.Case], *dataset.RowError) bool) {
+func (o *Options) samples(b []byte) iter.Seq2[dataset.Sample[recorded.Case], *dataset.RowError] {
+	return func(yield func(dataset.Sample[recorded.Case], *dataset.RowError) bool) {
 		req, err := UnmarshalJSON(b)
 		if err != nil {
-			yield(dataset.Sample[replay.Case]{}, &dataset.RowError{Err: err})
+			yield(dataset.Sample[recorded.Case]{}, &dataset.RowError{Err: err})
 			return
 		}
 		for i, rs := range req.GetResourceSpans() {
@@ -179,7 +179,7 @@ func (o *Options) samples(b []byte) iter.Seq2[dataset.Sample[replay.Case], *data
 					field := fmt.Sprintf("resourceSpans[%d].scopeSpans[%d].spans[%d]", i, j, k)
 					s, ok, err := o.sample(ps, resource, scope)
 					if err != nil {
-						yield(dataset.Sample[replay.Case]{}, &dataset.RowError{Field: field, Err: err})
+						yield(dataset.Sample[recorded.Case]{}, &dataset.RowError{Field: field, Err: err})
 						return
 					}
 					if ok && !yield(s, nil) {
@@ -192,8 +192,8 @@ func (o *Options) samples(b []byte) iter.Seq2[dataset.Sample[replay.Case], *data
 }
 
 // sample makes the sample of span ps, if it is selected.
-func (o *Options) sample(ps *tracepb.Span, resource map[string]any, scope string) (dataset.Sample[replay.Case], bool, error) {
-	var none dataset.Sample[replay.Case]
+func (o *Options) sample(ps *tracepb.Span, resource map[string]any, scope string) (dataset.Sample[recorded.Case], bool, error) {
+	var none dataset.Sample[recorded.Case]
 	sp, err := view(ps, resource, scope)
 	if err != nil {
 		return none, false, err
@@ -220,7 +220,7 @@ func (o *Options) sample(ps *tracepb.Span, resource map[string]any, scope string
 	if err != nil {
 		return none, false, fmt.Errorf("span %s %q: %w", sp.SpanID, sp.Name, err)
 	}
-	c := replay.Case{Input: in, Output: out, TraceID: sp.TraceID, SpanID: sp.SpanID, Time: sp.Start}
+	c := recorded.Case{Input: in, Output: out, TraceID: sp.TraceID, SpanID: sp.SpanID, Time: sp.Start}
 	for k, v := range sp.Attrs {
 		if isContent(k) {
 			continue
@@ -230,7 +230,7 @@ func (o *Options) sample(ps *tracepb.Span, resource map[string]any, scope string
 		}
 		c.Attrs[k] = String(v)
 	}
-	s := dataset.Sample[replay.Case]{ID: replay.SampleID(sp.TraceID, sp.SpanID), Input: c}
+	s := dataset.Sample[recorded.Case]{ID: c.SampleID(), Input: c}
 	for _, key := range o.Tags {
 		if v, ok := sp.Attr(key); ok {
 			if s.Tags == nil {

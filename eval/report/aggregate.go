@@ -154,8 +154,11 @@ func (a *Aggregator) buildIndex() {
 }
 
 // addSample appends a sample not described by meta and returns its index.
+// It keeps a copy of id (a record's may share a reader's buffer) and tags
+// as they are.
 func (a *Aggregator) addSample(id string, tags map[string]string) int {
 	a.buildIndex()
+	id = strings.Clone(id)
 	i := len(a.samples)
 	a.index[id] = i
 	a.samples = append(a.samples, sampleStats{})
@@ -170,7 +173,10 @@ func (a *Aggregator) addSample(id string, tags map[string]string) int {
 	return i
 }
 
-// Add folds in a record of the sample with the record's ID.
+// Add folds in a record of the sample with the record's ID. Like AddAt,
+// it keeps none of r's strings, only copies (r's memory may be a reader's
+// buffer, reused for the next record); a new sample's tags map is kept as
+// it is.
 func (a *Aggregator) Add(r *sink.Record) {
 	i, ok := a.Index(r.SampleID)
 	if !ok {
@@ -191,10 +197,11 @@ func (a *Aggregator) Usage() harness.Usage { return a.usage }
 
 // AddAt folds in a record of the sample at index i, for callers (the
 // engine) that know the index and need not hash the sample ID; i must be
-// in [0, n) for an aggregator from NewIndexed.
+// in [0, n) for an aggregator from NewIndexed. It keeps none of r's
+// strings, only copies of the few it needs.
 func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	if a.eval == "" {
-		a.eval, a.runID = r.Eval, r.RunID
+		a.eval, a.runID = strings.Clone(r.Eval), strings.Clone(r.RunID)
 	}
 	s := &a.samples[i]
 	a.maxEpoch = max(a.maxEpoch, r.Epoch)
@@ -403,10 +410,14 @@ func (a *Aggregator) report(final bool) *Report {
 	}
 	for k := 1; k <= r.Epochs; k++ {
 		at, hat, ok := a.passAtK(k)
-		if ok {
-			r.PassAtK = append(r.PassAtK, KValue{k, at})
-			r.PassHatK = append(r.PassHatK, KValue{k, hat})
+		if !ok {
+			// No sample is scored k times, nor more: an epoch number far
+			// beyond the others (a log's, which anyone may write) costs
+			// no loop up to it.
+			break
 		}
+		r.PassAtK = append(r.PassAtK, KValue{k, at})
+		r.PassHatK = append(r.PassHatK, KValue{k, hat})
 	}
 	r.ByTag = a.byTag(r.Epochs)
 	if a.seq != nil {

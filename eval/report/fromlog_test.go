@@ -5,12 +5,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -86,4 +88,80 @@ func TestFromLogLargeLog(t *testing.T) {
 	want, wantErr := report.FromRecords(jsonl.Records(path), nil)
 	got, gotErr := report.FromLog(path, nil)
 	sameReport(t, want, got, wantErr, gotErr)
+}
+
+// TestAggregatorKeepsNoStringOfARecord: FromLog's records share the
+// memory of chunks that are reused, so Add and AddAt must copy the strings
+// they keep (the run's name, failures, error sources, models, sample IDs).
+// Each record here is decoded sharing one buffer, overwritten after Add.
+func TestAggregatorKeepsNoStringOfARecord(t *testing.T) {
+	var recs []sink.Record
+	for s := range 40 {
+		for ep := range 3 {
+			r := sink.Record{Schema: 1, RunID: "run-" + strconv.Itoa(s%2), Eval: "eval", SampleID: "sample-" + strconv.Itoa(s), Epoch: ep,
+				Tags: map[string]string{"k": strconv.Itoa(s % 3)}, Model: "model-" + strconv.Itoa(s%3), JudgeModel: "judge-" + strconv.Itoa(s%2),
+				CostUSD: 0.01, JudgeCostUSD: 0.001, TraceID: "trace" + strconv.Itoa(s), SpanID: "span" + strconv.Itoa(ep),
+				Transcript: "t.jsonl#" + strconv.Itoa(s*10+ep)}
+			switch (s + ep) % 5 {
+			case 0, 1:
+				r.Status, r.Score = sink.Pass, 1
+			case 2:
+				r.Status, r.Reason = sink.Fail, "wrong answer "+strconv.Itoa(s)
+			case 3:
+				r.Status, r.ErrorKind, r.ErrorSource, r.Error = sink.Error, sink.ErrorKind("kind-"+strconv.Itoa(s%2)), "source-"+strconv.Itoa(s%3), "boom "+strconv.Itoa(s)
+			default:
+				r.Status, r.Reason = sink.Status("other-"+strconv.Itoa(s%2)), "odd "+strconv.Itoa(s)
+			}
+			recs = append(recs, r)
+		}
+	}
+	want, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}, &report.Options{MaxFailures: 7, TraceURL: "http://traces/{trace_id}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := report.NewAggregator(&report.Options{MaxFailures: 7, TraceURL: "http://traces/{trace_id}"})
+	var buf []byte
+	var l recordjson.Light
+	for _, r := range recs {
+		buf = r.AppendJSON(buf[:0])
+		if err := recordjson.DecodeLight(buf, &l); err != nil {
+			t.Fatal(err)
+		}
+		l.Tags = r.Tags
+		a.Add(&l.Record)
+		for i := range buf {
+			buf[i] = '#'
+		}
+	}
+	sameReport(t, want, a.Report(), nil, nil)
+}
+
+// TestReportOfAFarEpoch: a record's epoch far beyond the others (a log
+// is outside input) makes no loop up to it: pass@k stops at the largest k
+// a sample is scored. FuzzFromLog stalled on such a log.
+func TestReportOfAFarEpoch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	var log []byte
+	for ep := range 2 {
+		r := sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "s", Epoch: ep, Status: sink.Pass, Score: 1}
+		log = append(r.AppendJSON(log), '\n')
+	}
+	far := sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "t", Epoch: 1 << 40, Status: sink.Fail}
+	log = append(far.AppendJSON(log), '\n')
+	if err := os.WriteFile(path, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.FromLog(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Epochs != 1<<40+1 || len(rep.PassAtK) != 2 || len(rep.PassHatK) != 2 {
+		t.Fatalf("epochs %d, pass@k %v, pass^k %v; want 2^40+1 epochs, pass@k for k = 1, 2", rep.Epochs, rep.PassAtK, rep.PassHatK)
+	}
 }

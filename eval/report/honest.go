@@ -184,20 +184,24 @@ func (e *errorSources) add(r *sink.Record) {
 		First: firstLine(first), SampleID: r.SampleID, Epoch: r.Epoch})
 }
 
+// count adds s, keeping copies of its strings (a record's may share a
+// reader's buffer).
 func (e *errorSources) count(s ErrorSource) {
 	k := sourceKey{s.Source, s.Status, s.Kind}
 	if i, ok := e.index[k]; ok {
 		t := &e.list[i]
 		t.Count += s.Count
 		if c := natural.Compare(s.SampleID, t.SampleID); c < 0 || c == 0 && s.Epoch < t.Epoch {
-			t.First, t.SampleID, t.Epoch = s.First, s.SampleID, s.Epoch
+			t.First, t.SampleID, t.Epoch = strings.Clone(s.First), strings.Clone(s.SampleID), s.Epoch
 		}
 		return
 	}
 	if e.index == nil {
 		e.index = map[sourceKey]int{}
 	}
-	e.index[k] = len(e.list)
+	s.Source, s.Status, s.Kind = strings.Clone(s.Source), sink.Status(strings.Clone(string(s.Status))), sink.ErrorKind(strings.Clone(string(s.Kind)))
+	s.First, s.SampleID = strings.Clone(s.First), strings.Clone(s.SampleID)
+	e.index[sourceKey{s.Source, s.Status, s.Kind}] = len(e.list)
 	e.list = append(e.list, s)
 }
 
@@ -222,7 +226,7 @@ func (e *errorSources) report() []ErrorSource {
 // model spent in each role.
 type spending struct {
 	judge   harness.Usage
-	byModel map[modelKey]harness.Usage
+	byModel map[modelKey]*harness.Usage
 }
 
 type modelKey struct{ role, model string }
@@ -240,16 +244,21 @@ func (s *spending) add(r *sink.Record) {
 }
 
 func (s *spending) addModel(k modelKey, u harness.Usage) {
-	if s.byModel == nil {
-		s.byModel = map[modelKey]harness.Usage{}
+	if v, ok := s.byModel[k]; ok {
+		*v = v.Add(u) // through the pointer: assigning to the map would store k, which may share a reader's buffer
+		return
 	}
-	s.byModel[k] = s.byModel[k].Add(u)
+	if s.byModel == nil {
+		s.byModel = map[modelKey]*harness.Usage{}
+	}
+	v := harness.Usage{}.Add(u)
+	s.byModel[modelKey{k.role, strings.Clone(k.model)}] = &v
 }
 
 func (s *spending) merge(b *spending) {
 	s.judge = s.judge.Add(b.judge)
 	for k, u := range b.byModel {
-		s.addModel(k, u)
+		s.addModel(k, *u)
 	}
 }
 
@@ -257,7 +266,7 @@ func (s *spending) merge(b *spending) {
 func (s *spending) report() []ModelUsage {
 	var out []ModelUsage
 	for k, u := range s.byModel {
-		out = append(out, ModelUsage{Role: k.role, Model: k.model, Usage: u})
+		out = append(out, ModelUsage{Role: k.role, Model: k.model, Usage: *u})
 	}
 	slices.SortFunc(out, func(x, y ModelUsage) int {
 		if c := cmp.Compare(y.Usage.CostUSD, x.Usage.CostUSD); c != 0 && !math.IsNaN(x.Usage.CostUSD+y.Usage.CostUSD) {

@@ -113,7 +113,7 @@ type sampleResults struct {
 // SampleResult is one sample's outcomes over its epochs in a run.
 type SampleResult struct {
 	ID       string
-	Tags     map[string]string
+	Tags     map[string]string // shared by the samples of one tag set (FromLog): read, do not change
 	Passed   int
 	Failed   int
 	Errored  int

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
-	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
 )
 
@@ -115,7 +114,7 @@ func (s *Sequential) Load() error {
 	if s.Baseline == "" || s.base != nil {
 		return nil
 	}
-	base, err := FromRecords(jsonl.Records(s.Baseline), &Options{Resamples: -1})
+	base, err := FromLog(s.Baseline, &Options{Resamples: -1})
 	if err != nil {
 		return fmt.Errorf("report: sequential baseline: %w", err)
 	}

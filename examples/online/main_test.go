@@ -153,7 +153,7 @@ func TestOnlineVerdictsOnTheWire(t *testing.T) {
 	for _, r := range recs {
 		var cs replay.Case
 		require.NoError(t, json.Unmarshal(r.Input, &cs))
-		require.Equal(t, replay.SampleID(cs.TraceID, cs.SpanID), r.SampleID)
+		require.Equal(t, cs.SampleID(), r.SampleID)
 
 		var events []*logspb.LogRecord
 		for _, l := range c.logs {

@@ -142,7 +142,7 @@ func decodeConversation(b []byte, strict bool) (dataset.Sample[Case], *dataset.R
 	case l.ID != nil:
 		s.ID = *l.ID
 	case c.TraceID != "":
-		s.ID = SampleID(c.TraceID, c.SpanID)
+		s.ID = c.SampleID()
 	default:
 		return fail("id", errors.New("missing, and there is no trace_id to name the sample by"))
 	}
@@ -150,16 +150,6 @@ func decodeConversation(b []byte, strict bool) (dataset.Sample[Case], *dataset.R
 		return fail("id", err)
 	}
 	return s, nil
-}
-
-// SampleID names the sample of a recorded operation by its span:
-// "TRACE_ID-SPAN_ID", or TRACE_ID alone without a span ID. dataset/otlp
-// and [JSONL] name samples so.
-func SampleID(traceID, spanID string) string {
-	if spanID == "" {
-		return traceID
-	}
-	return traceID + "-" + spanID
 }
 
 // hexID checks an optional hex ID of n bytes and returns it in lowercase.

@@ -32,36 +32,15 @@ package replay
 import (
 	"context"
 	"encoding/json"
-	"time"
 
+	"github.com/proctor-evals/proctor/dataset/recorded"
 	"github.com/proctor-evals/proctor/harness"
 )
 
-// Case is one recorded operation: what a production system was given, what
-// it answered, and where it was traced. It is the sample input of an
-// evaluation of production traffic; its JSON form is the record's input.
-type Case struct {
-	// Input is what the operation was given: for a GenAI span, the input
-	// messages (gen_ai.input.messages).
-	Input json.RawMessage `json:"input"`
-	// Output is what it answered: for a GenAI span, the output messages
-	// (gen_ai.output.messages). Null when none was recorded.
-	Output json.RawMessage `json:"output"`
-	// TraceID and SpanID identify the operation's span, in lowercase hex
-	// (32 and 16 digits); empty when it was not traced.
-	TraceID string `json:"trace_id,omitempty"`
-	SpanID  string `json:"span_id,omitempty"`
-	// Time is when the operation started.
-	Time time.Time `json:"time,omitzero"`
-	// Attrs are the operation's other attributes (model, finish reasons,
-	// token counts…), as strings: what a judge may want besides the
-	// input and output.
-	Attrs map[string]string `json:"attrs,omitempty"`
-}
-
-// OriginSpan returns the span the case was recorded under. The engine
-// correlates the verdict's gen_ai.evaluation.result event with it.
-func (c Case) OriginSpan() (traceID, spanID string) { return c.TraceID, c.SpanID }
+// Case is one recorded operation: its input, its output and the span it
+// was traced under. It is [recorded.Case], named here too because an eval
+// of recorded traffic names its input type beside its harness.
+type Case = recorded.Case
 
 // Harness returns the harness that replays a case: it returns the recorded
 // output as it is, runs no agent, makes no call and costs nothing. Its

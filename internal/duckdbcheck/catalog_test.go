@@ -42,7 +42,7 @@ func catalogRun(t *testing.T, dir, name, eval string, start time.Time, easyPass,
 		CreatedAt: start, Epochs: 1, Seed: "1", Dataset: manifest.DatasetIdentity{Samples: 20, Hash: "sum:1"}}))
 }
 
-// TestCatalogInDuckDB answers the README's three questions over the
+// TestCatalogInDuckDB answers docs/history.md's three questions over the
 // history catalog with DuckDB: the weekly pass-rate trend, what a month
 // cost, and the tag values that changed most between an eval's last two
 // runs.

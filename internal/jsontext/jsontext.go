@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -47,7 +48,8 @@ func AppendRawJSON(b []byte, v []byte) []byte {
 	return append(b, out.Bytes()...)
 }
 
-// hasRawSpecialByte is hasSpecialByte that also flags <, > and &.
+// hasRawSpecialByte reports whether one of x's bytes is one specialBytes
+// flags or <, > or &.
 func hasRawSpecialByte(x uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
@@ -339,13 +341,15 @@ func HasLit(b []byte, i int, lit string) bool {
 	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
 }
 
-// hasSpecialByte reports whether one of x's bytes may need a closer look
-// in a string: a quote, a backslash, a control character or non-ASCII.
-func hasSpecialByte(x uint64) bool {
+// specialBytes flags the bytes of x (little-endian) that need a closer
+// look in a string: a quote, a backslash, a control character or
+// non-ASCII. A subtraction's borrow may flag a byte above a flagged one,
+// never below: the lowest flag is exact.
+func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
-	return ((x-ones*0x20)|(q-ones)|(bs-ones)|x)&highs != 0
+	return ((x - ones*0x20) | (q - ones) | (bs - ones) | x) & highs
 }
 
 // ScanString validates the JSON string at b[i] and returns the index after
@@ -360,11 +364,14 @@ func ScanString(b []byte, i int, raw bool) (end int, esc, ok bool) {
 	i++
 	start, ascii := i, true
 	for i < len(b) {
-		for i+8 <= len(b) && !hasSpecialByte(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			break
+		if i+8 <= len(b) {
+			// Eight bytes at a time, to the first that needs a look.
+			m := specialBytes(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -397,7 +404,7 @@ func ScanString(b []byte, i int, raw bool) (end int, esc, ok bool) {
 		case c >= utf8.RuneSelf:
 			ascii = false
 			i++
-		default:
+		default: // the last few bytes, one at a time
 			i++
 		}
 	}
@@ -463,8 +470,47 @@ func ScanNumber(b []byte, i int) (end int, frac, ok bool) {
 	return i, frac, true
 }
 
+// scanDigits reads the whole number at b[i], without a sign, when it fits
+// a uint64 and has no leading zero, fraction or exponent; ok is false for
+// anything else, which the callers leave to strconv.
+func scanDigits(b []byte, i int) (end int, n uint64, ok bool) {
+	j := i
+	for j < len(b) && j-i < 19 && '0' <= b[j] && b[j] <= '9' {
+		n = n*10 + uint64(b[j]-'0') // 19 digits fit
+		j++
+	}
+	if j-i == 19 && j < len(b) && '0' <= b[j] && b[j] <= '9' {
+		hi, lo := bits.Mul64(n, 10)
+		var carry uint64
+		n, carry = bits.Add64(lo, uint64(b[j]-'0'), 0)
+		if hi != 0 || carry != 0 {
+			return i, 0, false
+		}
+		j++
+	}
+	if j == i || b[i] == '0' && j-i > 1 {
+		return i, 0, false
+	}
+	if j < len(b) {
+		if c := b[j]; '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' {
+			return i, 0, false
+		}
+	}
+	return j, n, true
+}
+
 // ScanInt reads an integer as encoding/json does into an int64 field.
 func ScanInt(b []byte, i int) (int, int64, bool) {
+	j, neg := i, i < len(b) && b[i] == '-'
+	if neg {
+		j++
+	}
+	if end, n, ok := scanDigits(b, j); ok && n <= math.MaxInt64 {
+		if neg {
+			return end, -int64(n), true
+		}
+		return end, int64(n), true
+	}
 	end, frac, ok := ScanNumber(b, i)
 	if !ok || frac {
 		return end, 0, false
@@ -475,6 +521,9 @@ func ScanInt(b []byte, i int) (int, int64, bool) {
 
 // ScanUint reads an integer as encoding/json does into a uint64 field.
 func ScanUint(b []byte, i int) (int, uint64, bool) {
+	if end, n, ok := scanDigits(b, i); ok {
+		return end, n, true
+	}
 	end, frac, ok := ScanNumber(b, i)
 	if !ok || frac || b[i] == '-' {
 		return end, 0, false
@@ -483,8 +532,45 @@ func ScanUint(b []byte, i int) (int, uint64, bool) {
 	return end, n, err == nil
 }
 
+// pow10 holds the powers of ten exact as float64s.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
 // ScanFloat reads a number as encoding/json does into a float64 field.
 func ScanFloat(b []byte, i int) (int, float64, bool) {
+	// A decimal of at most 15 digits without an exponent (a score, a
+	// duration, a cost) is m/10^k with m and 10^k exact as float64s: one
+	// division, correctly rounded, is what strconv returns (its own exact
+	// path).
+	j, neg := i, i < len(b) && b[i] == '-'
+	if neg {
+		j++
+	}
+	var m uint64
+	digits, k := 0, 0
+	for ; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+		m = m*10 + uint64(b[j]-'0')
+		digits++
+	}
+	if j < len(b) && b[j] == '.' && digits > 0 {
+		for j++; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+			m = m*10 + uint64(b[j]-'0')
+			digits++
+			k++
+		}
+	}
+	start := i
+	if neg {
+		start++
+	}
+	if digits > 0 && digits <= 15 && (b[j-1] != '.') && !(b[start] == '0' && j > start+1 && b[start+1] != '.') &&
+		(j == len(b) || b[j] != 'e' && b[j] != 'E') {
+		f := float64(m) / pow10[k]
+		if neg {
+			f = -f
+		}
+		return j, f, true
+	}
 	end, _, ok := ScanNumber(b, i)
 	if !ok {
 		return end, 0, false

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/proctor-evals/proctor/cluster"
@@ -32,6 +33,9 @@ type objects struct {
 	services    []*corev1.Service
 	claims      []*corev1.PersistentVolumeClaim
 	secrets     []*corev1.Secret
+	accounts    []*corev1.ServiceAccount
+	roles       []*rbacv1.Role
+	bindings    []*rbacv1.RoleBinding
 }
 
 // load decodes every YAML document of every manifest strictly into the
@@ -76,6 +80,18 @@ func load(t *testing.T) *objects {
 				var v corev1.Secret
 				strict(&v)
 				o.secrets = append(o.secrets, &v)
+			case "v1 ServiceAccount":
+				var v corev1.ServiceAccount
+				strict(&v)
+				o.accounts = append(o.accounts, &v)
+			case "rbac.authorization.k8s.io/v1 Role":
+				var v rbacv1.Role
+				strict(&v)
+				o.roles = append(o.roles, &v)
+			case "rbac.authorization.k8s.io/v1 RoleBinding":
+				var v rbacv1.RoleBinding
+				strict(&v)
+				o.bindings = append(o.bindings, &v)
 			default:
 				t.Fatalf("%s document %d: %s %s is not a kind this check knows", file, i+1, meta.APIVersion, meta.Kind)
 			}
@@ -214,7 +230,18 @@ func TestIndexedJob(t *testing.T) {
 func TestCoordinatorAndWorkers(t *testing.T) {
 	t.Parallel()
 	o := load(t)
-	coord := deploymentNamed(t, o, "distributed-arith-coordinator")
+	for _, run := range []struct{ coordinator, worker string }{
+		{"distributed-arith-coordinator", "distributed-arith-worker"},
+		{"sandboxed-arith-coordinator", "sandboxed-arith-worker"},
+	} {
+		t.Run(run.worker, func(t *testing.T) { checkCoordinatorAndWorkers(t, o, run.coordinator, run.worker) })
+	}
+}
+
+// checkCoordinatorAndWorkers checks that a coordinator Deployment, the
+// Service selecting it and a worker Deployment fit together.
+func checkCoordinatorAndWorkers(t *testing.T, o *objects, coordinator, workers string) {
+	coord := deploymentNamed(t, o, coordinator)
 	require.NotNil(t, coord.Spec.Replicas)
 	require.EqualValues(t, 1, *coord.Spec.Replicas, "one coordinator per run")
 	require.Equal(t, appsv1.RecreateDeploymentStrategyType, coord.Spec.Strategy.Type, "never two coordinators on one log")
@@ -245,7 +272,7 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	require.Equal(t, listenPort, target, "the Service reaches the port the coordinator listens on")
 
 	// Workers join the Service by name and port.
-	worker := deploymentNamed(t, o, "distributed-arith-worker")
+	worker := deploymentNamed(t, o, workers)
 	wc := worker.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "work", wc.Args[0])
 	require.Equal(t, fmt.Sprintf("nats://%s:%d", svc.Name, sp.Port), flagValue(t, wc.Args, "-join"))
@@ -320,4 +347,50 @@ func flagsOf(t *testing.T, command string) []string {
 	}
 	require.NotEmpty(t, names, "%s -h lists flags", command)
 	return names
+}
+
+// TestSandboxWorker checks the workers whose sandboxes are pods
+// (sandbox/kubernetes): they run as a ServiceAccount bound to a Role that
+// grants what the driver does (and sandbox/kubernetes's
+// TestManifestRoleSuffices runs the driver under that very Role on a real
+// API server), and label their sandboxes with their own pod's name
+// (TestCoordinatorAndWorkers checks that they join their coordinator).
+func TestSandboxWorker(t *testing.T) {
+	t.Parallel()
+	o := load(t)
+	w := deploymentNamed(t, o, "sandboxed-arith-worker")
+	spec := w.Spec.Template.Spec
+	sa := find(t, o.accounts, func(a *corev1.ServiceAccount) string { return a.Name }, spec.ServiceAccountName)
+	var role *rbacv1.Role
+	for _, b := range o.bindings {
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == sa.Name && s.Namespace == "" {
+				require.Equal(t, "Role", b.RoleRef.Kind)
+				role = find(t, o.roles, func(r *rbacv1.Role) string { return r.Name }, b.RoleRef.Name)
+			}
+		}
+	}
+	require.NotNil(t, role, "a RoleBinding binds %s to a Role", sa.Name)
+	grants := map[string][]string{}
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				grants[g+"/"+res] = append(grants[g+"/"+res], r.Verbs...)
+			}
+		}
+	}
+	for res, verbs := range map[string][]string{
+		"/pods":                             {"create", "get", "list", "watch", "delete"},
+		"/pods/exec":                        {"create", "get"},
+		"networking.k8s.io/networkpolicies": {"create", "list", "delete"},
+	} {
+		require.ElementsMatch(t, verbs, grants[res], "the Role's verbs on %s", res)
+	}
+	require.Len(t, grants, 3, "the Role grants nothing else")
+
+	wc := spec.Containers[0]
+	i := slices.IndexFunc(wc.Env, func(e corev1.EnvVar) bool { return e.Name == "PROCTOR_SANDBOX_RUN" })
+	require.GreaterOrEqual(t, i, 0, "the worker gets PROCTOR_SANDBOX_RUN")
+	require.NotNil(t, wc.Env[i].ValueFrom.FieldRef)
+	require.Equal(t, "metadata.name", wc.Env[i].ValueFrom.FieldRef.FieldPath)
 }

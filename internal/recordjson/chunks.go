@@ -18,7 +18,10 @@ type Chunk[T any] struct {
 	// Stop is the offset in Data of the first line the work left to a
 	// sequential reader (a line that is not a committed record); -1 for
 	// none.
-	Stop  int
+	Stop int
+	// Aux is the caller's, for what its work made of the chunk besides
+	// Out.
+	Aux   any
 	ready chan struct{}
 }
 

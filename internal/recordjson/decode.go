@@ -1,5 +1,6 @@
-// Package recordjson decodes record lines: the log's reader, its resume
-// scan and the viewer's fold call it. sink.Record.AppendJSON writes one
+// Package recordjson decodes record lines and reads logs: the log's
+// reader and its resume scan call it, and its Fold is the one reader of a
+// report, which `proctor report` and the viewer share. sink.Record.AppendJSON writes one
 // canonical form; DecodeLine reads that form with a strict hand-written
 // decoder and hands any other document to encoding/json. There is no
 // third parser: the log's resume scan, ScanLine, is the strict decoder
@@ -14,11 +15,13 @@
 package recordjson
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/internal/jsontext"
 	"github.com/proctor-evals/proctor/sink"
@@ -35,6 +38,12 @@ type DecodeOptions struct {
 	// nor added to): a caller that needs a sample's tags once, not once
 	// per record, decodes them apart.
 	NoMaps bool
+	// Alias makes the record's string fields (not the maps' keys and
+	// values) share line's memory when they hold no escapes, instead of
+	// copying them: a fold that keeps few of them allocates nothing per
+	// record. They are valid only as long as line is unchanged; whoever
+	// keeps one copies it (strings.Clone).
+	Alias bool
 }
 
 // DecodeLine decodes a record line into r as json.Unmarshal(line, r) does,
@@ -49,6 +58,7 @@ func DecodeLine(line []byte, r *sink.Record, opts *DecodeOptions) error {
 	}
 	var l canonLine
 	if l.scan(line) {
+		l.alias = o.Alias
 		l.decode(line, r, o)
 		return nil
 	}
@@ -204,6 +214,16 @@ var fields = [nFields]struct {
 	fSpanID:            {`,"span_id":`, kString, true},
 }
 
+// keyHeads holds the first eight bytes of each field's key (every key has
+// eight or more), compared as one word: most lines lack most optional
+// fields, and that is then seen in one comparison.
+var keyHeads = func() (h [nFields]uint64) {
+	for f := range fields {
+		h[f] = binary.LittleEndian.Uint64([]byte(fields[f].key))
+	}
+	return h
+}()
+
 // canonLine is a canonical record line, validated: where each field's
 // value is and the numbers and time, parsed.
 type canonLine struct {
@@ -216,6 +236,7 @@ type canonLine struct {
 	seed  uint64
 	flts  [nFields]float64
 	time  time.Time
+	alias bool // decode: strings share the line's memory (DecodeOptions.Alias)
 }
 
 // scan validates b as the canonical form and fills l; false means "not
@@ -227,7 +248,7 @@ func (l *canonLine) scan(b []byte) bool {
 	i := 1
 	for f := range nFields {
 		d := &fields[f]
-		if len(b)-i < len(d.key) || string(b[i:i+len(d.key)]) != d.key {
+		if len(b)-i < len(d.key) || binary.LittleEndian.Uint64(b[i:]) != keyHeads[f] || string(b[i+8:i+len(d.key)]) != d.key[8:] {
 			if d.optional {
 				continue
 			}
@@ -263,7 +284,7 @@ func (l *canonLine) scan(b []byte) bool {
 				l.esc |= 1 << f
 			}
 			if ok && d.kind == kTime {
-				ok = !esc && l.time.UnmarshalJSON(b[start-1:i]) == nil
+				ok = !esc && (parseUTC(&l.time, b[start:i-1]) || l.time.UnmarshalJSON(b[start-1:i]) == nil)
 			}
 			if !ok {
 				return false
@@ -294,8 +315,10 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	// be long.
 	var short strings.Builder
 	n := 0
-	for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
-		n += l.spans[f][1] - l.spans[f][0]
+	if !l.alias {
+		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+			n += l.spans[f][1] - l.spans[f][0]
+		}
 	}
 	if !o.NoMaps {
 		n += l.spans[fScores][1] - l.spans[fScores][0] + l.spans[fTags][1] - l.spans[fTags][0]
@@ -406,9 +429,16 @@ func (l *canonLine) bytes(b []byte, f int) []byte {
 	return s
 }
 
-// str returns the content of string field f, in buf when it is not nil.
+// str returns the content of string field f: b's own bytes when aliasing
+// (and it holds no escapes), else in buf when it is not nil.
 func (l *canonLine) str(b []byte, f int, buf *strings.Builder) string {
 	s := b[l.spans[f][0]:l.spans[f][1]]
+	if l.alias && l.esc&(1<<f) == 0 {
+		if len(s) == 0 {
+			return ""
+		}
+		return unsafe.String(&s[0], len(s))
+	}
 	if buf != nil {
 		return addString(buf, s)
 	}
@@ -544,4 +574,63 @@ func scanMap(b []byte, i int, tags bool) (end, n int, ok bool) {
 			return i, n, false
 		}
 	}
+}
+
+// parseUTC reads the form AppendTime writes for a UTC time,
+// YYYY-MM-DDTHH:MM:SS[.F]Z with one to nine digits of fraction, as
+// time.Time.UnmarshalJSON does (into time.Date); it reports false for
+// anything else, which is left to UnmarshalJSON.
+func parseUTC(t *time.Time, s []byte) bool {
+	if len(s) < 20 || len(s) == 21 || len(s) > 30 || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	num := func(i, n int) (v int, ok bool) {
+		for _, c := range s[i : i+n] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	nsec := 0
+	if len(s) > 20 {
+		n := len(s) - 21 // digits of fraction
+		frac, ok := num(20, n)
+		if s[19] != '.' || !ok {
+			return false
+		}
+		for range 9 - n {
+			frac *= 10
+		}
+		nsec = frac
+	}
+	*t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	return true
+}
+
+// daysIn is the number of days of month in year, as the time package
+// counts them (proleptic Gregorian).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }

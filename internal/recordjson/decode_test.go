@@ -405,7 +405,7 @@ func checkDecode(t *testing.T, b []byte) {
 	// DecodeLine with fields left out: the same acceptance, error and
 	// fields as the reference, but those left out, which keep the record's
 	// own (the maps not added to, the raw messages' memory not written).
-	for _, opts := range []DecodeOptions{{NoRaw: true}, {NoMaps: true}, {NoRaw: true, NoMaps: true}} {
+	for _, opts := range []DecodeOptions{{NoRaw: true}, {NoMaps: true}, {NoRaw: true, NoMaps: true}, {Alias: true}, {NoRaw: true, NoMaps: true, Alias: true}} {
 		for _, start := range []func() sink.Record{func() sink.Record { return sink.Record{} }, prefilled} {
 			want := start()
 			wantErr := json.Unmarshal(b, &want)
@@ -436,8 +436,26 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 	}
 
+	// DecodeLight: the same acceptance and error; the record but its input,
+	// output and scores, with the tags TagSets makes of it.
 	var want sink.Record
 	wantErr := json.Unmarshal(b, &want)
+	want.Input, want.Output, want.Scores = nil, nil, nil
+	l := Light{Record: prefilled()}
+	err := DecodeLight(b, &l)
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("DecodeLight(%q): err %v, encoding/json err %v", b, err, wantErr)
+	}
+	if err == nil {
+		var sets TagSets
+		l.Tags = sets.Of(&l)
+		if diff := cmp.Diff(want, l.Record, exactRecord); diff != "" {
+			t.Fatalf("DecodeLight(%q) (-encoding/json +got):\n%s", b, diff)
+		}
+	}
+
+	want = sink.Record{}
+	wantErr = json.Unmarshal(b, &want)
 	k, err := ScanLine(b)
 	if (err == nil) != (wantErr == nil) {
 		t.Fatalf("ScanLine(%q): err %v, encoding/json err %v", b, err, wantErr)

@@ -142,7 +142,7 @@ func tarWorkspace(w io.Writer, ws, dir string) error {
 // --- exec ---
 
 // wrapper records the command's pid (its process group id: docker exec
-// starts it as a session leader) so that a timeout can kill the group.
+// starts it as a session leader) so that a done ctx can kill the group.
 const wrapper = `echo $$ > "$0"; exec "$@"`
 
 // Exec implements [driver.Sandbox].
@@ -188,32 +188,15 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 		done <- err
 	}()
 
-	var timeout <-chan time.Time
-	if cmd.Timeout > 0 {
-		t := time.NewTimer(cmd.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var timedOut bool
-	var ctxErr, streamErr error
+	var streamErr error
 	select {
 	case streamErr = <-done:
-	case <-timeout:
-		timedOut = true
-		b.kill(pidfile)
-		streamErr = b.wait(done, att)
 	case <-ctx.Done():
-		ctxErr = ctx.Err()
 		b.kill(pidfile)
-		streamErr = b.wait(done, att)
+		b.wait(done, att)
+		return driver.Exit{Code: -1}, ctx.Err()
 	}
-	res := driver.Exit{TimedOut: timedOut, Code: -1}
-	if ctxErr != nil {
-		return res, ctxErr
-	}
-	if timedOut {
-		return res, nil
-	}
+	res := driver.Exit{Code: -1}
 	if streamErr != nil {
 		return res, b.fault(ctx, streamErr)
 	}
@@ -238,14 +221,12 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 
 // wait waits for the output stream after a kill, closing it if the engine
 // keeps it open (a descendant that escaped the group holds it).
-func (b *box) wait(done chan error, att client.ExecAttachResult) error {
+func (b *box) wait(done chan error, att client.ExecAttachResult) {
 	select {
-	case err := <-done:
-		return err
+	case <-done:
 	case <-time.After(5 * time.Second):
 		att.Close()
 		<-done
-		return nil
 	}
 }
 

@@ -17,8 +17,8 @@
 //     memory or pids controller warns and ignores them).
 //   - Timeouts: every command runs under a small sh wrapper that records
 //     its pid; it is a process group leader (docker exec starts it in a new
-//     session), so a timeout or a done ctx kills the whole group with a
-//     second exec ("kill -9 -PGID"). A descendant that calls setsid itself
+//     session), so a done ctx (Cmd.Timeout makes one) kills the whole
+//     group with a second exec ("kill -9 -PGID"). A descendant that calls setsid itself
 //     escapes that kill; it dies with the container.
 //
 // The image must therefore provide sh and kill (busybox is enough; see
@@ -258,10 +258,8 @@ func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if err := b.populate(ctx); err != nil {
 		return nil, err
 	}
-	for _, c := range spec.Setup {
-		if err := b.must(ctx, "setup", c); err != nil {
-			return nil, err
-		}
+	if err := driver.Setup(ctx, b, spec.Setup); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if spec.Limits.DiskBytes > 0 {
 		// Forks mount their own workspace over b.ws: keep what Setup left

@@ -12,6 +12,11 @@
 //     invalid UTF-8 never reach a driver. A symlink leading out of the workspace is the
 //     driver's to refuse, with an error wrapping [ErrEscape].
 //   - A Cmd has at least one argument, a valid Dir and no NUL bytes.
+//   - Cmd.Timeout is enforced through ctx: the portable type runs every
+//     command through the function [Exec], which gives the driver a ctx
+//     that is done when the timeout expires. A driver's Exec never reads
+//     Cmd.Timeout; its Provision runs Spec.Setup through [Setup], which
+//     does the same.
 //   - No method of a Sandbox is called after its Close has returned (one
 //     may run concurrently with Close, which must then stop it), and
 //     Close is called once.
@@ -19,6 +24,17 @@
 //     Sandbox forked from it: what the environment holds (a base
 //     directory, an image) need not outlive it.
 //   - Spec.Limits has its defaults filled in.
+//
+// Timeouts are enforced once, by [Exec], and a driver only has to kill a
+// command's tree when its ctx is done. Setup commands run inside the
+// driver's Provision, on a workspace that is not yet an environment (the
+// Docker driver commits its container to an image only after them), so
+// the portable type cannot run them itself without a second, two-phase
+// provisioning interface; instead every driver hands them to [Setup],
+// which runs them through [Exec] and words their failures alike. A driver
+// written to an older contract that still times commands out itself
+// stays correct: whichever of its timer and ctx ends first, the result
+// is the same.
 //
 // The data types (Spec, Cmd, Limits, FileInfo, Guarantees) and sentinel
 // errors live here, not in package sandbox, so that the driver interfaces
@@ -38,8 +54,9 @@ import (
 // concurrently.
 type Provider interface {
 	// Provision builds the environment spec describes: the workspace from
-	// Spec.Template, then Spec.Files, then Spec.Setup run there. A Setup
-	// command that exits non-zero is an error wrapping [ErrUnavailable].
+	// Spec.Template, then Spec.Files, then Spec.Setup run there through
+	// [Setup], so that each command's Timeout holds and a command that
+	// exits non-zero or times out is an error wrapping [ErrUnavailable].
 	Provision(ctx context.Context, spec Spec) (Environment, error)
 }
 
@@ -57,9 +74,9 @@ type Sandbox interface {
 	// stderr as they come (the writers never fail and never block for
 	// long: the portable type caps them), and waits for it. A command
 	// that exits non-zero is an Exit with that code and a nil error. When
-	// cmd.Timeout expires the whole process tree is killed and Exec
-	// returns Exit{Code: -1, TimedOut: true} and a nil error; when ctx is
-	// done first, the tree is killed and the error wraps ctx.Err().
+	// ctx is done before the command ends, its whole process tree is
+	// killed and Exec returns an error wrapping ctx.Err(). Exec ignores
+	// cmd.Timeout: [Exec] turns it into ctx's deadline.
 	Exec(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (Exit, error)
 	// ReadFile returns the content of the named regular file. A file
 	// larger than max bytes is an error wrapping [ErrTooLarge], found
@@ -150,8 +167,8 @@ type Cmd struct {
 
 // Exit is how a command ended.
 type Exit struct {
-	Code     int // -1 when killed by a signal or timeout
-	TimedOut bool
+	Code     int  // -1 when killed by a signal or timeout
+	TimedOut bool // set by [Exec]; a driver need not
 }
 
 // FileInfo describes one entry of a directory listing.

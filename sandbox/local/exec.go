@@ -161,20 +161,9 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	b.running[pgid] = struct{}{}
 	b.mu.Unlock()
 
-	var timeout <-chan time.Time
-	if cmd.Timeout > 0 {
-		t := time.NewTimer(cmd.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var timedOut bool
 	var ctxErr error
 	select {
 	case <-p.done:
-	case <-timeout:
-		timedOut = true
-		killGroup(pgid)
-		<-p.done
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 		killGroup(pgid)
@@ -199,14 +188,7 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	errR.Close()
 	inW.Close()
 
-	exit := driver.Exit{Code: c.ProcessState.ExitCode(), TimedOut: timedOut}
-	if timedOut {
-		exit.Code = -1
-	}
-	if ctxErr != nil {
-		return exit, ctxErr
-	}
-	return exit, nil
+	return driver.Exit{Code: c.ProcessState.ExitCode()}, ctxErr
 }
 
 // dir resolves a command's working directory inside the workspace.

@@ -81,7 +81,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -272,29 +271,7 @@ func (e *environment) build(ctx context.Context) error {
 			return fmt.Errorf("Files[%q]: %w", name, err)
 		}
 	}
-	for _, c := range e.spec.Setup {
-		var stderr tail
-		exit, err := setup.Exec(ctx, c, io.Discard, &stderr)
-		if err != nil {
-			return fmt.Errorf("setup %q: %w", c.Args, err)
-		}
-		if exit.Code != 0 {
-			return fmt.Errorf("setup %q exited %d: %s: %w",
-				c.Args, exit.Code, strings.TrimSpace(string(stderr.b)), sandbox.ErrUnavailable)
-		}
-	}
-	return nil
-}
-
-// tail keeps the last 4 KiB written to it: a failed Setup's message.
-type tail struct{ b []byte }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > 4096 {
-		t.b = t.b[len(t.b)-4096:]
-	}
-	return len(p), nil
+	return driver.Setup(ctx, setup, e.spec.Setup)
 }
 
 // Fork implements [driver.Environment].

@@ -36,9 +36,9 @@ import (
 // The zero Fake is ready to use; its methods may be called concurrently.
 type Fake struct {
 	// Exec, when set, runs every command (Setup included) instead of the
-	// builtins. sb is the sandbox the command runs in, for its files. A
-	// Cmd.Timeout is applied to ctx; if Exec returns after it expired, the
-	// Result is marked TimedOut.
+	// builtins. sb is the sandbox the command runs in, for its files. ctx
+	// is done when Cmd.Timeout expires (package sandbox derives it); if
+	// Exec returns after that, the Result is marked TimedOut.
 	Exec func(ctx context.Context, sb Files, cmd sandbox.Cmd) (sandbox.Result, error)
 	// MaxOpen is the capacity of [Fake.Provider].
 	MaxOpen int
@@ -76,14 +76,8 @@ func (f *Fake) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environ
 			return nil, fmt.Errorf("sandboxtest: provision: %w", err)
 		}
 	}
-	for _, c := range spec.Setup {
-		res, err := base.run(ctx, c, io.Discard, io.Discard)
-		if err != nil {
-			return nil, fmt.Errorf("sandboxtest: provision: setup %q: %w", c.Args, err)
-		}
-		if res.Code != 0 {
-			return nil, fmt.Errorf("sandboxtest: provision: setup %q exited %d: %w", c.Args, res.Code, sandbox.ErrUnavailable)
-		}
+	if err := driver.Setup(ctx, base, spec.Setup); err != nil {
+		return nil, fmt.Errorf("sandboxtest: provision: %w", err)
 	}
 	return &fakeEnv{base: base}, nil
 }
@@ -299,10 +293,6 @@ func (s *fakeSandbox) Close() error {
 }
 
 func (s *fakeSandbox) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
-	return s.run(ctx, cmd, stdout, stderr)
-}
-
-func (s *fakeSandbox) run(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Writer) (driver.Exit, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -325,19 +315,7 @@ func (s *fakeSandbox) run(ctx context.Context, cmd sandbox.Cmd, stdout, stderr i
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stopped := runCtx
-	go func() {
-		select {
-		case <-closeCtx.Done():
-			cancel()
-		case <-stopped.Done():
-		}
-	}()
-	if cmd.Timeout > 0 {
-		var c context.CancelFunc
-		runCtx, c = context.WithTimeout(runCtx, cmd.Timeout)
-		defer c()
-	}
+	defer context.AfterFunc(closeCtx, cancel)()
 	var res sandbox.Result
 	if s.fake.Exec != nil {
 		res, err = s.fake.Exec(runCtx, &fakeCmd{s, dir}, cmd)
@@ -348,10 +326,8 @@ func (s *fakeSandbox) run(ctx context.Context, cmd sandbox.Cmd, stdout, stderr i
 	}
 	exit := driver.Exit{Code: res.ExitCode, TimedOut: res.TimedOut}
 	if ctx.Err() != nil {
+		// Also Cmd.Timeout's: ctx is driver.Exec's.
 		return exit, ctx.Err()
-	}
-	if runCtx.Err() != nil && cmd.Timeout > 0 && closeCtx.Err() == nil {
-		exit, err = driver.Exit{Code: -1, TimedOut: true}, nil
 	}
 	return exit, err
 }

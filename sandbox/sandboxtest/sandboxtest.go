@@ -588,6 +588,22 @@ var baseCases = []testCase{
 		},
 	},
 	{
+		name: "SetupTimeout",
+		rule: "a Setup command's Timeout holds: Provision fails promptly with ErrUnavailable, not the caller's ctx error",
+		run: func(t T, s *suite) {
+			start := time.Now()
+			env, err := s.p.Provision(ctx(t), s.spec(func(sp *sandbox.Spec) {
+				sp.Setup = []sandbox.Cmd{{Args: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond}}
+			}))
+			if err == nil {
+				env.Close()
+			}
+			errorIs(t, err, sandbox.ErrUnavailable)
+			isTrue(t, !errors.Is(err, context.DeadlineExceeded), "the error is not the caller's deadline: %v", err)
+			less(t, time.Since(start), 20*time.Second)
+		},
+	},
+	{
 		name: "ForkIsolation",
 		rule: "forks of one environment never see each other's writes",
 		run: func(t T, s *suite) {
