@@ -4,6 +4,8 @@
 // record adds one level around its input and output.
 package jsondepth
 
+import "bytes"
+
 // Max is the deepest nesting of a record's input or output that proctor
 // writes as it is: what the log's strict decoder follows, far below
 // encoding/json's limit and within reach of readers with smaller stacks
@@ -14,6 +16,7 @@ const Max = 512
 // than max levels deep. v need not be valid: brackets are counted outside
 // strings, which is the nesting of a valid value.
 func Exceeds(v []byte, max int) bool {
+	v = bytes.TrimLeft(v, " \t\r\n") // JSON's whitespace may come first
 	if len(v) == 0 || v[0] != '[' && v[0] != '{' {
 		return false // a scalar: the usual output
 	}

@@ -26,6 +26,7 @@ func TestExceeds(t *testing.T) {
 		{`[{"a":[1]}]`, 2, true},
 		{`["[[[[", "\"[[["]`, 1, false}, // brackets in strings, an escaped quote
 		{`[[],[],[]]`, 2, false},
+		{" \n\t[[[[]]]]", 3, true}, // whitespace first (found by FuzzExceeds: it read as a scalar)
 	} {
 		if got := jsondepth.Exceeds([]byte(c.v), c.max); got != c.want {
 			t.Errorf("Exceeds(%.40q, %d) = %v, want %v", c.v, c.max, got, c.want)
