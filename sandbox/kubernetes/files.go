@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"maps"
 	"math"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
 // Exit codes of the driver's own scripts (commands they run fail with 1
@@ -464,53 +464,12 @@ func tarWorkspace(w io.Writer, dir string, files map[string][]byte) error {
 	now := time.Now()
 	dirs := map[string]bool{}
 	if dir != "" {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(dir, p)
-			if err != nil || rel == "." {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			var link string
-			if d.Type()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			}
-			if !d.IsDir() && !d.Type().IsRegular() && link == "" {
-				return nil // sockets, FIFOs, devices: not part of a template
-			}
-			h, err := tar.FileInfoHeader(info, link)
-			if err != nil {
-				return err
-			}
-			h.Name = filepath.ToSlash(rel)
-			if d.IsDir() {
-				h.Name += "/"
-				dirs[filepath.ToSlash(rel)] = true
-			}
-			h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if d.Type().IsRegular() {
-				f, err := os.Open(p)
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(tw, f)
-				f.Close()
-				return err
-			}
-			return nil
-		})
+		wrote, err := driver.AddTree(tw, dir, "")
 		if err != nil {
 			return err
+		}
+		for _, d := range wrote {
+			dirs[d] = true
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
