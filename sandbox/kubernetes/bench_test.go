@@ -77,23 +77,15 @@ func BenchmarkDrivers(b *testing.B) {
 			})
 		})
 		// A workspace of 20 MB in 2000 files: the copy a fork costs here
-		// (Docker's fork shares the committed image's layers).
-		b.Run(d.name+"/fork-20MB", func(b *testing.B) {
-			big := spec
-			big.Setup = []sandbox.Cmd{{Args: []string{"sh", "-c", "mkdir big && cd big && i=0; while [ $i -lt 2000 ]; do head -c 10000 /dev/urandom > f$i; i=$((i+1)); done"}}}
-			env, err := d.p.Provision(ctx, big)
-			if err != nil {
-				b.Fatal(err)
+		// (Docker's fork shares the committed image's layers); with a disk
+		// limit, a Kubernetes fork's workspace is a tmpfs of that size.
+		for _, limit := range []int64{0, 64 << 20} {
+			name := "/fork-20MB"
+			if limit > 0 {
+				name += "-disk-limit"
 			}
-			defer env.Close()
-			median(b, func() func() {
-				sb, err := env.Fork(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return func() { sb.Close() }
-			})
-		})
+			b.Run(d.name+name, func(b *testing.B) { forkBig(b, d.p, spec, limit, median) })
+		}
 		b.Run(d.name+"/exec", func(b *testing.B) {
 			sb, err := sandbox.Open(ctx, d.p, spec)
 			if err != nil {
@@ -108,4 +100,24 @@ func BenchmarkDrivers(b *testing.B) {
 			})
 		})
 	}
+}
+
+// forkBig measures forks of an environment whose Setup wrote 20 MB in
+// 2000 files to the workspace, under a disk limit of limit bytes if any.
+func forkBig(b *testing.B, p *sandbox.Provider, spec sandbox.Spec, limit int64, median func(*testing.B, func() func())) {
+	ctx := context.Background()
+	spec.Setup = []sandbox.Cmd{{Args: []string{"sh", "-c", "mkdir big && cd big && i=0; while [ $i -lt 2000 ]; do head -c 10000 /dev/urandom > f$i; i=$((i+1)); done"}}}
+	spec.Limits.DiskBytes = limit
+	env, err := p.Provision(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Close()
+	median(b, func() func() {
+		sb, err := env.Fork(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() { sb.Close() }
+	})
 }

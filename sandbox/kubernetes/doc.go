@@ -46,11 +46,13 @@
 // 3169 ms against Docker's 535 ms (whose forks share the image's layers),
 // mostly tar x creating the files on the container's overlay layer (the
 // 20 MB travel in 0.2 s). Keep large, read-only dependencies in the image.
-// docs/kubernetes.md has the table. A fork's workspace on a memory-backed
-// emptyDir would cut that copy (0.08 s on a tmpfs) and bound the disk with
-// its size (Limits.DiskBytes, claimed); it is not done yet: the test
-// kubelet mounts such a volume noexec (Docker's tmpfs default, not a
-// kubelet's), which the conformance suite's disk case needs to exec in.
+// With Limits.DiskBytes set, a fork's workspace is a memory-backed
+// emptyDir of that size (a tmpfs: a write beyond it fails with ENOSPC,
+// and kubelets size such a volume by its sizeLimit), which also makes the
+// copy cheap: the same 20 MB fork took 596 ms (Docker's, under its disk
+// limit, 534 ms). Its pages count against the pod's memory, so
+// MemoryBytes must cover DiskBytes and the agent's own use. Setup, in the
+// seed pod, runs without the bound. docs/kubernetes.md has the table.
 //
 // Every pod carries the labels proctor.run (Options.RunID), proctor.role
 // ("seed" or "fork"), proctor.network ("off" unless Spec.Network) and
@@ -101,9 +103,10 @@
 // CPUs and Memory: the container's requests and limits are set from
 // Limits (equal, so the pod's QoS class is Guaranteed), and a kubelet
 // enforces limits through cgroups. Pids is not claimed: a pod spec cannot
-// bound its processes (the kubelet's podPidsLimit is node-wide); nor is
-// Disk: DiskBytes becomes an ephemeral-storage limit, which a kubelet
-// enforces by evicting the pod after the fact, not by refusing a write.
+// bound its processes (the kubelet's podPidsLimit is node-wide). Disk:
+// DiskBytes sizes each fork's workspace, a memory-backed emptyDir, whose
+// tmpfs refuses a write beyond it (an ephemeral-storage limit would only
+// evict the pod after the fact).
 // The network is claimed only with Options.NetworkPolicy (the driver
 // creates a NetworkPolicy denying all ingress and egress of the run's
 // pods with Spec.Network false) and Options.NetworkPolicyEnforced (the

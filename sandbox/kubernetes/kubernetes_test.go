@@ -123,8 +123,8 @@ func requireNothingLeft(t *testing.T, cs k8s.Interface, ns, runID string) {
 
 func TestConformance(t *testing.T) {
 	p, d, _ := provider(t, nil)
-	if g := p.Guarantees(); g.Network || g.IPNetwork || !g.CPUs || !g.Memory {
-		t.Errorf("Guarantees %+v: want CPUs and Memory only (no NetworkPolicy)", g)
+	if g := p.Guarantees(); g.Network || g.IPNetwork || g.Pids || !g.CPUs || !g.Memory || !g.Disk {
+		t.Errorf("Guarantees %+v: want CPUs, Memory and Disk (no NetworkPolicy)", g)
 	}
 	sandboxtest.Run(t, p, &sandboxtest.Options{Spec: sandbox.Spec{Image: kubetest.BusyboxImage(t)}})
 	t.Cleanup(func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"strings"
 	"time"
 
@@ -78,6 +79,17 @@ func (d *Driver) podFor(role string, spec sandbox.Spec) *corev1.Pod {
 			SecurityContext:              d.opts.PodSecurityContext,
 		},
 	}
+	if n := spec.Limits.DiskBytes; n > 0 && role == "fork" {
+		// A fork's workspace is a tmpfs of that size: a write beyond it
+		// fails (ENOSPC). Kubelets size a memory-backed emptyDir by its
+		// sizeLimit (SizeMemoryBackedVolumes, on by default since 1.22).
+		// Setup, in the seed pod, runs without the bound.
+		size := resource.NewQuantity(n, resource.BinarySI)
+		p.Spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size},
+		}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "workspace", MountPath: path.Clean("/" + workDir(spec))}}
+	}
 	if d.opts.RuntimeClassName != "" {
 		rc := d.opts.RuntimeClassName
 		p.Spec.RuntimeClassName = &rc
@@ -89,9 +101,7 @@ func (d *Driver) podFor(role string, spec sandbox.Spec) *corev1.Pod {
 }
 
 // resources are the container's requests and limits, equal (the pod is
-// then of the Guaranteed QoS class) for CPU and memory. DiskBytes becomes
-// an ephemeral-storage limit, which a kubelet enforces by evicting the pod
-// afterwards (so Disk is not claimed).
+// then of the Guaranteed QoS class) for CPU and memory.
 func resources(l sandbox.Limits) corev1.ResourceRequirements {
 	rl := corev1.ResourceList{}
 	if l.CPUs > 0 {
@@ -99,9 +109,6 @@ func resources(l sandbox.Limits) corev1.ResourceRequirements {
 	}
 	if l.MemoryBytes > 0 {
 		rl[corev1.ResourceMemory] = *resource.NewQuantity(l.MemoryBytes, resource.BinarySI)
-	}
-	if l.DiskBytes > 0 {
-		rl[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(l.DiskBytes, resource.BinarySI)
 	}
 	if len(rl) == 0 {
 		return corev1.ResourceRequirements{}

@@ -266,10 +266,8 @@ func TestPodFor(t *testing.T) {
 	}}
 	got := d.podFor("fork", sandbox.Spec{Image: "img:1", Env: map[string]string{"SECRET": "not in the pod spec"},
 		Limits: sandbox.Limits{CPUs: 1.5, MemoryBytes: 256 << 20, Pids: 100, DiskBytes: 1 << 30}})
-	rl := corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("256Mi"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
-	}
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	gi := resource.MustParse("1Gi")
 	gvisor := "gvisor"
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "proctor-fork-", Namespace: "evals", Labels: map[string]string{
@@ -280,7 +278,11 @@ func TestPodFor(t *testing.T) {
 				Name: "sandbox", Image: "img:1", Command: keepAlive, WorkingDir: "/", ImagePullPolicy: corev1.PullNever,
 				Resources:       corev1.ResourceRequirements{Requests: rl, Limits: rl},
 				SecurityContext: &corev1.SecurityContext{RunAsUser: &uid, RunAsNonRoot: &yes},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}},
 			}},
+			Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &gi},
+			}}},
 			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &zero, ServiceAccountName: "sandboxes",
 			AutomountServiceAccountToken: &no, EnableServiceLinks: &no, NodeSelector: map[string]string{"pool": "agents"},
 			Tolerations:      d.opts.Tolerations,
@@ -291,6 +293,8 @@ func TestPodFor(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("pod (-want +got):\n%s", diff)
 	}
+	seed := d.podFor("seed", sandbox.Spec{Image: "img:1", Limits: sandbox.Limits{DiskBytes: 1 << 30}})
+	require.Empty(t, seed.Spec.Volumes, "Setup runs without the disk bound")
 	on := d.podFor("seed", sandbox.Spec{Image: "img:1", Network: true})
 	require.Equal(t, "on", on.Labels[LabelNetwork])
 	require.Empty(t, on.Spec.Containers[0].Resources.Limits, "no limits, no resources")

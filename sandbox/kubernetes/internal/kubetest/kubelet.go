@@ -711,20 +711,26 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 		if !ok || v.EmptyDir == nil {
 			continue // only emptyDir is simulated
 		}
-		m := mount.Mount{Target: vm.MountPath, ReadOnly: vm.ReadOnly}
 		if v.EmptyDir.Medium == corev1.StorageMediumMemory {
-			m.Type = mount.TypeTmpfs
-			m.TmpfsOptions = &mount.TmpfsOptions{}
-			if v.EmptyDir.SizeLimit != nil {
-				m.TmpfsOptions.SizeBytes = v.EmptyDir.SizeLimit.Value()
+			// A tmpfs through HostConfig.Tmpfs, whose options the engine
+			// takes as given (API 1.41 has no exec in TmpfsOptions): exec,
+			// as a kubelet's tmpfs is (Docker's default is noexec).
+			opts := "exec"
+			if vm.ReadOnly {
+				opts += ",ro"
 			}
-		} else {
-			// A named volume, shared by the pod's containers.
-			m.Type = mount.TypeVolume
-			m.Source = "kubetest-" + string(pod.UID) + "-" + v.Name
-			m.VolumeOptions = &mount.VolumeOptions{Labels: labels}
+			if v.EmptyDir.SizeLimit != nil {
+				opts += ",size=" + strconv.FormatInt(v.EmptyDir.SizeLimit.Value(), 10)
+			}
+			if hc.Tmpfs == nil {
+				hc.Tmpfs = map[string]string{}
+			}
+			hc.Tmpfs[vm.MountPath] = opts
+			continue
 		}
-		hc.Mounts = append(hc.Mounts, m)
+		// A named volume, shared by the pod's containers.
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: vm.MountPath, ReadOnly: vm.ReadOnly,
+			Source: "kubetest-" + string(pod.UID) + "-" + v.Name, VolumeOptions: &mount.VolumeOptions{Labels: labels}})
 	}
 	name := "kubetest-" + k.id + "-" + pod.Namespace + "-" + pod.Name + "-" + c.Name
 	res, err := k.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
