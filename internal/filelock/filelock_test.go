@@ -74,3 +74,43 @@ func TestLockIsExclusive(t *testing.T) {
 		t.Fatalf("Held after Unlock: %v", err)
 	}
 }
+
+// A lock file planted as a symbolic link, a hard link or a file that is
+// not a lock is refused and left as it was: the review file's lock once
+// followed such a link and truncated its target (a file of someone
+// else's), as the log's lock had learnt not to.
+func TestLockTouchesNoFileItDidNotMake(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	const content = "someone else's file\n"
+	for name, plant := range map[string]func(lock string) error{
+		"symlink":  func(lock string) error { return os.Symlink(victim, lock) },
+		"hardlink": func(lock string) error { return os.Link(victim, lock) },
+		"not a lock": func(lock string) error {
+			return os.WriteFile(lock, []byte(content), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(victim, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "reviews.jsonl")
+			if err := plant(path + ".lock"); err != nil {
+				t.Fatal(err)
+			}
+			f, err := filelock.Lock(path)
+			if err == nil {
+				f.Close()
+				t.Fatal("a planted lock file was taken")
+			}
+			if !strings.Contains(err.Error(), path+".lock") {
+				t.Errorf("the error does not name the lock file: %v", err)
+			}
+			for _, p := range []string{victim, path + ".lock"} {
+				if b, err := os.ReadFile(p); err != nil || string(b) != content {
+					t.Errorf("%s changed: %q, %v", p, b, err)
+				}
+			}
+		})
+	}
+}

@@ -25,3 +25,14 @@ func TryLock(f *os.File) (bool, error) {
 		return false, err
 	}
 }
+
+// noFollow makes opening a lock file that is a symbolic link fail.
+const noFollow = syscall.O_NOFOLLOW
+
+// links is the number of hard links of the file st describes.
+func links(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(s.Nlink)
+	}
+	return 1
+}

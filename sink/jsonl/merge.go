@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
+	"github.com/proctor-evals/proctor/internal/filelock"
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
@@ -111,7 +111,7 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	var keys []mergeKey
 	runOf := "" // the log res.RunID was first seen in
 	for i, path := range logs {
-		if err := notInUse(path); err != nil {
+		if err := filelock.Held(path); err != nil {
 			return nil, err
 		}
 		n := len(keys)
@@ -301,25 +301,6 @@ func checkMergeOutput(out, store string, logs []string, force bool) error {
 			return fmt.Errorf("jsonl: merge: not replacing %s: %w", out, err)
 		}
 		break // its first line is a record: a log
-	}
-	return nil
-}
-
-// notInUse fails when a writer holds the log at path: a shard still
-// running. It takes no lock that it could hold and creates no file.
-func notInUse(path string) error {
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|noFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil // no lock file, or none we may open: no writer we can see
-	}
-	defer f.Close() // drops the lock if we got it
-	if checkLockFile(f) != nil {
-		return nil // not a lock file: no writer
-	}
-	if ok, err := tryLock(f); err == nil && !ok {
-		e := readHolder(f)
-		e.Path = path
-		return e
 	}
 	return nil
 }

@@ -1,10 +1,10 @@
 //go:build !unix
 
-package jsonl
+package filelock
 
 import "os"
 
-// noFollow: this platform's open has no O_NOFOLLOW; lock checks the file
+// noFollow: this platform's open has no O_NOFOLLOW; Lock checks the file
 // it opened instead (checkLockFile).
 const noFollow = 0
 
