@@ -239,6 +239,13 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 		res.v, res.fault = judge.Verdict{}, sink.KindHarness
 		res.err = Permanent(fmt.Errorf("eval: the %s is nested deeper than %d levels, more than a record holds (sink.MaxJSONDepth)", deep, sink.MaxJSONDepth))
 	}
+	agent, jdg, stage, badUsage := checkUsage(ep.UsageByRole())
+	if badUsage != nil {
+		res.v, res.fault, res.err, res.stage = judge.Verdict{}, sink.KindHarness, badUsage, stage
+		if stage == "judge" {
+			res.fault = sink.KindJudge
+		}
+	}
 	v, err := &res.v, res.err
 	var status sink.Status
 	var kind sink.ErrorKind
@@ -269,14 +276,14 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 			}
 		}
 	}
-	used := s.buildRecord(j.rec(), ep, start, status, kind, msg, v, input, res.outJSON, j)
+	used := s.buildRecord(j.rec(), ep, agent, jdg, start, status, kind, msg, v, input, res.outJSON, j)
 	if status == sink.Error || status == sink.Unscored && kind != sink.KindNotSampled {
 		j.rec().ErrorSource = errorSource(res.stage, kind, err)
 	}
 	if s.tel.tracer != nil || s.tel.events != nil {
 		s.traceOutcome(j, ep, v)
 	}
-	j.events = ep.Events()
+	j.events = usableEvents(ep.Events())
 	s.spend(used)
 }
 

@@ -8,6 +8,8 @@ package eval
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/proctor-evals/proctor/harness"
 )
@@ -59,4 +61,66 @@ func (s *scheduler[T, O]) stopOverCap(c *cappedAttempt[T]) {
 	if s.over(c.ep.Usage().Add(c.earlier)) {
 		c.cancel(errOverCap)
 	}
+}
+
+// What one attempt may report spending: far above any real episode, and
+// far below what would overflow the run's counters (nano-dollars and
+// tokens in an int64). A figure past these, negative or not finite is a
+// fault of whoever reported it, never a cost: counted, it would turn the
+// budget off (an overflowed counter reads negative) or stop the encoder
+// of the transcript it is in.
+const (
+	maxAttemptCostUSD = 1e6
+	maxAttemptTokens  = 1e12
+)
+
+// usable reports whether u is a usage figure the budget can count.
+func usable(u harness.Usage) bool {
+	return u.CostUSD >= 0 && u.CostUSD <= maxAttemptCostUSD &&
+		u.InputTokens >= 0 && u.InputTokens <= maxAttemptTokens &&
+		u.OutputTokens >= 0 && u.OutputTokens <= maxAttemptTokens
+}
+
+// checkUsage checks an attempt's usage by role. When a figure is not
+// usable it returns both usages with that part zeroed, as the record keeps
+// them, the stage that reported it, and the error that ends the episode
+// (permanent: the harness or judge would report it again).
+func checkUsage(agent, jdg harness.Usage) (harness.Usage, harness.Usage, string, error) {
+	if usable(agent) && usable(jdg) {
+		return agent, jdg, "", nil
+	}
+	stage, bad := "harness", agent
+	if usable(agent) {
+		stage, bad = "judge", jdg
+	}
+	for _, u := range []*harness.Usage{&agent, &jdg} {
+		if !usable(*u) {
+			*u = harness.Usage{Model: u.Model}
+		}
+	}
+	return agent, jdg, stage, Permanent(fmt.Errorf("eval: the %s reported an unusable usage figure (%s): want finite, non-negative figures of at most $%g and %g tokens an attempt",
+		stage, describeUsage(bad), maxAttemptCostUSD, float64(maxAttemptTokens)))
+}
+
+func describeUsage(u harness.Usage) string {
+	return fmt.Sprintf("cost $%v, %d input and %d output tokens", u.CostUSD, u.InputTokens, u.OutputTokens)
+}
+
+// usableEvents returns events with every usage figure that is not usable
+// zeroed, so that the transcript encodes (encoding/json refuses NaN and
+// ±Inf); events itself when all are.
+func usableEvents(events []harness.Event) []harness.Event {
+	for i := range events {
+		if !usable(events[i].Usage) {
+			out := append([]harness.Event(nil), events...)
+			for k := i; k < len(out); k++ {
+				if u := out[k].Usage; !usable(u) {
+					out[k].Usage = harness.Usage{Model: u.Model}
+					out[k].Error = strings.TrimSpace(out[k].Error + " (unusable usage dropped: " + describeUsage(u) + ")")
+				}
+			}
+			return out
+		}
+	}
+	return events
 }

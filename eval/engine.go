@@ -349,7 +349,10 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d}
 	}
 	epochs := int64(cfg.Epochs)
-	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, Visit: func(id []byte, epoch int) {
+	// An episode ended at its cap is final unless the caps changed (or
+	// the caller asks): run again, it would spend as much again.
+	keepLimits := !cfg.RetryLimited && (old == nil || old.Budget.Episode() == m.Budget.Episode())
+	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, KeepLimits: keepLimits, Visit: func(id []byte, epoch int) {
 		if i, ok := setup.samples.index.getBytes(id); ok && int64(epoch) < epochs {
 			done.add(int64(i)*epochs + int64(epoch))
 		}
@@ -439,8 +442,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
 		Dataset: manifest.DatasetIdentity{Samples: samples.len()},
 	}
-	if c := setup.cfg; c.MaxCostUSD > 0 || c.MaxTokens > 0 {
-		m.Budget = &manifest.Budget{CostUSD: c.MaxCostUSD, Tokens: c.MaxTokens}
+	if c := setup.cfg; c.MaxCostUSD > 0 || c.MaxTokens > 0 || c.MaxEpisodeCostUSD > 0 || c.MaxEpisodeTokens > 0 {
+		m.Budget = &manifest.Budget{CostUSD: c.MaxCostUSD, Tokens: c.MaxTokens,
+			EpisodeCostUSD: c.MaxEpisodeCostUSD, EpisodeTokens: c.MaxEpisodeTokens}
 	}
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()

@@ -102,9 +102,13 @@ type Config struct {
 	// is not judged. An attempt in flight is stopped (its context
 	// canceled) within a tick of the watchdog (at most 250 ms) of passing
 	// a cap, as far as its harness and judge record usage as they go and
-	// honour their context. 0 means no cap.
+	// honour their context. 0 means no cap. Such an episode is final: a
+	// resume runs it again only when a cap changed or with RetryLimited.
 	MaxEpisodeTokens  int64
 	MaxEpisodeCostUSD float64
+	// RetryLimited makes a resume run again the episodes that ended at a
+	// per-episode cap, though the caps are the same.
+	RetryLimited bool
 	// MaxErrorRate stops the run, with an [*ErrorRateError], when more than
 	// this fraction of its finished episodes ended in error, once
 	// ErrorRateAfter episodes have finished: a bad API key or a broken

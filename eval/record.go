@@ -17,8 +17,7 @@ import (
 // attempt used; output is nil when the harness produced none. Tokens and cost
 // are those of every attempt of the episode: j holds what the attempts
 // before this one used (all of it, and the judge's part).
-func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, j *job) (used harness.Usage) {
-	agent, jdg := ep.UsageByRole()
+func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], agent, jdg harness.Usage, start time.Time, status sink.Status, kind sink.ErrorKind, errMsg string, v *judge.Verdict, input, output json.RawMessage, j *job) (used harness.Usage) {
 	used = agent.Add(jdg)
 	u := j.usage.Add(used)
 	jdg = j.judgeUsage.Add(jdg)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -515,17 +516,29 @@ func (s *scheduler[T, O]) countSettled(rec *sink.Record) {
 // the backlog and whatever is retried.
 func (s *scheduler[T, O]) spend(u harness.Usage) {
 	over := false
+	// u is usable (checkUsage): each figure is far below what overflows a
+	// counter, and a counter past it saturates, never wraps to negative.
 	if u.CostUSD > 0 {
-		spent := s.spentNanoUSD.Add(int64(u.CostUSD * 1e9))
+		spent := saturatingAdd(&s.spentNanoUSD, int64(u.CostUSD*1e9))
 		over = s.cfg.MaxCostUSD > 0 && float64(spent)/1e9 >= s.cfg.MaxCostUSD
 	}
 	if n := u.Tokens(); n > 0 {
-		spent := s.spentTokens.Add(n)
+		spent := saturatingAdd(&s.spentTokens, n)
 		over = over || s.cfg.MaxTokens > 0 && spent >= s.cfg.MaxTokens
 	}
 	if over && !s.budgetHit.Swap(true) {
 		s.stop(nil, false)
 	}
+}
+
+// saturatingAdd adds n ≥ 0 to c, stopping at math.MaxInt64.
+func saturatingAdd(c *atomic.Int64, n int64) int64 {
+	v := c.Add(n)
+	if v < 0 {
+		c.Store(math.MaxInt64)
+		return math.MaxInt64
+	}
+	return v
 }
 
 // spent returns what this run's attempts have spent, for progress.

@@ -38,7 +38,7 @@ func spendRows(snap *snapshot) []row {
 	}
 	var rows []row
 	spent := snap.Report.Usage
-	if b := m.Budget; b != nil {
+	if b := m.Budget; b != nil && (b.CostUSD > 0 || b.Tokens > 0) {
 		var parts []string
 		if b.CostUSD > 0 {
 			parts = append(parts, fmt.Sprintf("$%.2f", b.CostUSD))

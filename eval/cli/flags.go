@@ -43,6 +43,7 @@ func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 	fs.Float64Var(&cfg.MaxEpisodeCostUSD, "max-episode-cost", cfg.MaxEpisodeCostUSD, "end an episode past this many `USD` as an error of kind limit (0: no cap)")
 	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "stop when more than this `fraction` of episodes end in error (negative: never)")
 	fs.Float64Var(&cfg.Report.MaxNoVerdict, "max-no-verdict", cfg.Report.MaxNoVerdict, "exit 1 when more than this `fraction` of episodes errored or were unscored (0: 0.05, negative: never)")
+	fs.BoolVar(&cfg.RetryLimited, "retry-limited", cfg.RetryLimited, "on resume, run again the episodes a per-episode cap ended (final unless the caps changed)")
 	fs.BoolVar(&cfg.AllowChanged, "allow-changed", cfg.AllowChanged, "resume a log written by another version of the eval")
 	bindReuseFlags(fs, cfg)
 	bindSequentialFlags(fs, cfg)

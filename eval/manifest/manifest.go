@@ -79,6 +79,11 @@ type Manifest struct {
 type Budget struct {
 	CostUSD float64 `json:"cost_usd,omitempty"`
 	Tokens  int64   `json:"tokens,omitempty"`
+	// The per-episode caps (MaxEpisodeCostUSD, MaxEpisodeTokens): an
+	// episode that ended at one is run again on resume only when they
+	// changed.
+	EpisodeCostUSD float64 `json:"episode_cost_usd,omitempty"`
+	EpisodeTokens  int64   `json:"episode_tokens,omitempty"`
 }
 
 // DatasetIdentity identifies a dataset by content.
@@ -349,4 +354,13 @@ func compact(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// Episode is b's per-episode caps, zero for a nil b: what decides whether
+// an episode ended at a cap runs again on resume.
+func (b *Budget) Episode() Budget {
+	if b == nil {
+		return Budget{}
+	}
+	return Budget{EpisodeCostUSD: b.EpisodeCostUSD, EpisodeTokens: b.EpisodeTokens}
 }

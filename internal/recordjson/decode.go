@@ -91,6 +91,7 @@ type LineKey struct {
 	Epoch      int
 	Status     sink.Status
 	Transcript []byte // the transcript link; aliases the line unless it held escapes
+	ErrorKind  sink.ErrorKind
 }
 
 // ScanLine reports whether json.Unmarshal accepts line, with the error it
@@ -101,20 +102,24 @@ type LineKey struct {
 func ScanLine(line []byte) (LineKey, error) {
 	var l canonLine
 	if l.scan(line) {
-		return LineKey{
+		k := LineKey{
 			Schema:     l.ints[fSchema],
 			RunID:      l.bytes(line, fRunID),
 			SampleID:   l.bytes(line, fSampleID),
 			Epoch:      l.ints[fEpoch],
 			Status:     sink.Status(l.constOr(line, fStatus, statuses[:], nil)),
 			Transcript: l.bytes(line, fTranscript),
-		}, nil
+		}
+		if l.has&(1<<fErrorKind) != 0 {
+			k.ErrorKind = sink.ErrorKind(l.constOr(line, fErrorKind, kinds[:], nil))
+		}
+		return k, nil
 	}
 	var r sink.Record
 	if err := json.Unmarshal(line, &r); err != nil {
 		return LineKey{}, err
 	}
-	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status, []byte(r.Transcript)}, nil
+	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status, []byte(r.Transcript), r.ErrorKind}, nil
 }
 
 // The fields, in AppendJSON's order.

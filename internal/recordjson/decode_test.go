@@ -461,7 +461,7 @@ func checkDecode(t *testing.T, b []byte) {
 		t.Fatalf("ScanLine(%q): err %v, encoding/json err %v", b, err, wantErr)
 	}
 	if err == nil {
-		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status, []byte(want.Transcript)}
+		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status, []byte(want.Transcript), want.ErrorKind}
 		if diff := cmp.Diff(wantKey, k, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("ScanLine(%q) (-encoding/json +got):\n%s", b, diff)
 		}

@@ -22,6 +22,10 @@ type OpenOptions struct {
 	// rewritten atomically) so that a resumed run retries those episodes
 	// and the log still holds each episode once.
 	DropErrors bool
+	// KeepLimits, with DropErrors, keeps the error records of kind limit
+	// (an episode stopped at its per-episode cap): they are final, since
+	// running them again would spend as much again.
+	KeepLimits bool
 	// Visit, when set, receives the key of every kept record instead of
 	// Recovery.Done being filled: a caller with its own index of episodes
 	// (the engine's bitset over the dataset) saves a map of every key.
@@ -90,7 +94,8 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 		rec.Done = map[sink.Key]struct{}{}
 		visit = func(id []byte, epoch int) { rec.Done[sink.Key{SampleID: string(id), Epoch: epoch}] = struct{}{} }
 	}
-	err := scanIndex(path, rec, visit)
+	keepLimits := opts.DropErrors && opts.KeepLimits
+	err := scanIndex(path, rec, keepLimits, visit)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, err
 	}
@@ -100,7 +105,7 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 		}
 	}
 	if opts.DropErrors && rec.Dropped > 0 {
-		if err := dropErrorRecords(path); err != nil {
+		if err := dropErrorRecords(path, keepLimits); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -112,6 +117,11 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 		return nil, nil, err
 	}
 	return w, rec, nil
+}
+
+// dropped reports a record DropErrors removes.
+func dropped(k recordjson.LineKey, keepLimits bool) bool {
+	return k.Status == sink.Error && !(keepLimits && k.ErrorKind == sink.KindLimit)
 }
 
 // linkOffset is the OFFSET of a trace link PATH#OFFSET; -1 for none.
@@ -160,7 +170,7 @@ func looksLikeRecord(b []byte) bool {
 }
 
 // scanIndex reads every line, validates it and visits its key.
-func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
+func scanIndex(path string, rec *Recovery, keepLimits bool, visit func([]byte, int)) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
@@ -191,7 +201,7 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 		if off := linkOffset(k.Transcript); off >= rec.TraceEnd {
 			rec.TraceEnd = off + 1
 		}
-		if k.Status == sink.Error {
+		if dropped(k, keepLimits) {
 			rec.Dropped++
 			return nil
 		}
@@ -237,7 +247,7 @@ func scanIndex(path string, rec *Recovery, visit func([]byte, int)) error {
 // dropErrorRecords rewrites the log without its error records: a new file
 // beside it, fsynced, renamed over it, and the directory fsynced. The
 // caller holds the lock and has validated every line.
-func dropErrorRecords(path string) error {
+func dropErrorRecords(path string, keepLimits bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("jsonl: dropping error records: %w", err)
@@ -249,7 +259,7 @@ func dropErrorRecords(path string) error {
 	}
 	err = atomicfile.Write(path, perm, func(w *bufio.Writer) error {
 		return scanLines(path, f, func(l line) error {
-			if k, err := recordjson.ScanLine(l.data); err == nil && k.Status == sink.Error {
+			if k, err := recordjson.ScanLine(l.data); err == nil && dropped(k, keepLimits) {
 				return nil
 			}
 			w.Write(l.data)
