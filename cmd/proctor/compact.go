@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/proctor-evals/proctor/history/catalog"
@@ -29,9 +28,14 @@ months). Records, manifests and the catalog stay: the catalog is brought up
 to date first, and a record whose transcript was dropped links "compacted"
 (proctor trace and the viewer say so).
 
-A log being written is skipped. Each log is compacted atomically: a crash
-at any moment leaves its old state or its new one, and the next compact
-removes what a crash left. Compact prints what it freed.`,
+Only the logs inside DIR are compacted (a catalog row of a log removed
+since is not followed elsewhere); a log being written is skipped, and one
+that cannot be compacted (a kept transcript missing) is reported and
+skipped, the command exiting non-zero once the others are done. A store
+that another log in its directory links to (a copy of the log) is kept.
+Each log is compacted atomically: a crash at any moment leaves its old
+state or its new one, and the next compact removes what a crash left.
+Compact prints what it freed.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		before := fs.String("before", "", "compact the runs started before this `date` (2006-01-02 or RFC 3339)")
 		keep := fs.Float64("keep", 0, "the `fraction` of samples whose transcripts are kept")
@@ -51,15 +55,23 @@ removes what a crash left. Compact prints what it freed.`,
 			if err != nil {
 				return 0, err
 			}
+			// Only the logs inside DIR: a catalog row may name a log since
+			// removed, whose path now leads elsewhere (a directory replaced
+			// by a link).
+			logs, err := catalog.Logs(pos[0])
+			if err != nil {
+				return 0, err
+			}
+			inside := map[string]bool{}
+			for _, l := range logs {
+				inside[l] = true
+			}
 			keepFn := keepSample(*keep, *seed)
 			var freed int64
-			compacted := 0
+			compacted, failed := 0, 0
 			for _, r := range res.Runs {
-				if !r.Start.Before(cutoff) {
-					continue
-				}
-				if _, err := os.Stat(r.Log); errors.Is(err, os.ErrNotExist) {
-					continue // only its catalog row is left
+				if !r.Start.Before(cutoff) || !inside[r.Log] {
+					continue // not old enough, or only its catalog row is left
 				}
 				c, err := jsonl.Compact(r.Log, keepFn)
 				var locked *jsonl.LockedError
@@ -67,8 +79,10 @@ removes what a crash left. Compact prints what it freed.`,
 				case errors.As(err, &locked):
 					fmt.Fprintf(stderr, "warning: %s is being written: skipped\n", r.Log)
 					continue
-				case err != nil:
-					return 0, err
+				case err != nil: // one bad log costs that log
+					fmt.Fprintf(stderr, "error: %v: skipped\n", err)
+					failed++
+					continue
 				}
 				compacted++
 				freed += c.Freed
@@ -80,6 +94,9 @@ removes what a crash left. Compact prints what it freed.`,
 				}
 			}
 			fmt.Fprintf(stdout, "compacted %d runs started before %s: %s freed\n", compacted, cutoff.Format(time.RFC3339), numfmt.Bytes(freed))
+			if failed > 0 {
+				return 0, fmt.Errorf("%d logs could not be compacted (above): the others were", failed)
+			}
 			return 0, nil
 		}
 	},

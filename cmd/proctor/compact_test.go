@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/history/catalog"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -86,5 +87,61 @@ func TestCompactUsage(t *testing.T) {
 	for _, args := range [][]string{{"compact", dir}, {"compact", "-before", "yesterday", dir}, {"compact", "-before", "2026-01-01", "-keep", "2", dir}, {"compact", "-before", "2026-01-01"}} {
 		code, _, errOut := cli(args...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
+	}
+}
+
+// TestCompactActsOnlyInsideDir: a catalog row kept from a log since moved
+// away, its directory replaced by a link to another place, made compact
+// follow it there and drop another log's transcripts. Now compact acts
+// only on the logs it finds inside DIR.
+func TestCompactActsOnlyInsideDir(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir, elsewhere := filepath.Join(root, "runs"), filepath.Join(root, "elsewhere")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "team"), 0o755))
+	nightly(t, filepath.Join(dir, "team"), "old", 30, "h1")
+	_, err := catalog.Update(dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(filepath.Join(dir, "team"), elsewhere))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "team")))
+
+	code, out, errOut := cli("compact", "-before", "2999-01-01", dir)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "compacted 0 runs")
+	require.FileExists(t, filepath.Join(elsewhere, "old.traces.jsonl"), "a store outside DIR is not touched")
+}
+
+// TestCompactOneBadLogCostsThatLog: a log whose kept transcript was
+// missing stopped compact for every later log, and compacting a log
+// removed the store a copy of it (beside it) links to. Now a bad log is
+// reported and skipped, and a store another log links to stays.
+func TestCompactOneBadLogCostsThatLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := nightly(t, dir, "a", 30, "h1")
+	b := nightly(t, dir, "b", 30, "h1")
+	c := nightly(t, dir, "c", 30, "h1")
+	require.NoError(t, os.Remove(filepath.Join(dir, "a.traces.jsonl"))) // a's kept transcripts are gone
+	data, err := os.ReadFile(b)
+	require.NoError(t, err)
+	copied := filepath.Join(dir, "b2.jsonl") // a copy of b, compacted after it: links to b.traces.jsonl
+	require.NoError(t, os.WriteFile(copied, data, 0o644))
+
+	code, out, errOut := cli("compact", "-before", "2999-01-01", "-keep", "0.5", dir)
+	require.NotEqual(t, 0, code, "a log could not be compacted")
+	require.Contains(t, errOut, a)
+	for _, log := range []string{b, copied, c} {
+		require.Contains(t, out, log+": ", "every other log is compacted")
+		n := 0
+		for r, err := range jsonl.Records(log) {
+			require.NoError(t, err)
+			if r.Transcript == jsonl.CompactedLink {
+				continue
+			}
+			_, err := eval.ReadTranscript(r.Transcript, dir)
+			require.NoError(t, err, "%s: %s's transcript", log, r.SampleID)
+			n++
+		}
+		require.NotZero(t, n)
 	}
 }

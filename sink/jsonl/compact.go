@@ -2,13 +2,18 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -44,7 +49,8 @@ type Compacted struct {
 // old stores removed. A crash (even kill -9) at any moment leaves the old
 // log with its old stores, or the new log with its new store; stores a
 // crash leaves unlinked (and stores of the log that no record links to)
-// are removed by the next Compact.
+// are removed by the next Compact. A store that another log in the
+// directory links to (a copy of this one) is kept.
 func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err error) {
 	lk, err := lock(path)
 	if err != nil {
@@ -138,8 +144,9 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 		for p := range files {
 			linked[absPath(p)] = true
 		}
+		shared := linkedByOthers(dir, path, stores)
 		for p := range stores {
-			if !linked[absPath(p)] {
+			if !linked[absPath(p)] && !shared[p] {
 				if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
 					res.Freed += st.Size()
 				}
@@ -162,9 +169,11 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 		}
 	}
 	// Committed: the log's old stores are unlinked now (only its own, in
-	// its directory: a link elsewhere is not ours to remove).
+	// its directory: a link elsewhere is not ours to remove; and not one
+	// another log beside it links to, a copy of it, say).
+	shared := linkedByOthers(dir, path, stores)
 	for p := range stores {
-		if p == res.Store {
+		if p == res.Store || shared[p] {
 			continue
 		}
 		if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
@@ -173,6 +182,84 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 	}
 	res.Freed -= storeSize
 	return res, nil
+}
+
+// linkedByOthers returns those of stores (paths in dir) that another log
+// in dir links to. A log's links are read once per version of it (size
+// and modification time) in a process, so that compacting every log of a
+// directory reads each once, not once per log compacted.
+func linkedByOthers(dir, self string, stores map[string]bool) map[string]bool {
+	logs, _ := filepath.Glob(filepath.Join(escapeGlob(dir), "*.jsonl"))
+	shared := map[string]bool{}
+	for _, l := range logs {
+		if absPath(l) == absPath(self) || isStoreName(filepath.Base(l)) {
+			continue
+		}
+		for p := range storesLinkedBy(l) {
+			for s := range stores {
+				if absPath(s) == p {
+					shared[s] = true
+				}
+			}
+		}
+	}
+	return shared
+}
+
+// isStoreName reports a transcript store's name (NAME.traces.jsonl,
+// NAME.traces.cN.jsonl) by its shape.
+func isStoreName(name string) bool {
+	i := strings.LastIndex(name, ".traces")
+	if i < 0 {
+		return false
+	}
+	_, ok := storeNumber(name[:i], name)
+	return ok
+}
+
+type linkedStores struct {
+	size   int64
+	mod    time.Time
+	stores map[string]bool // absolute paths
+}
+
+var linkCache sync.Map // absolute log path → *linkedStores
+
+// storesLinkedBy returns the absolute paths of the transcript stores the
+// records of the log at path link to; none for a file that is not a log.
+func storesLinkedBy(path string) map[string]bool {
+	st, err := os.Lstat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	key := absPath(path)
+	if c, ok := linkCache.Load(key); ok {
+		if c := c.(*linkedStores); c.size == st.Size() && c.mod.Equal(st.ModTime()) {
+			return c.stores
+		}
+	}
+	f, err := safeopen.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	found := map[string]bool{}
+	dir := filepath.Dir(path)
+	scanLines(path, f, func(l line) error {
+		if !bytes.Contains(l.data, []byte(".traces")) {
+			return nil
+		}
+		k, err := recordjson.ScanLine(l.data)
+		if err != nil {
+			return nil
+		}
+		if t, err := ParseTranscriptLink(string(k.Transcript)); err == nil {
+			found[absPath(t.In(dir).Path)] = true
+		}
+		return nil
+	})
+	linkCache.Store(key, &linkedStores{st.Size(), st.ModTime(), found})
+	return found
 }
 
 // ownStores returns the transcript stores of the log named base (without
