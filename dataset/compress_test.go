@@ -316,3 +316,25 @@ func BenchmarkJSONL(b *testing.B) {
 		})
 	}
 }
+
+// TestCSVRecordIsBounded: a small compressed CSV holding one huge quoted
+// field (a 96 KB .csv.zst of a 3 GiB field) was read into memory whole:
+// encoding/csv has no limit. Now a record is bounded as a JSONL line is
+// (CSV.MaxRecordBytes), a longer one a *RowError naming the line, plain,
+// gzip or zstd.
+func TestCSVRecordIsBounded(t *testing.T) {
+	t.Parallel()
+	text := []byte("id,input\na,\"" + strings.Repeat("x", 8<<20) + "\"\nb,fine\n")
+	for _, c := range compressions {
+		path := filepath.Join(t.TempDir(), "bomb.csv"+c.ext)
+		require.NoError(t, os.WriteFile(path, c.compress(t, text), 0o644))
+		d := dataset.CSV[string]{Path: path, MaxRecordBytes: 1 << 20, Parse: func(row map[string]string) (dataset.Sample[string], error) {
+			return dataset.Sample[string]{ID: row["id"], Input: row["input"]}, nil
+		}}
+		_, err := dataset.Collect(context.Background(), d)
+		var re *dataset.RowError
+		require.ErrorAs(t, err, &re, "%s", c.ext)
+		require.Equal(t, 2, re.Line, "%s", c.ext)
+		require.Contains(t, err.Error(), "longer than 1048576 bytes", "%s", c.ext)
+	}
+}

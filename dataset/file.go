@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"strings"
 )
 
 // DefaultMaxLineBytes is the longest JSONL line read when
@@ -161,6 +162,10 @@ func jsonError(err error) *RowError {
 type CSV[T any] struct {
 	Path  string
 	Parse func(row map[string]string) (Sample[T], error)
+	// MaxRecordBytes bounds the length of a record (a row, with the
+	// newlines of its quoted fields), which is held in memory whole; a
+	// longer one is a *RowError. Zero means DefaultMaxLineBytes.
+	MaxRecordBytes int
 }
 
 // Samples reads the file lazily, record by record.
@@ -176,9 +181,18 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 			return
 		}
 		defer f.Close()
-		br := bufio.NewReader(f)
+		limit := d.MaxRecordBytes
+		if limit <= 0 {
+			limit = DefaultMaxLineBytes
+		}
+		// encoding/csv holds a record whole, however long: the reader
+		// under it stops once a record has run past the limit.
+		lr := &recordLimit{r: f, limit: int64(limit)}
+		br := bufio.NewReader(lr)
 		hasBOM := skipBOM(br)
 		r := csv.NewReader(br)
+		lr.csv = r
+		nextLine := 1 // where the record being read starts, at the earliest
 		fail := func(re *RowError) {
 			re.File = d.Path
 			if re.Line == 1 && hasBOM && re.Column > 0 {
@@ -192,6 +206,10 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 			var pe *csv.ParseError
 			if err == nil || err == io.EOF || errors.As(err, &pe) {
 				return false
+			}
+			if errors.Is(err, errLongRecord) {
+				fail(&RowError{Line: nextLine, Err: fmt.Errorf("a record longer than %d bytes (MaxRecordBytes)", limit)})
+				return true
 			}
 			fail(&RowError{Line: f.Line(), Err: err})
 			return true
@@ -208,6 +226,7 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 			fail(csvError(err, 1))
 			return
 		}
+		nextLine = endLine(r, header)
 		seen := make(map[string]bool, len(header))
 		for i, name := range header {
 			if re := checkField(r, i, name, ""); re != nil {
@@ -240,6 +259,7 @@ func (d CSV[T]) Samples(ctx context.Context) iter.Seq2[Sample[T], error] {
 				return
 			}
 			line, _ := r.FieldPos(0) // a record read without error has len(header) ≥ 1 fields
+			nextLine = endLine(r, rec)
 			row := make(map[string]string, len(header))
 			for i, name := range header {
 				if re := checkField(r, i, rec[i], name); re != nil {
@@ -280,4 +300,33 @@ func csvError(err error, line int) *RowError {
 		return &RowError{Line: pe.Line, Column: pe.Column, Err: pe.Err}
 	}
 	return &RowError{Line: line, Err: err}
+}
+
+// errLongRecord is recordLimit's error.
+var errLongRecord = errors.New("dataset: record too long")
+
+// recordLimit reads from r for csv, failing once csv has been given more
+// than limit bytes past the end of the last record it returned (plus
+// one read's worth): what it holds of the record being read.
+type recordLimit struct {
+	r     io.Reader
+	csv   *csv.Reader
+	limit int64
+	n     int64 // bytes read
+}
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	if l.csv != nil && l.n-l.csv.InputOffset() > l.limit {
+		return 0, errLongRecord
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	return n, err
+}
+
+// endLine is the line after the record r just returned, rec: where the
+// next record starts at the earliest.
+func endLine(r *csv.Reader, rec []string) int {
+	line, _ := r.FieldPos(len(rec) - 1)
+	return line + strings.Count(rec[len(rec)-1], "\n") + 1
 }
