@@ -52,6 +52,9 @@ Compact prints what it freed.`,
 				return 0, usageError("-keep: want a fraction in [0, 1]")
 			}
 			res, err := catalog.Update(pos[0])
+			if err == nil {
+				err = res.Unsaved // the catalog keeps what compaction drops: it must be saved first
+			}
 			if err != nil {
 				return 0, err
 			}
@@ -89,7 +92,11 @@ Compact prints what it freed.`,
 				fmt.Fprintf(stdout, "%s: %d transcripts dropped, %d kept, %s freed\n", r.Log, c.Dropped, c.Kept, numfmt.Bytes(c.Freed))
 			}
 			if compacted > 0 {
-				if _, err := catalog.Update(pos[0]); err != nil {
+				res, err := catalog.Update(pos[0])
+				if err == nil {
+					err = res.Unsaved
+				}
+				if err != nil {
 					return 0, err
 				}
 			}

@@ -62,6 +62,9 @@ status 4 when a run drifted, for a cron job.`,
 			for _, err := range res.Errors {
 				fmt.Fprintf(stderr, "warning: skipped: %v\n", err)
 			}
+			if res.Unsaved != nil {
+				fmt.Fprintf(stderr, "warning: the catalog was not saved (read again next time): %v\n", res.Unsaved)
+			}
 			drifted, shown := false, 0
 			for eval, runs := range history.Evals(res.Runs) {
 				if *evalName != "" && eval != *evalName {

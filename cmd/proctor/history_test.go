@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,4 +107,46 @@ func TestHistoryUsage(t *testing.T) {
 	require.Contains(t, errOut, "missing")
 	_, err := os.Stat(filepath.Join(dir, "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing created")
+}
+
+// TestHistoryReadsAReadOnlyDirectory: history failed on a runs directory
+// it may not write (it only reads: the catalog is a cache), and listed an
+// empty .jsonl as a run named "" of year 1. Now it prints the runs and
+// warns that the catalog was not saved; an empty file is no run.
+func TestHistoryReadsAReadOnlyDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nightly(t, dir, "mon", 30, "h1")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty.jsonl"), nil, 0o644))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755)) // t.TempDir's are the owner's alone
+	require.NoError(t, os.Chmod(dir, 0o555))
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+
+	code, out, errOut := asAnotherUser(t, func() (int, string, string) { return cli("history", dir) })
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nightly: 1 runs")
+	require.NotContains(t, out, "0001-01-01")
+	require.NotContains(t, out, ": 1 runs\n\n") // no second eval
+	require.Contains(t, errOut, "the catalog was not saved")
+	require.NoDirExists(t, filepath.Join(dir, catalog.Dir))
+}
+
+// asAnotherUser runs f with the file system permissions of an ordinary
+// user (fsuid 65534, on this goroutine's thread alone), so that a test run
+// as root sees a read-only directory as others do.
+func asAnotherUser(t *testing.T, f func() (int, string, string)) (int, string, string) {
+	if os.Geteuid() != 0 {
+		return f()
+	}
+	var code int
+	var out, errOut string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
+		syscall.Setfsuid(65534)
+		code, out, errOut = f()
+	}()
+	<-done
+	return code, out, errOut
 }

@@ -140,6 +140,9 @@ type Result struct {
 	// Errors are the logs that could not be read: skipped, their earlier
 	// rows (if any) kept.
 	Errors []error
+	// Unsaved is why the catalog could not be written (a read-only runs
+	// directory): Runs are the rows all the same, read again next time.
+	Unsaved error
 }
 
 // Update brings the catalog of the runs directory dir up to date: it
@@ -190,6 +193,8 @@ func Update(dir string) (*Result, error) {
 		case err != nil:
 			res.Errors = append(res.Errors, err)
 			continue
+		case run.Eval == "":
+			continue // an empty file without a manifest: no run yet
 		}
 		run.Log = rel
 		run.Start = run.Start.Truncate(time.Microsecond) // as the file keeps it
@@ -214,18 +219,21 @@ func Update(dir string) (*Result, error) {
 		tags = append(tags, tagsByLog[e.Log]...)
 	}
 	if changed {
-		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
-			return nil, fmt.Errorf("catalog: %w", err)
-		}
-		if err := writeTable(filepath.Join(dir, Dir, TagsFile), tagFields, tags); err != nil {
-			return nil, err
-		}
-		if err := writeTable(filepath.Join(dir, Dir, RunsFile), runFields, entries); err != nil {
-			return nil, err
-		}
+		res.Unsaved = write(dir, entries, tags)
 	}
 	res.Runs = runs(dir, entries, tags)
 	return res, nil
+}
+
+// write writes the catalog's two tables, the tags first.
+func write(dir string, entries []entry, tags []tagEntry) error {
+	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if err := writeTable(filepath.Join(dir, Dir, TagsFile), tagFields, tags); err != nil {
+		return err
+	}
+	return writeTable(filepath.Join(dir, Dir, RunsFile), runFields, entries)
 }
 
 // Read returns the catalog's rows, in history order, with Log joined to
