@@ -57,12 +57,12 @@ type Run struct {
 	MeanScore                         float64
 	LatencyP50MS, LatencyP95MS        float64
 
-	// Usage totals: the agent's and the judge's together, as records
-	// carry them today. The judge's part goes beside these (JudgeInputTokens,
-	// JudgeOutputTokens, JudgeCostUSD, from report.Report's judge usage)
-	// once records carry usage by role; the agent's is the difference.
-	InputTokens, OutputTokens int64
-	CostUSD                   float64
+	// Usage totals, the agent's and the judge's together, and the judge's
+	// part of them (the agent's is the rest).
+	InputTokens, OutputTokens           int64
+	CostUSD                             float64
+	JudgeInputTokens, JudgeOutputTokens int64
+	JudgeCostUSD                        float64
 
 	Tags []Tag
 }
@@ -157,6 +157,7 @@ func FromReport(rep *report.Report, m *manifest.Manifest) *Run {
 		MeanScore:    rep.MeanScore,
 		LatencyP50MS: rep.Latency.P50MS, LatencyP95MS: rep.Latency.P95MS,
 		InputTokens: rep.Usage.InputTokens, OutputTokens: rep.Usage.OutputTokens, CostUSD: rep.Usage.CostUSD,
+		JudgeInputTokens: rep.JudgeUsage.InputTokens, JudgeOutputTokens: rep.JudgeUsage.OutputTokens, JudgeCostUSD: rep.JudgeUsage.CostUSD,
 		Epochs: rep.Epochs,
 	}
 	if rep.Passed+rep.Failed == 0 {

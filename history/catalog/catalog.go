@@ -41,7 +41,7 @@ import (
 
 // Schema is the version of the catalog's columns. A catalog of another
 // version is built again from the logs.
-const Schema = 1
+const Schema = 2
 
 // Where the catalog of a runs directory lives: Dir under it.
 const (
@@ -68,10 +68,9 @@ type tagEntry struct {
 	history.Tag
 }
 
-// The columns, in file order. Usage is the records' totals; the judge's
-// part (judge_input_tokens, judge_output_tokens, judge_cost_usd) goes after
-// cost_usd once records carry usage by role; bump Schema with them, so
-// that rows kept from before are read again rather than left at zero.
+// The columns, in file order. Usage is the records' totals, then the
+// judge's part of them (Schema 2: rows kept from before are read again
+// rather than left at zero).
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
@@ -103,6 +102,9 @@ var runFields = []field[entry]{
 	integer("input_tokens", func(e *entry) *int64 { return &e.InputTokens }),
 	integer("output_tokens", func(e *entry) *int64 { return &e.OutputTokens }),
 	float("cost_usd", func(e *entry) *float64 { return &e.CostUSD }),
+	integer("judge_input_tokens", func(e *entry) *int64 { return &e.JudgeInputTokens }),
+	integer("judge_output_tokens", func(e *entry) *int64 { return &e.JudgeOutputTokens }),
+	float("judge_cost_usd", func(e *entry) *float64 { return &e.JudgeCostUSD }),
 	integer("log_size", func(e *entry) *int64 { return &e.LogSize }),
 	timestamp("log_mtime", func(e *entry) *time.Time { return &e.LogModTime }),
 	timestamp("manifest_mtime", func(e *entry) *time.Time { return &e.ManifestModTime }),

@@ -226,3 +226,30 @@ func TestCatalogOfNoScoredEpisodes(t *testing.T) {
 	require.True(t, math.IsNaN(runs[0].Lo))
 	require.Equal(t, 3, runs[0].Errored)
 }
+
+// TestCatalogSplitsCostByRole: records carry the judge's usage, yet the
+// catalog had only the totals. Now runs.parquet has judge_input_tokens,
+// judge_output_tokens and judge_cost_usd beside them (the agent's part is
+// the rest).
+func TestCatalogSplitsCostByRole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := jsonl.Create(filepath.Join(dir, "run.jsonl"), nil)
+	require.NoError(t, err)
+	for i := range 4 {
+		require.NoError(t, w.Write(t.Context(), sink.Record{Schema: sink.SchemaVersion, RunID: "r", Eval: "e", SampleID: strconv.Itoa(i),
+			Status: sink.Pass, Score: 1, StartedAt: day0, InputTokens: 100, OutputTokens: 10, CostUSD: 0.25,
+			JudgeInputTokens: 40, JudgeOutputTokens: 2, JudgeCostUSD: 0.05, JudgeModel: "grader"}))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	_, err = catalog.Update(dir)
+	require.NoError(t, err)
+	got, err := catalog.Read(dir)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 400, got[0].InputTokens)
+	require.EqualValues(t, 160, got[0].JudgeInputTokens)
+	require.EqualValues(t, 8, got[0].JudgeOutputTokens)
+	require.InDelta(t, 1.0, got[0].CostUSD, 1e-9)
+	require.InDelta(t, 0.2, got[0].JudgeCostUSD, 1e-9)
+}
