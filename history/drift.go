@@ -1,8 +1,10 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/proctor-evals/proctor/eval/report"
@@ -44,10 +46,15 @@ type Drift struct {
 	// Alert reports a significant change: some test's Holm-adjusted
 	// p-value is at most Alpha.
 	Alert bool
+	// Drop reports an alert of which some significant test fell: the
+	// run did worse than its baseline (overall or in a tag value).
+	Drop bool
 	// Outside reports an alert whose runs share their harness and judge
-	// versions: what changed is outside the agent (the model provider,
-	// the environment). It needs both versioned: unversioned components
-	// cannot tell the two apart, and Cause says so.
+	// versions and whose judge gave its verdicts: what changed is outside
+	// the agent (the model provider, the environment). It needs both
+	// versioned: unversioned components cannot tell the two apart, and
+	// Cause says so; a judge stage that produced no verdict where the
+	// baseline's did is named first.
 	Outside bool
 	Cause   string
 }
@@ -61,7 +68,18 @@ func Compare(base, head *Run, b, h *report.Report, alpha float64) *Drift {
 	}
 	c := report.Compare(b, h, &report.CompareOptions{Level: 1 - alpha, MaxFlips: 20})
 	d := &Drift{Base: base, Head: head, Comparison: c, Alpha: alpha}
-	d.Tests = append(d.Tests, Test{Name: "all", Diff: c.PassRate})
+	if d.Shared() == 0 {
+		d.Tests = append(d.Tests, Test{Name: "all", Diff: c.PassRate, AdjP: math.NaN()})
+		return d // nothing compared: not "no drift" (String says so)
+	}
+	if c.WorstCase != nil {
+		// An error is not evidence the run did as well: as compare's gate,
+		// the overall test is on the worst case (the head's errored and
+		// unscored episodes as failures, the base's as passes).
+		d.Tests = append(d.Tests, Test{Name: "all (worst case)", Diff: c.WorstCase.PassRate})
+	} else {
+		d.Tests = append(d.Tests, Test{Name: "all", Diff: c.PassRate})
+	}
 	for _, t := range c.ByTag {
 		d.Tests = append(d.Tests, Test{Name: t.Tag + "=" + t.Value, Diff: t.PassRate})
 	}
@@ -81,11 +99,75 @@ func Compare(base, head *Run, b, h *report.Report, alpha float64) *Drift {
 		d.Tests[i].AdjP = math.Min(1, families*adj[i]) // NaN stays NaN
 		d.Tests[i].Significant = d.Tests[i].AdjP <= alpha
 		d.Alert = d.Alert || d.Tests[i].Significant
+		d.Drop = d.Drop || d.Tests[i].Significant && d.Tests[i].Diff.Mean < 0
 	}
 	if d.Alert {
 		d.Outside, d.Cause = cause(base, head)
+		if broken := brokenStages(b, h); broken != "" {
+			if !d.Outside {
+				broken += "; " + d.Cause // the agent changed too, or is unversioned
+			}
+			d.Outside, d.Cause = false, broken
+		}
 	}
 	return d
+}
+
+// brokenStages names the stages (a judge's first) from which the head
+// has more errored or unscored episodes than its baseline: a broken
+// grader, not the world outside the agent.
+func brokenStages(b, h *report.Report) string {
+	before := map[string]int{}
+	for _, s := range b.ErrorSources {
+		before[s.Source] += s.Count
+	}
+	now := map[string]int{}
+	first := map[string]string{}
+	var order []string
+	for _, s := range h.ErrorSources {
+		if now[s.Source] == 0 {
+			order = append(order, s.Source)
+			first[s.Source] = s.First
+		}
+		now[s.Source] += s.Count
+	}
+	slices.SortStableFunc(order, func(x, y string) int {
+		return cmp.Compare(judgeFirst(x), judgeFirst(y))
+	})
+	var parts []string
+	for _, src := range order {
+		if n := now[src] - before[src]; n > 0 {
+			name := cmp.Or(src, "unknown stage")
+			parts = append(parts, fmt.Sprintf("%s gave no verdict on %d more episodes than the baseline (%s)", name, n, firstLine(first[src])))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "a stage broke: " + strings.Join(parts, "; ")
+}
+
+func judgeFirst(source string) int {
+	if source == "judge" || strings.HasPrefix(source, "judge/") {
+		return 0
+	}
+	return 1
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Shared is the number of samples compared: those both runs recorded
+// (in the worst case) or scored.
+func (d *Drift) Shared() int {
+	if w := d.Comparison.WorstCase; w != nil {
+		return w.PassRate.N
+	}
+	return d.Comparison.Paired
 }
 
 // cause says what the change may be due to, from the runs' fingerprints.
@@ -128,14 +210,21 @@ func (d *Drift) Significant() []Test {
 // cause for an alert.
 func (d *Drift) String() string {
 	var b strings.Builder
+	if d.Shared() == 0 {
+		return fmt.Sprintf("not compared %s: run %s and baseline %s share no scored sample", d.Head.Eval, d.Head.RunID, d.Base.RunID)
+	}
 	if d.Alert {
 		b.WriteString("DRIFT ")
 	} else {
 		b.WriteString("no drift ")
 	}
 	all := d.Tests[0]
-	fmt.Fprintf(&b, "%s: run %s against baseline %s over %d shared samples: %s [%s, %s], adjusted p %s",
-		d.Head.Eval, d.Head.RunID, d.Base.RunID, d.Comparison.Paired,
+	what := ""
+	if all.Name != "all" {
+		what = " in the worst case"
+	}
+	fmt.Fprintf(&b, "%s: run %s against baseline %s over %d shared samples%s: %s [%s, %s], adjusted p %s",
+		d.Head.Eval, d.Head.RunID, d.Base.RunID, d.Shared(), what,
 		numfmt.Pts(all.Diff.Mean), numfmt.Pts(all.Diff.Lo), numfmt.Pts(all.Diff.Hi), numfmt.P(all.AdjP))
 	if d.Alert {
 		var names []string
@@ -147,15 +236,15 @@ func (d *Drift) String() string {
 	return b.String()
 }
 
-// CompareLogs is Compare over the runs' logs, read again: the catalog
-// keeps no per-sample results.
+// CompareLogs is Compare over the runs' logs, read again (all the shard
+// logs of a run Group joined): the catalog keeps no per-sample results.
 func CompareLogs(base, head *Run, alpha float64) (*Drift, error) {
 	opts := &report.Options{Resamples: -1} // the comparison needs no bootstrap
-	_, b, err := Read(base.Log, opts)
+	b, err := readReport(base, opts)
 	if err != nil {
 		return nil, err
 	}
-	_, h, err := Read(head.Log, opts)
+	h, err := readReport(head, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -136,3 +136,20 @@ func TestNoDriftBetweenIdenticalRuns(t *testing.T) {
 	require.Empty(t, d.Cause)
 	require.True(t, strings.HasPrefix(d.String(), "no drift sim: "), d.String())
 }
+
+// TestNoSharedSamplesIsNotNoDrift: a comparison over no shared samples
+// said "no drift … over 0 shared samples". Now it says the runs were not
+// compared, and raises no alert.
+func TestNoSharedSamplesIsNotNoDrift(t *testing.T) {
+	t.Parallel()
+	ab, ah := report.NewAggregator(&report.Options{Resamples: -1}), report.NewAggregator(&report.Options{Resamples: -1})
+	for i := range 50 {
+		ab.Add(simRecord("base", "a"+strconv.Itoa(i), nil, true))
+		ah.Add(simRecord("head", "b"+strconv.Itoa(i), nil, false))
+	}
+	base, head := &history.Run{RunID: "base", Eval: "sim"}, &history.Run{RunID: "head", Eval: "sim"}
+	d := history.Compare(base, head, ab.Report(), ah.Report(), 0)
+	require.False(t, d.Alert)
+	require.Zero(t, d.Shared())
+	require.Equal(t, "not compared sim: run head and baseline base share no scored sample", d.String())
+}

@@ -18,6 +18,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
@@ -65,6 +66,10 @@ type Run struct {
 	JudgeCostUSD                        float64
 
 	Tags []Tag
+
+	// Parts are the rows of the shard logs Group joined into this run;
+	// nil for a run written in one log.
+	Parts []*Run
 }
 
 // Tag is a run's part whose samples share a tag value.
@@ -249,12 +254,12 @@ func Changes(prev, cur *Run) []string {
 }
 
 // Find returns the index of the run in runs named by key, a run ID or
-// the path of its log, or -1. A run ID shared by several logs (the shards
-// of a run) names the latest of them.
+// the path of its log (of one of its shard logs), or -1. A run ID shared
+// by several runs (Group appends their starts) names the latest of them.
 func Find(runs []*Run, key string) int {
 	found := -1
 	for i, r := range runs {
-		if r.RunID == key || sameFile(r.Log, key) {
+		if r.RunID == key || strings.HasPrefix(r.RunID, key+"@") || slices.ContainsFunc(r.logs(), func(l string) bool { return sameFile(l, key) }) {
 			found = i
 		}
 	}

@@ -108,6 +108,9 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 		if !math.IsNaN(r.PassRate) {
 			row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Lo), pct(r.Hi))
 		}
+		if r.Errored+r.Unscored > 0 {
+			row.Rate += worstCase(r.WorstCase())
+		}
 		if i > 0 {
 			row.Changed = strings.Join(history.Changes(runs[i-1], r), ", ")
 		}

@@ -3,6 +3,7 @@ package view_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/view"
 )
 
@@ -121,4 +124,29 @@ func TestBrowserHistory(t *testing.T) {
 	path := filepath.Join(screenshotDir(t), "history.png")
 	require.NoError(t, os.WriteFile(path, png, 0o644))
 	t.Logf("screenshot: %s", path)
+}
+
+// TestViewsShowTheWorstCase: the runs list and the history table showed
+// the pass rate of the scored episodes alone: a run whose grader gave no
+// verdict on most episodes read 100%. Now both show the worst case.
+func TestViewsShowTheWorstCase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "broken.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	for i := range 10 {
+		r := sink.Record{Schema: sink.SchemaVersion, RunID: "broken", Eval: "arith", SampleID: strconv.Itoa(i), Status: sink.Pass, Score: 1, StartedAt: time.Now()}
+		if i >= 2 {
+			r.Status, r.Score, r.ErrorSource = sink.Unscored, 0, "judge"
+		}
+		require.NoError(t, w.Write(t.Context(), r))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	_, ts := serve(t, []string{dir}, nil)
+	for _, url := range []string{"/", "/history?eval=arith"} {
+		code, _, body := get(t, ts.URL+url)
+		require.Equal(t, 200, code)
+		require.Contains(t, body, "100.0% (worst case 20.0%–100.0%)", url)
+	}
 }

@@ -358,6 +358,9 @@ func runsData(snaps []*snapshot) *runsBody {
 			if r.Passed+r.Failed > 0 {
 				row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Interval.Lo), pct(r.Interval.Hi))
 			}
+			if wc := r.WorstCase; wc != nil {
+				row.Rate += worstCase(wc.Lower.PassRate, wc.Upper.PassRate)
+			}
 			row.Live = s.Tail > 0 && s.Err == nil // a log in error is not being written
 			if r.Episodes > 0 {
 				byEval[r.Eval] = append(byEval[r.Eval], s)
@@ -597,4 +600,10 @@ func WriteHTML(w io.Writer, logPath string, opts *Options) error {
 	}
 	_, err = w.Write(buf.Bytes())
 	return err
+}
+
+// worstCase is what a view adds to a pass rate that leaves out errored and
+// unscored episodes: the range it lies in whatever they would have been.
+func worstCase(lower, upper float64) string {
+	return fmt.Sprintf(" (worst case %s–%s)", pct(lower), pct(upper))
 }

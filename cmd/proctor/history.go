@@ -37,14 +37,28 @@ scored, the overall change tested at alpha/2 and each tag value's with Holm
 at alpha/2. A significant change is a DRIFT line; when the harness and judge
 versions are the same it is labelled as drift outside the agent (the model
 provider, the environment). With -fail-on-drift the command exits with
-status 4 when a run drifted, for a cron job.`,
+status 4 when a run drifted, for a cron job: -fail-on-drift=drop (what
+-fail-on-drift alone means) on a significant drop, =outside on a
+significant change with the agent unchanged (drift outside it, either
+way), =any on any significant change.
+
+Every pass rate is shown with its worst case when episodes errored or were
+unscored (them as failures, as passes), and the drift check is on the
+worst case, as compare's gate is: a run whose judge broke is a drop, and a
+judge stage that gave no verdict where the baseline's did is named before
+drift outside the agent. The shard logs of one run are one run (listed
+with their count); runs that share a run ID (shards derive theirs from
+what the run is) are told apart by their start, ID@START, which -baseline
+takes. Runs that share no scored sample are "not compared", never "no
+drift".`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		evalName := fs.String("eval", "", "only the eval `name`d")
 		tag := fs.String("tag", "", "print the pass rate of each value of `tag`")
 		baseline := fs.String("baseline", "", "compare with this baseline `run` (a run ID or a log) instead of the previous run")
 		last := fs.Int("last", 1, "check the last `n` runs of each eval for drift")
 		alpha := fs.Float64("alpha", history.DefaultAlpha, "family-wise error rate of a drift `alert`")
-		failOn := fs.Bool("fail-on-drift", false, "exit with status 4 when a run drifted")
+		failOn := &driftAlert{}
+		fs.Var(failOn, "fail-on-drift", "exit with status 4 when a run drifted: on a `drop` (alone), outside the agent (outside) or any change (any)")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			if err := wantArgs(pos, 1, 1, "a runs DIR"); err != nil {
 				return 0, err
@@ -66,7 +80,7 @@ status 4 when a run drifted, for a cron job.`,
 				fmt.Fprintf(stderr, "warning: the catalog was not saved (read again next time): %v\n", res.Unsaved)
 			}
 			drifted, shown := false, 0
-			for eval, runs := range history.Evals(res.Runs) {
+			for eval, runs := range history.Evals(history.Group(res.Runs)) {
 				if *evalName != "" && eval != *evalName {
 					continue
 				}
@@ -97,13 +111,13 @@ status 4 when a run drifted, for a cron job.`,
 						continue
 					}
 					fmt.Fprintln(stdout, d)
-					drifted = drifted || d.Alert
+					drifted = drifted || failOn.on(d)
 				}
 			}
 			if *evalName != "" && shown == 0 {
 				return 0, fmt.Errorf("no runs of eval %q in %s", *evalName, pos[0])
 			}
-			if drifted && *failOn {
+			if drifted {
 				return exitDrift, nil
 			}
 			return 0, nil
@@ -129,13 +143,19 @@ func writeHistory(w io.Writer, eval string, runs []*history.Run, tag string) {
 		if !math.IsNaN(r.Lo) {
 			ci = fmt.Sprintf("[%s, %s]", numfmt.Pct(r.Lo), numfmt.Pct(r.Hi))
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\t%s", r.Start.UTC().Format("2006-01-02 15:04Z"), r.RunID,
-			numfmt.Pct(r.PassRate), ci, r.Episodes, r.CostUSD, numfmt.MS(r.LatencyP50MS), r.Wall.Round(time.Second), strings.Join(changed, ","))
+		id := r.RunID
+		if len(r.Parts) > 0 {
+			id += fmt.Sprintf(" (%d shards)", len(r.Parts))
+		}
+		lower, upper := r.WorstCase()
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\t%s", r.Start.UTC().Format("2006-01-02 15:04Z"), id,
+			withWorstCase(r.PassRate, r.Errored+r.Unscored, lower, upper), ci, r.Episodes, r.CostUSD, numfmt.MS(r.LatencyP50MS), r.Wall.Round(time.Second), strings.Join(changed, ","))
 		if tag != "" {
 			var vals []string
 			for _, t := range r.Tags {
 				if t.Tag == tag {
-					vals = append(vals, t.Value+" "+numfmt.Pct(t.PassRate))
+					lower, upper := t.WorstCase()
+					vals = append(vals, t.Value+" "+withWorstCase(t.PassRate, t.Errored+t.Unscored, lower, upper))
 				}
 			}
 			line += "\t" + strings.Join(vals, "  ")
@@ -143,4 +163,46 @@ func writeHistory(w io.Writer, eval string, runs []*history.Run, tag string) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// withWorstCase formats a pass rate with its worst-case range when
+// episodes had no verdict: "100.0% (worst case 60.0%–100.0%)".
+func withWorstCase(rate float64, noVerdict int, lower, upper float64) string {
+	if noVerdict == 0 {
+		return numfmt.Pct(rate)
+	}
+	return fmt.Sprintf("%s (worst case %s–%s)", numfmt.Pct(rate), numfmt.Pct(lower), numfmt.Pct(upper))
+}
+
+// driftAlert is -fail-on-drift: which drift fails the command.
+type driftAlert struct{ mode string }
+
+func (a *driftAlert) String() string   { return a.mode }
+func (a *driftAlert) IsBoolFlag() bool { return true }
+
+func (a *driftAlert) Set(s string) error {
+	switch s {
+	case "true":
+		s = "drop"
+	case "false":
+		s = ""
+	case "drop", "outside", "any":
+	default:
+		return fmt.Errorf("want drop, outside or any, got %q", s)
+	}
+	a.mode = s
+	return nil
+}
+
+// on reports whether d fails the command.
+func (a *driftAlert) on(d *history.Drift) bool {
+	switch a.mode {
+	case "drop":
+		return d.Drop
+	case "outside":
+		return d.Alert && d.Outside
+	case "any":
+		return d.Alert
+	}
+	return false
 }

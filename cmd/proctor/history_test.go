@@ -24,6 +24,14 @@ import (
 // the samples whose index is below wrong, and records a transcript.
 func nightly(t *testing.T, dir, name string, wrong int, harnessVersion string) string {
 	t.Helper()
+	log := filepath.Join(dir, name+".jsonl")
+	nightlyRun(t, nightlyEval(wrong, 300, harnessVersion), eval.Config{Log: log, RunID: name, Quiet: true})
+	return log
+}
+
+// nightlyEval is nightly's eval; its judge gives no verdict (unscored) on
+// the samples whose index is at or above unscoredFrom.
+func nightlyEval(wrong, unscoredFrom int, harnessVersion string) *eval.Eval[int, int] {
 	var d dataset.Slice[int]
 	for i := range 300 {
 		d = append(d, dataset.Sample[int]{ID: fmt.Sprintf("s%03d", i), Input: i, Tags: map[string]string{"level": []string{"easy", "hard"}[i%2]}})
@@ -36,16 +44,21 @@ func nightly(t *testing.T, dir, name string, wrong int, harnessVersion string) s
 		return ep.Sample.Input, nil
 	})
 	j := judge.Func[int, int](func(_ context.Context, ep *harness.Episode[int], out int) (judge.Verdict, error) {
-		if out == ep.Sample.Input {
+		switch {
+		case ep.Sample.Input >= unscoredFrom:
+			return judge.Verdict{}, judge.Unscored("the grader's reply did not parse")
+		case out == ep.Sample.Input:
 			return judge.Pass("right"), nil
 		}
 		return judge.Fail("wrong"), nil
 	})
-	log := filepath.Join(dir, name+".jsonl")
-	e := &eval.Eval[int, int]{Name: "nightly", Dataset: d, Harness: h, Judge: j, Versions: eval.Versions{Harness: harnessVersion, Judge: "j1"}}
-	_, err := e.Run(context.Background(), eval.Config{Log: log, RunID: name, Quiet: true})
+	return &eval.Eval[int, int]{Name: "nightly", Dataset: d, Harness: h, Judge: j, Versions: eval.Versions{Harness: harnessVersion, Judge: "j1"}}
+}
+
+func nightlyRun(t *testing.T, e *eval.Eval[int, int], cfg eval.Config) {
+	t.Helper()
+	_, err := e.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	return log
 }
 
 func TestHistoryPrintsTrendsAndFailsOnDrift(t *testing.T) {
@@ -149,4 +162,81 @@ func asAnotherUser(t *testing.T, f func() (int, string, string)) (int, string, s
 	}()
 	<-done
 	return code, out, errOut
+}
+
+// TestHistoryTellsTheWorstCaseAndABrokenJudge: history's table, its drift
+// check and its cause left out errored and unscored episodes: a run whose
+// grader broke on a third of the samples showed a better pass rate than
+// its baseline and "drift outside the agent". Now the table shows the
+// worst case, the check is on it (a drop), and the cause names the judge.
+func TestHistoryTellsTheWorstCaseAndABrokenJudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nightly(t, dir, "mon", 30, "h1")
+	nightlyRun(t, nightlyEval(30, 200, "h1"), eval.Config{Log: filepath.Join(dir, "tue.jsonl"), RunID: "tue", Quiet: true})
+
+	code, out, errOut := cli("history", "-fail-on-drift", dir)
+	require.Equal(t, exitDrift, code, out+errOut)
+	require.Contains(t, out, "85.0% (worst case 56.7%–90.0%)", "tue: 170 of 200 scored, 100 unscored")
+	require.Contains(t, out, "DRIFT nightly: run tue against baseline mon over 300 shared samples in the worst case")
+	require.Contains(t, out, "a stage broke: judge gave no verdict on 100 more episodes than the baseline (the grader's reply did not parse)")
+	require.NotContains(t, out, "drift outside the agent")
+}
+
+// TestHistoryFailsOnTheDriftAsked: -fail-on-drift exited 4 on an
+// improvement and on the agent's own new version. Now it fails on a drop
+// (alone or =drop), on drift outside the agent (=outside) or on any
+// change (=any).
+func TestHistoryFailsOnTheDriftAsked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nightly(t, dir, "mon", 90, "h1")
+	nightly(t, dir, "tue", 30, "h2") // a new agent, better
+	for _, c := range []struct {
+		flag string
+		want int
+	}{{"-fail-on-drift", 0}, {"-fail-on-drift=drop", 0}, {"-fail-on-drift=outside", 0}, {"-fail-on-drift=any", exitDrift}} {
+		code, out, errOut := cli("history", c.flag, dir)
+		require.Equal(t, c.want, code, "%s: %s", c.flag, out+errOut)
+		require.Contains(t, out, "DRIFT nightly: run tue")
+	}
+	nightly(t, dir, "wed", 0, "h2") // better again, the agent unchanged: outside
+	code, _, _ := cli("history", "-fail-on-drift=outside", dir)
+	require.Equal(t, exitDrift, code)
+	code, _, _ = cli("history", "-fail-on-drift", dir)
+	require.Equal(t, 0, code, "an improvement is no drop")
+	code, _, errOut := cli("history", "-fail-on-drift=sideways", dir)
+	require.Equal(t, exitUsage, code, errOut)
+}
+
+// TestHistoryJoinsTheShardsOfARun: each shard log was compared with the
+// other shard of its own run ("no drift … over 0 shared samples"), and
+// two runs' shards had one derived run ID, so -baseline could not tell
+// them apart. Now a run's shard logs are one run, and runs sharing an ID
+// are told apart by their start.
+func TestHistoryJoinsTheShardsOfARun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, wrong := range []int{30, 120} { // the second run is 30 points worse
+		for shard := range 2 {
+			log := filepath.Join(dir, fmt.Sprintf("run%d-shard%d.jsonl", i, shard))
+			nightlyRun(t, nightlyEval(wrong, 300, "h1"), eval.Config{Log: log, Quiet: true, Shard: eval.Shard{Index: shard, Count: 2}})
+		}
+	}
+	code, out, errOut := cli("history", "-fail-on-drift", dir)
+	require.Equal(t, exitDrift, code, out+errOut)
+	require.Contains(t, out, "nightly: 2 runs")
+	require.Contains(t, out, "(2 shards)")
+	require.Regexp(t, `DRIFT nightly: run \S+@\S+ against baseline \S+@\S+ over 300 shared samples: -30\.0 pts`, out)
+
+	first := ""
+	for _, f := range strings.Fields(out) {
+		if strings.Contains(f, "@") {
+			first = f // the first run's ID, as the table lists it
+			break
+		}
+	}
+	require.NotEmpty(t, first, out)
+	_, out, _ = cli("history", "-baseline", first, dir)
+	require.Contains(t, out, "against baseline "+first)
 }
