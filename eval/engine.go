@@ -89,6 +89,9 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	run.cancelled = int(s.cancelled.Load())
 	run.budgetHit = s.budgetHit.Load()
 	rep, err := run.finish(ctx)
+	if rep != nil && run.budgetHit {
+		rep.Budget = &report.Budget{CostUSD: setup.cfg.MaxCostUSD, Tokens: setup.cfg.MaxTokens, Spent: s.budgetSpent}
+	}
 	prog.finish()
 	if err != nil {
 		return rep, err
@@ -285,6 +288,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	rep.Resumed = r.resumed
 	rep.Excluded = r.excluded
 	rep.BudgetExhausted = r.budgetHit
+	rep.Planned = int(r.owned)
 	if r.excluded > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", r.excluded))
 	}

@@ -78,6 +78,7 @@ type scheduler[T, O any] struct {
 	// error-rate check, and count what the report cannot see in records.
 	stopped      atomic.Bool
 	budgetHit    atomic.Bool
+	budgetSpent  string // "cost" or "tokens", set once before budgetHit; read after the workers end
 	spentNanoUSD atomic.Int64 // cost of every attempt this run made
 	spentTokens  atomic.Int64 // and its tokens
 	settled      atomic.Int64 // episodes finished this run
@@ -518,15 +519,19 @@ func (s *scheduler[T, O]) spend(u harness.Usage) {
 	over := false
 	// u is usable (checkUsage): each figure is far below what overflows a
 	// counter, and a counter past it saturates, never wraps to negative.
+	which := "cost"
 	if u.CostUSD > 0 {
 		spent := saturatingAdd(&s.spentNanoUSD, int64(u.CostUSD*1e9))
 		over = s.cfg.MaxCostUSD > 0 && float64(spent)/1e9 >= s.cfg.MaxCostUSD
 	}
 	if n := u.Tokens(); n > 0 {
 		spent := saturatingAdd(&s.spentTokens, n)
-		over = over || s.cfg.MaxTokens > 0 && spent >= s.cfg.MaxTokens
+		if !over && s.cfg.MaxTokens > 0 && spent >= s.cfg.MaxTokens {
+			over, which = true, "tokens"
+		}
 	}
-	if over && !s.budgetHit.Swap(true) {
+	if over && s.budgetHit.CompareAndSwap(false, true) {
+		s.budgetSpent = which
 		s.stop(nil, false)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -123,4 +124,32 @@ func TestALimitIsFinalOnResume(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 8, calls.Load(), "a changed cap runs them again")
 	require.Equal(t, 4, rep.Passed)
+}
+
+// TestABudgetStoppedRunSaysHowFarItGot: a run stopped by its budget
+// printed "28 × 3 = 83 episodes" (wrong arithmetic) and "exhausted" without
+// saying how far it got or what the whole run would need. Now it says
+// "83 of 120 episodes (69%)", which budget stopped it, and projects the
+// whole run against it.
+func TestABudgetStoppedRunSaysHowFarItGot(t *testing.T) {
+	t.Parallel()
+	h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
+		ep.AddUsage(harness.Usage{OutputTokens: 10})
+		return ep.Sample.Input, nil
+	})
+	in := make([]string, 40)
+	for i := range in {
+		in[i] = "ok"
+	}
+	e := &eval.Eval[string, string]{Name: "stopped", Dataset: samples(in...), Harness: h, Judge: wantOK}
+	rep, err := e.Run(context.Background(), eval.Config{Concurrency: 1, Epochs: 3, MaxTokens: 830})
+	require.NoError(t, err)
+	require.True(t, rep.BudgetExhausted)
+	require.Equal(t, 83, rep.Episodes)
+	require.Equal(t, 120, rep.Planned)
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b))
+	require.Contains(t, b.String(), "83 of 120 episodes (69.2%) of 28 samples × 3 epochs: stopped by the token budget")
+	require.NotContains(t, b.String(), "= 83 episodes")
+	require.Contains(t, b.String(), "830 of 830 tokens spent; the whole run projects to about 1200 tokens")
 }

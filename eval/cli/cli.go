@@ -137,7 +137,17 @@ func PrintOutcome(stdout, stderr io.Writer, rep *report.Report, err error, asJSO
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)
 		return 1
 	case rep.BudgetExhausted:
-		fmt.Fprintf(stderr, "%s: stopped: the budget (-max-cost or -max-tokens, Config.MaxCostUSD or MaxTokens) is spent; run again with a larger one and the same log to finish\n", prog())
+		what := "the budget (-max-cost or -max-tokens, Config.MaxCostUSD or MaxTokens)"
+		if rep.Budget != nil && rep.Budget.Spent == "tokens" {
+			what = "the token budget (-max-tokens, Config.MaxTokens)"
+		} else if rep.Budget != nil {
+			what = "the cost budget (-max-cost, Config.MaxCostUSD)"
+		}
+		done := ""
+		if rep.Planned > 0 {
+			done = fmt.Sprintf(" after %d of %d episodes (%.0f%%)", rep.Episodes, rep.Planned, 100*float64(rep.Episodes)/float64(rep.Planned))
+		}
+		fmt.Fprintf(stderr, "%s: stopped%s: %s is spent; run again with a larger one and the same log to finish\n", prog(), done, what)
 		return 1
 	case rep.Sequential != nil && !rep.Sequential.Passed():
 		fmt.Fprintf(stderr, "%s: the sequential gate did not pass: %s\n", prog(), rep.Sequential.Decision)

@@ -46,7 +46,7 @@ type SummaryRow struct {
 func (r *Report) Summary() []SummaryRow {
 	var rows []SummaryRow
 	row := func(key, label, value string) { rows = append(rows, SummaryRow{key, label, value}) }
-	row("episodes", "samples × epochs", fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes))
+	row("episodes", "samples × epochs", r.episodes())
 	row("passed-failed", "passed / failed", fmt.Sprintf("%d / %d", r.Passed, r.Failed))
 	row("errored-unscored", "errored / unscored", fmt.Sprintf("%d / %d (excluded from the pass rate)", r.Errored, r.Unscored))
 	if r.NotSampled > 0 {
@@ -112,9 +112,58 @@ func (r *Report) Summary() []SummaryRow {
 		row("wall", "wall time", r.Wall.Round(time.Millisecond).String())
 	}
 	if r.BudgetExhausted {
-		row("budget", "budget", "exhausted: scheduling stopped early")
+		row("budget", "budget", r.budgetSpent())
 	}
 	return rows
+}
+
+// episodes says how many episodes the report covers: "28 × 3 = 84
+// episodes" for a whole run, "83 of 120 episodes (69.2%) of 28 samples ×
+// 3 epochs" for one that stopped early, and why it did.
+func (r *Report) episodes() string {
+	if r.Samples*r.Epochs == r.Episodes && (r.Planned == 0 || r.Planned == r.Episodes) {
+		return fmt.Sprintf("%d × %d = %d episodes", r.Samples, r.Epochs, r.Episodes)
+	}
+	s := fmt.Sprintf("%d episodes of %d samples × %d epochs", r.Episodes, r.Samples, r.Epochs)
+	if r.Planned > r.Episodes {
+		s = fmt.Sprintf("%d of %d episodes (%s) of %d samples × %d epochs", r.Episodes, r.Planned,
+			pct(float64(r.Episodes)/float64(r.Planned)), r.Samples, r.Epochs)
+	}
+	if b := r.Budget; b != nil {
+		s += ": stopped by the " + budgetName(b.Spent)
+	}
+	return s
+}
+
+func budgetName(spent string) string {
+	if spent == "tokens" {
+		return "token budget (MaxTokens, -max-tokens)"
+	}
+	return "cost budget (MaxCostUSD, -max-cost)"
+}
+
+// budgetSpent says what the budget allowed, what was spent, and what the
+// whole run would need at the rate of the episodes recorded.
+func (r *Report) budgetSpent() string {
+	b := r.Budget
+	if b == nil {
+		return "exhausted: scheduling stopped early"
+	}
+	s := "exhausted: scheduling stopped early; "
+	project := r.Planned > r.Episodes && r.Episodes > 0
+	scale := float64(r.Planned) / float64(max(r.Episodes, 1))
+	if b.Spent == "tokens" {
+		s += fmt.Sprintf("%d of %d tokens spent", r.Usage.Tokens(), b.Tokens)
+		if project {
+			s += fmt.Sprintf("; the whole run projects to about %.0f tokens", float64(r.Usage.Tokens())*scale)
+		}
+		return s
+	}
+	s += fmt.Sprintf("%s of %s spent", usd(r.Usage.CostUSD), usd(b.CostUSD))
+	if project {
+		s += fmt.Sprintf("; the whole run projects to about %s", usd(r.Usage.CostUSD*scale))
+	}
+	return s
 }
 
 // The number formats every rendering of a report shares.

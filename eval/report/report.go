@@ -95,10 +95,25 @@ type Report struct {
 	FailuresOmitted int       `json:"failures_omitted,omitempty"` // beyond Options.MaxFailures
 	Warnings        []string  `json:"warnings,omitempty"`
 	BudgetExhausted bool      `json:"budget_exhausted,omitempty"`
+	// Budget is the run's budgets, and which of them stopped it, when one
+	// did (BudgetExhausted).
+	Budget *Budget `json:"budget,omitempty"`
+	// Planned is the episodes the run set out to record (its samples ×
+	// epochs, of its shard), when known: a run stopped early says how far
+	// it got.
+	Planned int `json:"planned,omitempty"`
 	// Sequential is what the sequential gate decided (Options.Sequential).
 	Sequential *SequentialResult `json:"sequential,omitempty"`
 
 	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
+}
+
+// Budget is a run's budgets (Config.MaxCostUSD, MaxTokens; 0 for none)
+// and the one that was spent: "cost" or "tokens".
+type Budget struct {
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	Tokens  int64   `json:"tokens,omitempty"`
+	Spent   string  `json:"spent"`
 }
 
 // sampleResults are a report's per-sample outcomes, built when first asked
