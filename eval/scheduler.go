@@ -78,7 +78,7 @@ type scheduler[T, O any] struct {
 	// error-rate check, and count what the report cannot see in records.
 	stopped      atomic.Bool
 	budgetHit    atomic.Bool
-	budgetSpent  string // "cost" or "tokens", set once before budgetHit; read after the workers end
+	budgetSpent  string       // "cost" or "tokens", set once before budgetHit; read after the workers end
 	spentNanoUSD atomic.Int64 // cost of every attempt this run made
 	spentTokens  atomic.Int64 // and its tokens
 	settled      atomic.Int64 // episodes finished this run
