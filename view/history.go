@@ -33,13 +33,17 @@ type historyBody struct {
 	Eval, Tag, Baseline string
 	Alerts              []historyRow
 	PassRate            string
-	ByTag               []string
+	ByTag               []tagChart
 	Cost, Latency       string
 	Runs                []historyRow
 	Tags                []tagLink // the tags the runs have, to draw by
 }
 
 type tagLink struct{ Tag, URL string }
+
+// tagChart is a tag value's chart and its visible label (an SVG's title
+// is a tooltip, not a heading).
+type tagChart struct{ Label, SVG string }
 
 type historyRow struct {
 	*history.Run
@@ -136,7 +140,8 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 		label := ids[r]
 		rate = append(rate, plot.TimePoint{T: r.Start, Label: label, Y: r.PassRate, Lo: r.Lo, Hi: r.Hi, Mark: row.Changed, Alert: row.Drift != nil && row.Drift.Alert})
 		cost = append(cost, plot.TimePoint{T: r.Start, Label: label, Y: r.CostUSD, Lo: math.NaN(), Hi: math.NaN(), Mark: row.Changed})
-		lat = append(lat, plot.TimePoint{T: r.Start, Label: label, Y: r.LatencyP50MS, Lo: math.NaN(), Hi: r.LatencyP95MS, Mark: row.Changed})
+		// The bar runs from the median to p95 (a bar needs both ends).
+		lat = append(lat, plot.TimePoint{T: r.Start, Label: label, Y: r.LatencyP50MS, Lo: r.LatencyP50MS, Hi: r.LatencyP95MS, Mark: row.Changed})
 		maxCost, maxLat = max(maxCost, r.CostUSD), max(maxLat, nanTo0(r.LatencyP95MS), nanTo0(r.LatencyP50MS))
 		for _, t := range r.Tags {
 			tags[t.Tag] = true
@@ -160,7 +165,7 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 			}
 		}
 		for _, v := range slices.Sorted(maps.Keys(values)) {
-			b.ByTag = append(b.ByTag, plot.Timeline("pass rate of "+tag+"="+v+" over time", values[v], nil))
+			b.ByTag = append(b.ByTag, tagChart{tag + "=" + v, plot.Timeline("pass rate of "+tag+"="+v+" over time", values[v], nil)})
 		}
 	}
 	slices.Reverse(b.Runs) // the table lists the latest first, as the runs page does

@@ -150,3 +150,51 @@ func TestViewsShowTheWorstCase(t *testing.T) {
 		require.Contains(t, body, "100.0% (worst case 20.0%–100.0%)", url)
 	}
 }
+
+// TestBrowserHistoryChartsSayWhatTheyShow: the per-tag charts had no
+// visible label (their name was only the SVG's tooltip), and the latency
+// chart promised bars to p95 that it did not draw.
+func TestBrowserHistoryChartsSayWhatTheyShow(t *testing.T) {
+	ctx := browser(t, 1100, 2400)
+	_, ts := serve(t, []string{historyDir(t)}, &view.Options{})
+	navigate(t, ctx, ts.URL+"/history?eval=arith&tag=difficulty")
+	// The visible text just above each chart of the tag's section.
+	labels := eval[[]string](t, ctx, `(() => {
+		const h = [...document.querySelectorAll("h2")].find(h => h.textContent === "by difficulty");
+		const out = [];
+		for (let e = h.nextElementSibling; e && e.tagName !== "H2"; e = e.nextElementSibling) {
+			const svg = e.matches("svg") ? e : e.querySelector("svg");
+			if (!svg) continue;
+			const above = e.previousElementSibling;
+			out.push(above && above.getBoundingClientRect().height > 0 ? above.innerText : "");
+		}
+		return out;
+	})()`)
+	require.Equal(t, []string{"difficulty=easy", "difficulty=hard", "difficulty=medium"}, labels)
+	bars := eval[int](t, ctx, `(() => {
+		const h = [...document.querySelectorAll("h2")].find(h => h.textContent.startsWith("latency per run"));
+		let e = h.nextElementSibling;
+		const svg = e.matches("svg") ? e : e.querySelector("svg");
+		return [...svg.querySelectorAll("line")].filter(l => !l.hasAttribute("stroke-dasharray") && l.x1.baseVal.value === l.x2.baseVal.value && Math.abs(l.y1.baseVal.value - l.y2.baseVal.value) > 4).length;
+	})()`)
+	require.Equal(t, 4, bars, "a bar from the median to p95 for each of the four runs")
+}
+
+// TestRunPageSaysLiveOnlyWhileWritten: every run page said "live",
+// finished runs too. Now only while a run holds the log's lock.
+func TestRunPageSaysLiveOnlyWhileWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	require.NoError(t, w.Write(t.Context(), sink.Record{Schema: sink.SchemaVersion, RunID: "r", Eval: "e", SampleID: "s", Status: sink.Pass, Score: 1, StartedAt: time.Now()}))
+	require.NoError(t, w.Flush())
+	_, ts := serve(t, []string{dir}, nil)
+	_, _, body := get(t, ts.URL+"/run/run.jsonl")
+	require.Contains(t, body, `id="live"`, "a run is writing it")
+	require.NoError(t, w.Close(t.Context()))
+	_, _, body = get(t, ts.URL+"/run/run.jsonl")
+	require.NotContains(t, body, `id="live"`, "finished")
+	require.Contains(t, body, `data-events=`, "the page still follows its log (a resume may write it)")
+}

@@ -34,6 +34,7 @@ type page struct {
 	Static  bool         // one self-contained file: inline style, no script, no links to other pages
 	CSS     template.CSS // the inline style of a static page
 	Live    bool         // the page follows its log
+	Writing bool         // and a run is writing it: the page says "live"
 	Events  string       // the stream's URL
 	Version uint64       // of the log the page shows
 	Body    any

@@ -55,6 +55,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/report"
 	itranscript "github.com/proctor-evals/proctor/internal/transcript"
+	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 //go:embed assets templates
@@ -320,7 +321,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "run", &page{Title: runTitle(snap), Live: true, Events: "/events/" + escapeID(l.id),
+	// The page follows its log either way (a finished run may be
+	// resumed); it says "live" only while a run holds the log's lock.
+	s.render(w, r, "run", &page{Title: runTitle(snap), Live: true, Writing: jsonl.InUse(l.path) != nil, Events: "/events/" + escapeID(l.id),
 		Version: snap.Version, Body: runData(snap, &s.opts, false)})
 }
 
