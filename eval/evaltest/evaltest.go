@@ -55,9 +55,11 @@ type Gate struct {
 }
 
 // Run runs e with cfg inside t and checks the gate. When cfg.Log is empty
-// the log goes to a directory under os.TempDir() that outlives the test, so
-// that the transcript links printed for failures still resolve afterwards. The
-// report is logged with t.Log and returned.
+// the log goes to a directory under os.TempDir(): a failing test's log
+// outlives it, so that the transcript links printed for its failures still
+// resolve afterwards; a passing test's log and the files beside it are
+// removed when the test ends. The report is logged with t.Log and
+// returned.
 func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *report.Report {
 	t.Helper()
 	if cfg.Log == "" {
@@ -66,7 +68,21 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *r
 			t.Fatalf("evaltest: %v", err)
 		}
 		name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")
-		cfg.Log = filepath.Join(dir, fmt.Sprintf("%s-%s.jsonl", name, time.Now().UTC().Format("20060102T150405.000000000")))
+		base := filepath.Join(dir, fmt.Sprintf("%s-%s", name, time.Now().UTC().Format("20060102T150405.000000000")))
+		cfg.Log = base + ".jsonl"
+		t.Cleanup(func() {
+			if t.Failed() {
+				return
+			}
+			// The log and its neighbours (transcripts, manifest, lock):
+			// the name is this run's alone, to the nanosecond.
+			entries, _ := os.ReadDir(dir)
+			for _, f := range entries {
+				if strings.HasPrefix(f.Name(), filepath.Base(base)+".") {
+					os.Remove(filepath.Join(dir, f.Name()))
+				}
+			}
+		})
 	}
 	if g.Sequential && cfg.Sequential == nil {
 		cfg.Sequential = &report.Sequential{Bar: g.MinLowerBound, Alpha: g.Alpha}

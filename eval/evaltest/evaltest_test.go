@@ -3,6 +3,8 @@ package evaltest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,4 +150,54 @@ func adder5() harness.Harness[question, string] {
 		}
 		return strconv.Itoa(sum), nil
 	})
+}
+
+// scoped is a recorder that runs its cleanups when told and keeps the
+// log line Run writes.
+type scoped struct {
+	recorder
+	cleanups []func()
+	logs     []string
+}
+
+func (s *scoped) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+func (s *scoped) Failed() bool     { return len(s.errors) > 0 }
+func (s *scoped) Logf(format string, args ...any) {
+	s.logs = append(s.logs, fmt.Sprintf(format, args...))
+}
+func (s *scoped) end() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+}
+
+// TestRunKeepsOnlyTheLogsOfFailures: Run left the log of every test it
+// ran (with its transcripts, manifest and lock) in the temporary
+// directory, forever. Now a passing test's are removed when it ends; a
+// failing test's stay, since its failures link to them.
+func TestRunKeepsOnlyTheLogsOfFailures(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		bad  int
+		kept bool
+	}{{-1, false}, {0, true}} {
+		tb := &scoped{recorder: recorder{TB: t}}
+		evaltest.Run(tb, arithmetic(adder(c.bad)), eval.Config{}, evaltest.Gate{MinLowerBound: 0.9})
+		require.Equal(t, c.kept, tb.Failed())
+		require.NotEmpty(t, tb.logs)
+		log := strings.Fields(strings.TrimPrefix(tb.logs[0], "evaltest: log "))[0]
+		base := strings.TrimSuffix(log, ".jsonl")
+		before, _ := filepath.Glob(base + ".*")
+		require.GreaterOrEqual(t, len(before), 3, "the log, its transcripts and its manifest")
+		tb.end()
+		after, _ := filepath.Glob(base + ".*")
+		if c.kept {
+			require.Equal(t, before, after, "a failing test's files stay")
+			for _, f := range after {
+				os.Remove(f)
+			}
+		} else {
+			require.Empty(t, after, "a passing test leaves nothing")
+		}
+	}
 }

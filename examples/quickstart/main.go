@@ -77,15 +77,28 @@ func agent(ctx context.Context, ep *harness.Episode[Task]) (string, error) {
 }
 
 func main() {
-	dir := flag.String("dir", "", "directory for the run's log (default: a new temporary directory)")
+	dir := flag.String("dir", "", "directory for the run's log, kept (default: a temporary directory, removed at the end)")
 	flag.Parse()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "proctor-quickstart-")
 		if err != nil {
 			log.Fatal(err)
 		}
-		*dir = d
+		err = run(d)
+		os.RemoveAll(d) // nothing left behind; -dir keeps the log
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("\nthe log was in a temporary directory, now removed: run with -dir DIR to keep it (then proctor view DIR)")
+		return
 	}
+	if err := run(*dir); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("\nlog: %s\n", filepath.Join(*dir, "arithmetic.jsonl"))
+}
+
+func run(dir string) error {
 	e := &eval.Eval[Task, string]{
 		Name:    "arithmetic",
 		Dataset: tasks(),
@@ -101,11 +114,10 @@ func main() {
 		Concurrency: 8,
 		Seed:        42,
 		Backoff:     10 * time.Millisecond,
-		Log:         filepath.Join(*dir, "arithmetic.jsonl"),
+		Log:         filepath.Join(dir, "arithmetic.jsonl"),
 	})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	report.WriteText(os.Stdout)
-	fmt.Printf("\nlog: %s\n", filepath.Join(*dir, "arithmetic.jsonl"))
+	return report.WriteText(os.Stdout)
 }
