@@ -5,7 +5,11 @@ package eval_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,6 +20,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 // TestAbsurdCostIsAnErrorNotABudgetBypass: a cost of +Inf, or one above
@@ -152,4 +157,66 @@ func TestABudgetStoppedRunSaysHowFarItGot(t *testing.T) {
 	require.Contains(t, b.String(), "83 of 120 episodes (69.2%) of 28 samples × 3 epochs: stopped by the token budget")
 	require.NotContains(t, b.String(), "= 83 episodes")
 	require.Contains(t, b.String(), "830 of 830 tokens spent; the whole run projects to about 1200 tokens")
+}
+
+// TestNoOldLinkShowsAnotherEpisodeAfterTheStoreWasCut: issue 38 (item 26)
+// found old records whose links, followed without the readers' check,
+// showed another episode's transcript after a resume of a log whose store
+// was deleted or cut. Twelve episodes, six of them errored (run again on
+// resume), the store removed, cut to half, to nothing, or inside its last
+// transcript: every link of the log, read raw at its offset, shows its
+// own episode's transcript or none.
+func TestNoOldLinkShowsAnotherEpisodeAfterTheStoreWasCut(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []struct {
+		name string
+		do   func(store string, size int64) error
+	}{
+		{"removed", func(store string, _ int64) error { return os.Remove(store) }},
+		{"half", func(store string, size int64) error { return os.Truncate(store, size/2) }},
+		{"empty", func(store string, _ int64) error { return os.Truncate(store, 0) }},
+		{"inside the last", func(store string, size int64) error { return os.Truncate(store, size-5) }},
+	} {
+		dir := t.TempDir()
+		log := filepath.Join(dir, "run.jsonl")
+		var failing atomic.Bool
+		failing.Store(true)
+		h := harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
+			ep.AddEvent(harness.Event{Kind: "note", Name: "hello " + ep.Sample.ID})
+			var n int
+			fmt.Sscanf(ep.Sample.ID, "s%d", &n)
+			if n%2 == 0 && failing.Load() {
+				return "", eval.Permanent(errors.New("down"))
+			}
+			return ep.Sample.Input, nil
+		})
+		in := make([]string, 12)
+		for i := range in {
+			in[i] = "ok"
+		}
+		e := &eval.Eval[string, string]{Name: "links", Dataset: samples(in...), Harness: h, Judge: wantOK}
+		_, err := e.Run(context.Background(), eval.Config{Log: log, Concurrency: 4})
+		require.NoError(t, err)
+		store := filepath.Join(dir, "run.traces.jsonl")
+		st, err := os.Stat(store)
+		require.NoError(t, err)
+		require.NoError(t, cut.do(store, st.Size()))
+		failing.Store(false)
+		_, err = e.Run(context.Background(), eval.Config{Log: log, Concurrency: 4})
+		require.NoError(t, err)
+		recs := logRecords(t, log)
+		require.Len(t, recs, 12)
+		for _, r := range recs {
+			l, err := jsonl.ParseTranscriptLink(r.Transcript)
+			require.NoError(t, err)
+			line, err := jsonl.ReadLineAt(filepath.Join(dir, l.Path), l.Offset)
+			if err != nil {
+				continue // gone with the store: no transcript, not another's
+			}
+			var tr harness.Transcript
+			if json.Unmarshal(line, &tr) == nil {
+				require.Equal(t, r.SampleID, tr.SampleID, "%s: the link of %s shows another episode", cut.name, r.SampleID)
+			}
+		}
+	}
 }
