@@ -240,11 +240,11 @@ func (d *Drift) String() string {
 // logs of a run Group joined): the catalog keeps no per-sample results.
 func CompareLogs(base, head *Run, alpha float64) (*Drift, error) {
 	opts := &report.Options{Resamples: -1} // the comparison needs no bootstrap
-	b, err := readReport(base, opts)
+	b, err := ReadReport(base, opts)
 	if err != nil {
 		return nil, err
 	}
-	h, err := readReport(head, opts)
+	h, err := ReadReport(head, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -168,9 +168,9 @@ func (r *Run) logs() []string {
 	return paths
 }
 
-// readReport folds the logs of r into one report, as `proctor merge`
-// would join them.
-func readReport(r *Run, opts *report.Options) (*report.Report, error) {
+// ReadReport folds the logs of r (its shards', when Group joined them)
+// into one report, as `proctor merge` would join them.
+func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 	paths := r.logs()
 	if len(paths) == 1 {
 		_, rep, err := Read(paths[0], opts)

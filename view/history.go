@@ -85,6 +85,19 @@ func (s *Server) historyPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	history.Sort(runs)
+	// The shard logs of one run are one run, its report read from them all.
+	runs = history.Group(runs)
+	for _, r := range runs {
+		if len(r.Parts) == 0 {
+			continue
+		}
+		rep, err := history.ReadReport(r, s.opts.Report)
+		if err != nil {
+			http.Error(w, "history: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		reports[r], ids[r] = rep, ids[r.Parts[0]]
+	}
 	pinned := -1
 	if b := q.Get("baseline"); b != "" {
 		if pinned = slices.IndexFunc(runs, func(r *history.Run) bool { return ids[r] == b || r.RunID == b }); pinned < 0 {

@@ -1,6 +1,7 @@
 package view_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -197,4 +198,38 @@ func TestRunPageSaysLiveOnlyWhileWritten(t *testing.T) {
 	_, _, body = get(t, ts.URL+"/run/run.jsonl")
 	require.NotContains(t, body, `id="live"`, "finished")
 	require.Contains(t, body, `data-events=`, "the page still follows its log (a resume may write it)")
+}
+
+// TestHistoryPageJoinsShards: the history page compared each shard log
+// of a run with the other shard of the same run, so drift never showed
+// for sharded runs. Now the shard logs of a run are one run.
+func TestHistoryPageJoinsShards(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for run, failFrom := range []int{100, 60} { // the second run 40 points worse
+		for shard := range 2 {
+			log := filepath.Join(dir, fmt.Sprintf("run%d-%d.jsonl", run, shard))
+			w, err := jsonl.Create(log, nil)
+			require.NoError(t, err)
+			for i := shard; i < 100; i += 2 {
+				r := sink.Record{Schema: sink.SchemaVersion, RunID: "arith-shared", Eval: "arith", SampleID: strconv.Itoa(i), Status: sink.Pass, Score: 1,
+					StartedAt: start.Add(time.Duration(run)*24*time.Hour + time.Duration(i)*time.Second)}
+				if i >= failFrom {
+					r.Status, r.Score = sink.Fail, 0
+				}
+				require.NoError(t, w.Write(t.Context(), r))
+			}
+			require.NoError(t, w.Close(t.Context()))
+			require.NoError(t, manifest.Write(log, &manifest.Manifest{Schema: manifest.Schema, RunID: "arith-shared", Eval: "arith",
+				CreatedAt: start, Epochs: 1, Seed: "1", Shard: fmt.Sprintf("%d/2", shard), Versions: manifest.Versions{Harness: "h1", Judge: "j1"},
+				Dataset: manifest.DatasetIdentity{Samples: 100, Hash: "sum:100"}}))
+		}
+	}
+	_, ts := serve(t, []string{dir}, nil)
+	code, _, body := get(t, ts.URL+"/history?eval=arith")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `id="drift-banner"`)
+	require.Contains(t, body, "-40.0 pts")
+	require.Equal(t, 2, strings.Count(body, "<tr><td>")+strings.Count(body, `<tr class="drift"><td>`), "two runs, not four logs")
 }
