@@ -106,20 +106,14 @@ func describeUsage(u harness.Usage) string {
 	return fmt.Sprintf("cost $%v, %d input and %d output tokens", u.CostUSD, u.InputTokens, u.OutputTokens)
 }
 
-// usableEvents returns events with every usage figure that is not usable
-// zeroed, so that the transcript encodes (encoding/json refuses NaN and
-// ±Inf); events itself when all are.
+// usableEvents zeroes in events (a copy, from Episode.Events) every usage
+// figure that is not usable, so that the transcript encodes
+// (encoding/json refuses NaN and ±Inf), and returns them.
 func usableEvents(events []harness.Event) []harness.Event {
-	for i := range events {
-		if !usable(events[i].Usage) {
-			out := append([]harness.Event(nil), events...)
-			for k := i; k < len(out); k++ {
-				if u := out[k].Usage; !usable(u) {
-					out[k].Usage = harness.Usage{Model: u.Model}
-					out[k].Error = strings.TrimSpace(out[k].Error + " (unusable usage dropped: " + describeUsage(u) + ")")
-				}
-			}
-			return out
+	for i, ev := range events {
+		if !usable(ev.Usage) {
+			events[i].Usage = harness.Usage{Model: ev.Usage.Model}
+			events[i].Error = strings.TrimSpace(ev.Error + " (unusable usage dropped: " + describeUsage(ev.Usage) + ")")
 		}
 	}
 	return events

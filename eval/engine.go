@@ -288,7 +288,9 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	rep.Resumed = r.resumed
 	rep.Excluded = r.excluded
 	rep.BudgetExhausted = r.budgetHit
-	rep.Planned = int(r.owned)
+	if int(r.owned) > rep.Episodes {
+		rep.Planned = int(r.owned) // stopped early: how far it got
+	}
 	if r.excluded > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", r.excluded))
 	}

@@ -99,8 +99,8 @@ type Report struct {
 	// did (BudgetExhausted).
 	Budget *Budget `json:"budget,omitempty"`
 	// Planned is the episodes the run set out to record (its samples ×
-	// epochs, of its shard), when known: a run stopped early says how far
-	// it got.
+	// epochs, of its shard) when it recorded fewer: a run stopped early
+	// says how far it got. 0 otherwise.
 	Planned int `json:"planned,omitempty"`
 	// Sequential is what the sequential gate decided (Options.Sequential).
 	Sequential *SequentialResult `json:"sequential,omitempty"`
