@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/filelock"
-	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -332,44 +331,4 @@ func Grade(final []Review) map[Key]float64 {
 		grade[k] = pass[k] / float64(c)
 	}
 	return grade
-}
-
-// Files is what review keeps beside a log, read together.
-type Files struct {
-	Records []sink.Record // the log's committed records
-	Queue   *Queue        // nil when no queue was picked
-	Reviews []Review
-	// Torn lists the torn tails skipped (the log's, the review file's):
-	// what a writer was writing, or a crash left.
-	Torn []*jsonl.TornTailError
-}
-
-// Load reads the log at log, its queue and its reviews.
-func Load(log string) (*Files, error) {
-	f := &Files{}
-	for r, err := range jsonl.Records(log) {
-		var torn *jsonl.TornTailError
-		if errors.As(err, &torn) {
-			f.Torn = append(f.Torn, torn)
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		f.Records = append(f.Records, r)
-	}
-	q, err := ReadQueue(QueuePath(log))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	f.Queue = q
-	rs, torn, err := Read(FilePath(log))
-	if err != nil {
-		return nil, err
-	}
-	if torn != nil {
-		f.Torn = append(f.Torn, torn)
-	}
-	f.Reviews = rs
-	return f, nil
 }

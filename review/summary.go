@@ -68,7 +68,7 @@ type Plan struct {
 	ReviewsOnly int     `json:"reviews_only"`
 }
 
-// Summarize puts records (a run's log), its queue (nil if none) and its
+// Summarize puts episodes (a run's log), its queue (nil if none) and its
 // reviews together. The intervals are cluster-robust by sample, as the
 // report's are: epochs of one sample are not independent.
 //
@@ -77,10 +77,10 @@ type Plan struct {
 // in part counts as a smaller sample of the same design, which is exact
 // when it is reviewed in queue order and assumes, otherwise, that what was
 // left is missing at random within its cell.
-func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) *Summary {
+func Summarize(episodes []Episode, q *Queue, reviews []Review, opts Options) *Summary {
 	opts.setDefaults()
 	s := &Summary{Level: opts.Level}
-	pop := s.addJudged(records)
+	pop := s.addJudged(episodes)
 	final := Final(reviews)
 	grade := Grade(final)
 	s.addAgreement(final, pop, &opts)
@@ -120,13 +120,13 @@ type population struct {
 	tags     map[Key]map[string]string
 }
 
-// addJudged builds the population from the records, and counts it and the
-// judge's passes.
-func (s *Summary) addJudged(records []sink.Record) *population {
+// addJudged builds the population from the episodes, and counts it and
+// the judge's passes.
+func (s *Summary) addJudged(episodes []Episode) *population {
 	p := &population{index: map[Key]int{}, verdicts: map[Key]bool{}, tags: map[Key]map[string]string{}}
 	sampleIndex := map[string]int{}
-	for i := range records {
-		r := &records[i]
+	for i := range episodes {
+		r := &episodes[i]
 		if r.Status != sink.Pass && r.Status != sink.Fail {
 			continue
 		}

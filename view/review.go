@@ -185,7 +185,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	q, recs, reviews := f.Queue, f.Records, f.Reviews
+	q, recs, reviews := f.Queue, f.Queued, f.Reviews
 	byKey := make(map[review.Key]*sink.Record, len(recs))
 	for i := range recs {
 		byKey[review.Key{SampleID: recs[i].SampleID, Epoch: recs[i].Epoch}] = &recs[i]
@@ -236,7 +236,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 			d.Graded.Grade = map[bool]string{true: "pass", false: "fail"}[g.Pass]
 		}
 	}
-	sum := review.Summarize(recs, q, reviews, review.Options{})
+	sum := review.Summarize(f.Episodes, q, reviews, review.Options{})
 	d.Numbers = []reviewRow{
 		{ID: "judge", Name: "judge", Value: pct(float64(sum.JudgeRate)), Interval: ivText(sum.JudgeCI.Lo, sum.JudgeCI.Hi), Note: "every verdict; right only if the judge is"},
 		{ID: "ppi", Name: "prediction-powered", Value: pct(sum.PPI.Mean), Interval: ivText(sum.PPI.Interval.Lo, sum.PPI.Interval.Hi), Note: fmt.Sprintf("%d reviewed episodes", sum.PPI.Labelled)},

@@ -38,7 +38,7 @@ func reviewRun(t *testing.T) (log string, q *review.Queue, ts string) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
-	q, err := review.Pick(recs, review.Design{Seed: 3, Count: 12})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 3, Count: 12})
 	require.NoError(t, err)
 	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
 	_, srv := serve(t, []string{dir}, &view.Options{Review: &view.ReviewOptions{Log: log, Secret: secret}})
@@ -180,7 +180,7 @@ func TestBrowserReview(t *testing.T) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
-	sum := review.Summarize(recs, q, rs, review.Options{})
+	sum := review.Summarize(review.Episodes(recs), q, rs, review.Options{})
 	require.Equal(t, 3, sum.PPI.Labelled)
 	got := eval[string](t, ctx, `document.querySelector("#n-ppi").cells[1].textContent`)
 	assert.NotEqual(t, before, got)

@@ -185,7 +185,7 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 		return 0, err
 	}
 	if lowAgreement > 0 {
-		s := review.Summarize(f.Records, nil, f.Reviews, review.Options{})
+		s := review.Summarize(f.Episodes, nil, f.Reviews, review.Options{})
 		for _, t := range s.ByTag {
 			if t.Low {
 				if d.Tags == nil {
@@ -195,7 +195,7 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 			}
 		}
 	}
-	q, err := review.Pick(f.Records, d)
+	q, err := review.Pick(f.Episodes, d)
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func reviewExport(log, out string, opts review.ExportOptions, stdout, stderr io.
 	if _, err := os.Stat(out); err == nil {
 		return 0, fmt.Errorf("%s exists: not replacing it", out)
 	}
-	err = atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return review.Export(w, q, f.Records, opts) })
+	err = atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return review.Export(w, q, f.Queued, opts) })
 	if err != nil {
 		return 0, err
 	}
@@ -254,7 +254,7 @@ func reviewImport(log, file string, opts review.ImportOptions, stdout, stderr io
 		return 0, err
 	}
 	known := map[review.Key]bool{}
-	for _, r := range lf.Records {
+	for _, r := range lf.Episodes {
 		known[review.Key{SampleID: r.SampleID, Epoch: r.Epoch}] = true
 	}
 	for _, r := range rs {
@@ -285,7 +285,7 @@ func reviewSummary(log string, opts review.Options, stderr io.Writer) (*review.S
 	if err != nil {
 		return nil, nil, err
 	}
-	return review.Summarize(f.Records, f.Queue, f.Reviews, opts), f.Queue, nil
+	return review.Summarize(f.Episodes, f.Queue, f.Reviews, opts), f.Queue, nil
 }
 
 func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
@@ -362,7 +362,7 @@ func noteReviews(w io.Writer, log string) {
 	if err != nil || f.Queue == nil {
 		return
 	}
-	s := review.Summarize(f.Records, f.Queue, f.Reviews, review.Options{})
+	s := review.Summarize(f.Episodes, f.Queue, f.Reviews, review.Options{})
 	if math.IsNaN(s.PPI.Mean) {
 		return
 	}

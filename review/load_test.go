@@ -1,0 +1,86 @@
+package review_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/review"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+)
+
+// TestLoadKeepsEpisodesAndQueued: Load keeps each record's episode (tags,
+// verdict, agreement) and the whole records of the queued episodes only,
+// the same whether the log is read on every core (whole, across several
+// chunks) or record by record (a torn tail).
+func TestLoadKeepsEpisodesAndQueued(t *testing.T) {
+	defer func(n int) { recordjson.ChunkSize = n }(recordjson.ChunkSize)
+	recordjson.ChunkSize = 4 << 10 // several chunks
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	var recs []sink.Record
+	for i := range 200 {
+		r := sink.Record{Schema: sink.SchemaVersion, RunID: "run-1", Eval: "ev", SampleID: "s" + strconv.Itoa(i), Epoch: i % 3,
+			Status: []sink.Status{sink.Pass, sink.Fail, sink.Error}[i%3], Tags: map[string]string{"k": strconv.Itoa(i % 4)},
+			Input: []byte(`{"q":` + strconv.Itoa(i) + `}`), Output: []byte(`"a"`), StartedAt: t0}
+		if i%5 == 0 {
+			r.Scores = map[string]float64{"agreement": 0.5}
+		}
+		if i%7 == 0 {
+			r.Tags = nil
+		}
+		require.NoError(t, w.Write(context.Background(), r))
+		recs = append(recs, r)
+	}
+	require.NoError(t, w.Close(context.Background()))
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Count: 20})
+	require.NoError(t, err)
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
+	in := map[review.Key]bool{}
+	for _, e := range q.Entries {
+		in[e.Key()] = true
+	}
+	var wantQueued []sink.Record
+	for r, err := range jsonl.Records(log) { // as read back: times in UTC
+		require.NoError(t, err)
+		if in[review.Key{SampleID: r.SampleID, Epoch: r.Epoch}] {
+			wantQueued = append(wantQueued, r)
+		}
+	}
+	require.Len(t, wantQueued, 20)
+	want := review.Episodes(recs)
+
+	f, err := review.Load(log)
+	require.NoError(t, err)
+	if d := cmp.Diff(want, f.Episodes, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("episodes (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantQueued, f.Queued); d != "" {
+		t.Errorf("queued records (-want +got):\n%s", d)
+	}
+
+	// A torn tail: read record by record, the same but for the torn line.
+	lf, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = lf.WriteString(`{"schema":1,"run_id":"run-1","sample_id":"torn"`)
+	require.NoError(t, err)
+	require.NoError(t, lf.Close())
+	f, err = review.Load(log)
+	require.NoError(t, err)
+	require.Len(t, f.Torn, 1)
+	if d := cmp.Diff(want, f.Episodes, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("episodes of the torn log (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantQueued, f.Queued); d != "" {
+		t.Errorf("queued records of the torn log (-want +got):\n%s", d)
+	}
+}
