@@ -205,6 +205,8 @@ type Writer struct {
 	path string
 	f    *os.File
 	lock *os.File
+	size int64 // the end of the last whole line
+	err  error // a failed write that could not be cut back: every Append fails
 }
 
 // Open opens the review file at path for appending, creating it if
@@ -232,18 +234,22 @@ func open(path string, lk *os.File) (*Writer, *jsonl.TornTailError, error) {
 	if err == nil && torn != nil {
 		err = f.Truncate(torn.Offset)
 	}
+	var size int64
 	if err == nil {
-		_, err = f.Seek(0, io.SeekEnd)
+		size, err = f.Seek(0, io.SeekEnd)
 	}
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("review: opening %s: %w", path, err)
 	}
-	return &Writer{path: path, f: f, lock: lk}, torn, nil
+	return &Writer{path: path, f: f, lock: lk, size: size}, torn, nil
 }
 
 // Append validates the reviews and writes them, one line each, in one
 // write, then syncs the file: when Append returns nil they are durable.
+// A write that fails (a full disk) is cut back to the last whole line, as
+// the log's is, so that later reviews are not glued to half of one; when
+// it cannot be, every later Append fails.
 func (w *Writer) Append(reviews ...Review) error {
 	var buf []byte
 	for i := range reviews {
@@ -261,13 +267,29 @@ func (w *Writer) Append(reviews ...Review) error {
 	if w.f == nil {
 		return errors.New("review: append to a closed Writer")
 	}
+	if w.err != nil {
+		return w.err
+	}
 	if _, err := w.f.Write(buf); err != nil {
+		if cerr := w.cutBack(); cerr != nil {
+			w.err = fmt.Errorf("review: %s: a write failed (%v) and could not be cut back: %w", w.path, err, cerr)
+		}
 		return fmt.Errorf("review: %w", err)
 	}
+	w.size += int64(len(buf))
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
+}
+
+// cutBack removes what a failed write left past the last whole line.
+func (w *Writer) cutBack() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return err
+	}
+	_, err := w.f.Seek(w.size, io.SeekStart)
+	return err
 }
 
 // Path returns the file the Writer appends to.
