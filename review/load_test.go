@@ -5,13 +5,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/internal/recordjson"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/review"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -82,5 +85,45 @@ func TestLoadKeepsEpisodesAndQueued(t *testing.T) {
 	}
 	if d := cmp.Diff(wantQueued, f.Queued); d != "" {
 		t.Errorf("queued records of the torn log (-want +got):\n%s", d)
+	}
+}
+
+// TestFIFOAtReviewPathsIsRefused: a FIFO where the reviews or the queue
+// should be is refused at once, as one at a log's path is, by every
+// reader and by the review writer; none waits for a writer to the pipe.
+func TestFIFOAtReviewPathsIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, path := range []func(string) string{review.FilePath, review.QueuePath} {
+		dir := t.TempDir()
+		log := filepath.Join(dir, "run.jsonl")
+		w, err := jsonl.Create(log, nil)
+		require.NoError(t, err)
+		require.NoError(t, w.Close(context.Background()))
+		fifo := path(log)
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Skipf("no FIFOs here: %v", err)
+		}
+		calls := map[string]func() error{
+			"Load": func() error { _, err := review.Load(log); return err },
+		}
+		if fifo == review.FilePath(log) {
+			calls["Open"] = func() error {
+				w, _, err := review.Open(fifo)
+				if err == nil {
+					w.Close()
+				}
+				return err
+			}
+		}
+		for name, call := range calls {
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, safeopen.ErrNotRegular, "%s of %s", name, fifo)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s of %s waits on the FIFO", name, fifo)
+			}
+		}
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -274,9 +274,10 @@ func WriteQueue(path string, q *Queue) error {
 }
 
 // ReadQueue reads the queue at path; a missing file is an error that
-// wraps os.ErrNotExist.
+// wraps os.ErrNotExist, one that is not a regular file (a FIFO, say) one
+// that wraps safeopen's ErrNotRegular, without waiting.
 func ReadQueue(path string) (*Queue, error) {
-	b, err := os.ReadFile(path)
+	b, err := safeopen.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("review: %w", err)
 	}

@@ -27,13 +27,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/filelock"
+	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -136,9 +139,10 @@ func (e *LineError) Unwrap() error { return e.Err }
 // order they were written; a missing file holds none. An incomplete last
 // line (a review being written, or a torn tail) is not a review: it is
 // skipped and returned as torn. Any other line that is not a review is a
-// *LineError.
+// *LineError. What is not a regular file (a FIFO, say) is refused without
+// waiting, as a log is (safeopen.ErrNotRegular).
 func Read(path string) (reviews []Review, torn *jsonl.TornTailError, err error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -226,8 +230,15 @@ func Open(path string) (*Writer, *jsonl.TornTailError, error) {
 }
 
 func open(path string, lk *os.File) (*Writer, *jsonl.TornTailError, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
+		return nil, nil, fmt.Errorf("review: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "open", Path: path, Err: safeopen.ErrNotRegular}
+		}
 		return nil, nil, fmt.Errorf("review: %w", err)
 	}
 	torn, err := scan(path, f, func(Review) {})
