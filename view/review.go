@@ -32,8 +32,9 @@ import (
 type ReviewOptions struct {
 	Log    string // the log whose queue is graded; it must be among the viewer's paths
 	Secret string // what every write must carry; see NewSecret
-	// ShowVerdict shows the judge's verdict before grading; by default
-	// the reviewer grades blind and sees it after.
+	// ShowVerdict shows the judge's verdict, and links the episode's
+	// transcript (which holds the judge's calls), before grading; by
+	// default the reviewer grades blind and sees both after.
 	ShowVerdict bool
 }
 
@@ -198,11 +199,14 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	logID := s.logID(rv.opts.Log)
-	entry := func(e review.Entry, rec *sink.Record) *reviewEntry {
+	// The transcript holds the judge's calls (a model judge's answer and
+	// verdict): it is linked only where the verdict is shown, so that a
+	// blind review stays blind.
+	entry := func(e review.Entry, rec *sink.Record, shown bool) *reviewEntry {
 		tags, _ := json.Marshal(rec.Tags)
 		re := &reviewEntry{SampleID: e.SampleID, Epoch: e.Epoch, Tags: string(tags), Input: pretty(rec.Input), Output: pretty(rec.Output),
-			Verdict: string(rec.Status), Reason: rec.Reason, Shown: rv.opts.ShowVerdict, Probability: e.Prob}
-		if logID != "" && rec.Transcript != "" {
+			Verdict: string(rec.Status), Reason: rec.Reason, Shown: shown, Probability: e.Prob}
+		if logID != "" && rec.Transcript != "" && shown {
 			re.Transcript = "/transcript/" + escapeID(logID) + "?" + url.Values{"s": {e.SampleID}, "e": {strconv.Itoa(e.Epoch)}}.Encode()
 		}
 		return re
@@ -221,7 +225,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if d.Entry == nil {
-			d.Entry = entry(e, rec)
+			d.Entry = entry(e, rec, rv.opts.ShowVerdict)
 		}
 	}
 	if d.Total > 0 {
@@ -231,8 +235,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		ge, _ := strconv.Atoi(qv.Get("ge"))
 		k := review.Key{SampleID: id, Epoch: ge}
 		if rec, g := byKey[k], mine[k]; rec != nil && g.Reviewer != "" {
-			d.Graded = entry(review.Entry{SampleID: id, Epoch: ge}, rec)
-			d.Graded.Shown = true
+			d.Graded = entry(review.Entry{SampleID: id, Epoch: ge}, rec, true)
 			d.Graded.Grade = map[bool]string{true: "pass", false: "fail"}[g.Pass]
 		}
 	}
