@@ -3,7 +3,10 @@ package review
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/proctor-evals/proctor/internal/recordjson"
@@ -51,16 +54,23 @@ func episodeOf(r *sink.Record) Episode {
 
 // Files is what review keeps beside a log, read together.
 type Files struct {
-	Episodes []Episode     // the log's committed records, in log order
-	Queued   []sink.Record // the records of the queue's episodes, whole
-	Queue    *Queue        // nil when no queue was picked
-	Reviews  []Review
+	RunID, Eval string        // the log's, from its first record
+	Episodes    []Episode     // the log's committed records, in log order
+	Queued      []sink.Record // the records of the queue's episodes, whole
+	Queue       *Queue        // nil when no queue was picked
+	Reviews     []Review
 	// Torn lists the torn tails skipped (the log's, the review file's):
 	// what a writer was writing, or a crash left.
 	Torn []*jsonl.TornTailError
+	// Ignored says what was left beside the log by another run (a queue,
+	// reviews) and does not count for this one.
+	Ignored []string
 }
 
-// Load reads the log at log, its queue and its reviews. It keeps of each
+// Load reads the log at log, its queue and its reviews, those of the
+// log's run and eval only: a queue picked from another run, or reviews of
+// another run, left at the same path, are named in Files.Ignored and left
+// out. It keeps of each
 // record only its Episode, and the whole record of the queue's episodes
 // alone: a log of a million records takes a fraction of the memory its
 // records would. A log that is whole is decoded on every core
@@ -87,7 +97,33 @@ func Load(log string) (*Files, error) {
 		f.Torn = append(f.Torn, torn)
 	}
 	f.Reviews = rs
+	f.dropOtherRuns(log)
 	return f, nil
+}
+
+// dropOtherRuns leaves out the queue and the reviews of another run than
+// the log's.
+func (f *Files) dropOtherRuns(log string) {
+	if len(f.Episodes) == 0 {
+		return
+	}
+	f.RunID, f.Eval = f.Episodes[0].RunID, f.Episodes[0].Eval
+	if q := f.Queue; q != nil && (q.RunID != f.RunID || (q.Eval != "" && q.Eval != f.Eval)) {
+		f.Ignored = append(f.Ignored, fmt.Sprintf("%s was picked from run %s of eval %q, not from this log's run %s of eval %q: ignored (pick again with -replace)",
+			QueuePath(log), q.RunID, q.Eval, f.RunID, f.Eval))
+		f.Queue, f.Queued = nil, nil
+	}
+	other := map[string]int{}
+	f.Reviews = slices.DeleteFunc(f.Reviews, func(r Review) bool {
+		if r.RunID != "" && r.RunID != f.RunID {
+			other[r.RunID]++
+			return true
+		}
+		return false
+	})
+	for _, id := range slices.Sorted(maps.Keys(other)) {
+		f.Ignored = append(f.Ignored, fmt.Sprintf("%s: %d reviews of run %s, not of this log's run %s: ignored", FilePath(log), other[id], id, f.RunID))
+	}
 }
 
 // queued returns the set of the queue's episodes.

@@ -127,3 +127,48 @@ func TestFIFOAtReviewPathsIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadLeavesOutOtherRuns: a queue picked from another run, or reviews
+// of another run, left at the same log path do not count for this run's
+// log, and Load says so; reviews that name no run (written before runs
+// were recorded) count.
+func TestLoadLeavesOutOtherRuns(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b"} {
+		require.NoError(t, w.Write(context.Background(), sink.Record{Schema: sink.SchemaVersion, RunID: "new", Eval: "ev", SampleID: id, Status: sink.Pass, StartedAt: t0}))
+	}
+	require.NoError(t, w.Close(context.Background()))
+	old := &review.Queue{RunID: "old", Eval: "ev", Entries: []review.Entry{{SampleID: "a", Prob: 1}}}
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), old))
+	rw, _, err := review.Open(review.FilePath(log))
+	require.NoError(t, err)
+	stale, mine, unnamed := rv("a", 0, "ana", false, 0), rv("a", 0, "bo", true, 1), rv("b", 0, "cy", true, 2)
+	stale.RunID, mine.RunID = "old", "new"
+	require.NoError(t, rw.Append(stale, mine, unnamed))
+	require.NoError(t, rw.Close())
+
+	f, err := review.Load(log)
+	require.NoError(t, err)
+	require.Nil(t, f.Queue, "the queue of another run")
+	require.Empty(t, f.Queued)
+	if d := cmp.Diff([]review.Review{mine, unnamed}, f.Reviews); d != "" {
+		t.Errorf("reviews (-want +got):\n%s", d)
+	}
+	require.Len(t, f.Ignored, 2)
+	require.Contains(t, f.Ignored[0], "picked from run old")
+	require.Contains(t, f.Ignored[1], "1 reviews of run old")
+
+	// The same run of another eval: not this log's queue either.
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), &review.Queue{RunID: "new", Eval: "other", Entries: old.Entries}))
+	f, err = review.Load(log)
+	require.NoError(t, err)
+	require.Nil(t, f.Queue)
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), &review.Queue{RunID: "new", Eval: "ev", Entries: old.Entries}))
+	f, err = review.Load(log)
+	require.NoError(t, err)
+	require.NotNil(t, f.Queue)
+	require.Len(t, f.Queued, 1)
+}

@@ -64,6 +64,10 @@ type Review struct {
 	// SawVerdict says whether the reviewer had seen the judge's verdict
 	// before grading: a blind review is the unbiased kind.
 	SawVerdict bool
+	// RunID is the run whose episode was graded: reviews of another run
+	// left at the same log path do not count ([Load]). Empty in reviews
+	// written before it was recorded, which count.
+	RunID string
 }
 
 // Key returns the episode the review grades.
@@ -81,13 +85,14 @@ type reviewJSON struct {
 	Score      *float64  `json:"score,omitempty"`
 	Note       string    `json:"note,omitempty"`
 	SawVerdict bool      `json:"saw_verdict"`
+	RunID      string    `json:"run_id,omitempty"`
 }
 
 const lineStart = `{"review":`
 
 // MarshalJSON writes the review as one line of a review file.
 func (r Review) MarshalJSON() ([]byte, error) {
-	return json.Marshal(reviewJSON{Version, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict})
+	return json.Marshal(reviewJSON{Version, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict, r.RunID})
 }
 
 // UnmarshalJSON reads a review and checks it (see [Review.Validate]).
@@ -99,7 +104,7 @@ func (r *Review) UnmarshalJSON(b []byte) error {
 	if j.Review != Version {
 		return fmt.Errorf("review version %d, this version of proctor reads %d", j.Review, Version)
 	}
-	*r = Review{j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict}
+	*r = Review{j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict, j.RunID}
 	return r.Validate()
 }
 

@@ -108,7 +108,7 @@ func (s *Server) grade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "review: "+k.String()+" is not in the queue", http.StatusBadRequest)
 		return
 	}
-	g := review.Review{SampleID: k.SampleID, Epoch: k.Epoch, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
+	g := review.Review{SampleID: k.SampleID, Epoch: k.Epoch, RunID: q.RunID, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
 		Note: strings.TrimSpace(f.Get("note")), SawVerdict: rv.opts.ShowVerdict || f.Get("saw_verdict") == "1"}
 	switch f.Get("grade") {
 	case "pass":

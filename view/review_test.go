@@ -113,7 +113,7 @@ func TestReviewWritePathIsGuarded(t *testing.T) {
 	rs, _, err = review.Read(review.FilePath(log))
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
-	assert.Equal(t, review.Review{SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: rs[0].Time}, rs[0])
+	assert.Equal(t, review.Review{SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: rs[0].Time, RunID: q.RunID}, rs[0], "blind, of the queue's run")
 
 	// The review file is not served as a run.
 	_, _, body := get(t, base+"/")

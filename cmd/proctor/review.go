@@ -172,6 +172,9 @@ func load(log string, stderr io.Writer) (*review.Files, error) {
 	for _, t := range f.Torn {
 		fmt.Fprintf(stderr, "warning: %v; using what comes before it\n", t)
 	}
+	for _, s := range f.Ignored {
+		fmt.Fprintf(stderr, "warning: %s\n", s)
+	}
 	return f, nil
 }
 
@@ -249,6 +252,7 @@ func reviewImport(log, file string, opts review.ImportOptions, stdout, stderr io
 		return 0, err
 	}
 	defer in.Close()
+	opts.RunID, opts.Eval = lf.RunID, lf.Eval
 	rs, err := review.Import(in, file, opts)
 	if err != nil {
 		return 0, err

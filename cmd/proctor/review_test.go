@@ -159,3 +159,28 @@ func TestViewReviewUsage(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "no review queue")
 }
+
+// TestReviewImportRefusesAnotherRunsExport: an export of another run or
+// eval does not import into this log, and a queue of another run left at
+// the log's path is named and not used.
+func TestReviewImportRefusesAnotherRunsExport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "run.jsonl")
+	biasedLog(t, log, 20, 1)
+	for row, want := range map[string]string{"s0001,true,ana,run0,biased": `run_id "run0"`, "s0001,true,ana,run1,other": `eval "other"`} {
+		in := filepath.Join(dir, "other.csv")
+		require.NoError(t, os.WriteFile(in, []byte("sample_id,pass,reviewer,run_id,eval\n"+row+"\n"), 0o644))
+		code, _, errOut := cli("review", "import", log, in)
+		require.Equal(t, exitError, code)
+		require.Contains(t, errOut, want)
+	}
+	_, err := os.Stat(review.FilePath(log))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was written")
+
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), &review.Queue{RunID: "run0", Entries: []review.Entry{{SampleID: "s0001", Prob: 1}}}))
+	code, out, errOut := cli("review", "report", log)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "picked from run run0")
+	require.Contains(t, out, "no queue")
+}
