@@ -86,6 +86,10 @@ func Summarize(episodes []Episode, q *Queue, reviews []Review, opts Options) *Su
 	s.addAgreement(final, pop, &opts)
 	s.Unknown = pop.unknown(grade)
 	labels := s.addQueue(q, pop, grade)
+	// With no episode there is no estimate: NaN, as with too few reviews
+	// (not a zero that reads as a certain pass rate of 0).
+	s.PPI = stats.PPIMeanLambda(nil, nil, nil, 0, opts.Level)
+	s.ReviewsOnly = s.PPI
 	if s.Episodes > 0 {
 		s.PPI = stats.PPIMean(pop.pred, labels, pop.clusters, opts.Level)
 		s.ReviewsOnly = stats.PPIMeanLambda(pop.pred, labels, pop.clusters, 0, opts.Level)

@@ -101,6 +101,9 @@ import.
 				if d.Count == 0 && d.Share == 0 {
 					d.Share = 0.05
 				}
+				if k := *lowAgreement; k < 0 || math.IsNaN(k) || math.IsInf(k, 0) {
+					return 0, usageError("-low-agreement %v: want a factor > 0 (0 for none)", k)
+				}
 				return reviewPick(pos[0], d, *lowAgreement, *replace, stdout, stderr)
 			case "export":
 				if err := wantArgs(pos, 1, 1, "LOG"); err != nil {
@@ -187,7 +190,7 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 	if err != nil {
 		return 0, err
 	}
-	if lowAgreement > 0 {
+	if lowAgreement != 0 {
 		s := review.Summarize(f.Episodes, nil, f.Reviews, review.Options{})
 		for _, t := range s.ByTag {
 			if t.Low {
@@ -335,6 +338,9 @@ func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
 }
 
 func rate(mean, lo, hi float64) string {
+	if math.IsNaN(mean) {
+		return "—"
+	}
 	return fmt.Sprintf("%.3f [%.3f, %.3f]", mean, max(0, lo), min(1, hi))
 }
 
