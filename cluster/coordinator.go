@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -201,7 +201,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	}
 	// A coordinator that fails to start leaves nothing behind: what Open
 	// and the server made is removed, what was there is not.
-	fresh := absent(cfg.Log, cfg.Log+".lock", manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
+	fresh := absent(cfg.Log, sidecar.Lock(cfg.Log), manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
 	rec, err := e.Open(ctx, cfg)
 	if err != nil {
 		removeAll(fresh)
@@ -836,9 +836,7 @@ func removeAll(paths []string) {
 
 // transcriptPath is where eval keeps the run's transcripts: x.jsonl →
 // x.traces.jsonl.
-func transcriptPath(log string) string {
-	return log[:len(log)-len(filepath.Ext(log))] + ".traces.jsonl"
-}
+func transcriptPath(log string) string { return sidecar.Transcripts(log) }
 
 // refusedResults follows the results the server refuses to store (a full
 // store): workers keep them and retry, the run waits for them, and the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -78,7 +79,7 @@ type Entry struct {
 func (e *Entry) Key() Key { return Key{e.SampleID, e.Epoch} }
 
 // QueuePath returns the queue file of the log at log.
-func QueuePath(log string) string { return log + ".queue.json" }
+func QueuePath(log string) string { return sidecar.Queue(log) }
 
 // Pick draws a queue from episodes (a run's log; episodes of one run, one
 // per record). The queue is in review order: by u/π, so that reviewing

@@ -37,6 +37,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/filelock"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -127,7 +128,7 @@ func (r *Review) Validate() error {
 }
 
 // FilePath returns the review file of the log at log.
-func FilePath(log string) string { return log + ".reviews.jsonl" }
+func FilePath(log string) string { return sidecar.Reviews(log) }
 
 // LineError reports a line of a file that is not a review (or, in an
 // imported file, not a row): its file and line.

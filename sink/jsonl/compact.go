@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -66,7 +67,7 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 	if err != nil {
 		return nil, err
 	}
-	c := &compaction{path: path, dir: dir, storeName: base + ".traces.c" + strconv.Itoa(next) + ".jsonl", files: map[string]*os.File{}}
+	c := &compaction{path: path, dir: dir, storeName: sidecar.CompactedTranscripts(path, next), files: map[string]*os.File{}}
 	res = &Compacted{Freed: removeTemporaries(dir, base, filepath.Base(path))}
 	defer c.close()
 	if err := c.createTemporaries(); err != nil {
