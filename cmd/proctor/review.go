@@ -44,8 +44,9 @@ import.
       -show-verdict.
   proctor review import [-format csv|jsonl] [-reviewer NAME] LOG FILE
       appends the graded rows of FILE (columns sample_id, epoch, reviewer,
-      pass, score, note, saw_verdict, time; see 'go doc
-      github.com/proctor-evals/proctor/review Export') to the reviews.
+      pass, score, note, saw_verdict, time, run_id, eval; see 'go doc
+      github.com/proctor-evals/proctor/review Export') to the reviews; rows
+      of another run or eval than LOG's are refused.
   proctor review report [-json] [-level L] [-width W] LOG
       the judge's pass rate, the prediction-powered one and the one from
       the reviews alone; the judge's agreement with people, by tag (low
