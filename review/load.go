@@ -209,6 +209,13 @@ func (f *Files) readFast(log string) bool {
 			return true
 		})
 	}, func(c *recordjson.Chunk[loadLine]) error {
+		if f.Episodes == nil && len(c.Out) > 0 {
+			// Room for the whole log at the first chunk's line length (no
+			// record is under 128 bytes): the slice of a million episodes
+			// is not copied as it grows.
+			n := min(st.Size()/int64(len(c.Data))*int64(len(c.Out)), st.Size()/128)
+			f.Episodes = make([]Episode, 0, int(n)+len(c.Out))
+		}
 		for i := range c.Out {
 			l := &c.Out[i]
 			// The chunk's memory is reused: what is kept is copied.
