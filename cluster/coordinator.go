@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +17,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -200,7 +201,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	}
 	// A coordinator that fails to start leaves nothing behind: what Open
 	// and the server made is removed, what was there is not.
-	fresh := absent(cfg.Log, cfg.Log+".lock", manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
+	fresh := absent(cfg.Log, sidecar.Lock(cfg.Log), manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
 	rec, err := e.Open(ctx, cfg)
 	if err != nil {
 		removeAll(fresh)
@@ -298,6 +299,22 @@ func (c *Coordinator) connect(ctx context.Context) error {
 
 // setup creates the run's streams, consumer and buckets, or reuses them.
 func (c *Coordinator) setup(ctx context.Context) error {
+	runs, err := c.createStores(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.clearEnd(ctx); err != nil {
+		return err
+	}
+	if err := c.publishRun(ctx, runs); err != nil {
+		return err
+	}
+	return c.consumeResults(ctx)
+}
+
+// createStores makes the run's streams, buckets and object store, and
+// returns the bucket naming the current run.
+func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue, err error) {
 	n := c.n
 	want := c.opts.Replicas
 	if want <= 0 {
@@ -322,17 +339,13 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	}
 	// The streams, buckets and store are made at once (each a synced write
 	// or more): a run starts sooner.
-	var runs jetstream.KeyValue
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	create := func(what string, f func() error) {
-		wg.Go(func() {
+		g.Go(func() error {
 			if err := f(); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("cluster: creating %s: %w", what, err))
-				mu.Unlock()
+				return fmt.Errorf("cluster: creating %s: %w", what, err)
 			}
+			return nil
 		})
 	}
 	create("stream "+n.work, func() (err error) {
@@ -376,14 +389,13 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + runsBucket)})
 		return err
 	})
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	var err error
-	// A run started again is live again: the previous coordinator's stop
-	// or done no longer holds.
-	// (A purge is a write, synced: only where there is something to clear.)
+	return runs, g.Wait()
+}
+
+// clearEnd makes a run started again live again: the previous
+// coordinator's stop or done no longer holds. (A purge is a write,
+// synced: only where there is something to clear.)
+func (c *Coordinator) clearEnd(ctx context.Context) error {
 	for _, k := range []string{keyStop, keyDone} {
 		if _, err := c.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
@@ -392,6 +404,12 @@ func (c *Coordinator) setup(ctx context.Context) error {
 			return fmt.Errorf("cluster: clearing %s: %w", k, err)
 		}
 	}
+	return nil
+}
+
+// publishRun stores what workers read before they take work: the tag key,
+// the manifest, and this run as the current one.
+func (c *Coordinator) publishRun(ctx context.Context, runs jetstream.KeyValue) (err error) {
 	if c.tagKey, err = tagKey(ctx, c.kv); err != nil {
 		return err
 	}
@@ -402,11 +420,16 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if _, err := runs.Put(ctx, currentKey, []byte(c.rec.RunID())); err != nil {
 		return fmt.Errorf("cluster: naming the current run: %w", err)
 	}
-	// Every result from the first: on a restart, those the log lacks are
-	// committed again (what the log holds is skipped). An ordered consumer
-	// needs no acks (they would prove nothing) and survives a server
-	// restart by resuming after the last sequence it handled.
-	cons, err := c.js.OrderedConsumer(ctx, n.results, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	return nil
+}
+
+// consumeResults starts committing every result from the first: on a
+// restart, those the log lacks are committed again (what the log holds is
+// skipped). An ordered consumer needs no acks (they would prove nothing)
+// and survives a server restart by resuming after the last sequence it
+// handled.
+func (c *Coordinator) consumeResults(ctx context.Context) error {
+	cons, err := c.js.OrderedConsumer(ctx, c.n.results, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
@@ -813,9 +836,7 @@ func removeAll(paths []string) {
 
 // transcriptPath is where eval keeps the run's transcripts: x.jsonl →
 // x.traces.jsonl.
-func transcriptPath(log string) string {
-	return log[:len(log)-len(filepath.Ext(log))] + ".traces.jsonl"
-}
+func transcriptPath(log string) string { return sidecar.Transcripts(log) }
 
 // refusedResults follows the results the server refuses to store (a full
 // store): workers keep them and retry, the run waits for them, and the

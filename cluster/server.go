@@ -10,12 +10,13 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/proctor-evals/proctor/internal/sidecar"
 )
 
 // The embedded server's two roles: the coordinator (in its process, with
@@ -163,9 +164,7 @@ func newToken() string {
 
 // tokenFile is where the workers' token of the run logged at log is kept
 // when the coordinator makes it: runs/x.jsonl → runs/x.token.
-func tokenFile(log string) string {
-	return log[:len(log)-len(filepath.Ext(log))] + ".token"
-}
+func tokenFile(log string) string { return sidecar.Token(log) }
 
 // workersToken returns the workers' token: given, or the one in file, or
 // a new one written there (0600, never replacing a file). made says it
@@ -211,6 +210,4 @@ func redactURL(s string) string {
 // storeDir is where the embedded server of the run logged at log keeps
 // its streams: beside the log, named as its manifest and transcript store are
 // (runs/x.jsonl → runs/x.nats/).
-func storeDir(log string) string {
-	return log[:len(log)-len(filepath.Ext(log))] + ".nats"
-}
+func storeDir(log string) string { return sidecar.NATSStore(log) }

@@ -16,6 +16,7 @@ import (
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/jsondepth"
+	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/internal/permanent"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -178,7 +179,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		endStage(span, "", nil)
 		res.out, res.haveOut = out, true
 	}
-	ep.StartJudging()
+	judging.Start(ep)
 	res.stage = "judge"
 	jctx, span := s.startStage(ctx, "judge")
 	res.span = span

@@ -19,6 +19,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -470,9 +471,7 @@ func identityOf[T any](ctx context.Context, samples *sampleTable[T], inputs *inp
 
 // transcriptPath is where the transcripts of the run logged at log go: one
 // append-only file beside the log, not one file per episode.
-func transcriptPath(log string) string {
-	return trimExt(log) + ".traces.jsonl"
-}
+func transcriptPath(log string) string { return sidecar.Transcripts(log) }
 
 func trimExt(path string) string { return path[:len(path)-len(filepath.Ext(path))] }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -401,7 +402,7 @@ func (s *scheduler[T, O]) abandon(ctx context.Context, w *workerState[T], cancel
 	j := w.cur
 	res := &outcome[O]{fault: sink.KindTimeout, err: fmt.Errorf("timed out after %v (abandoned: it did not return when its context expired)", s.cfg.Timeout),
 		stage: "harness"}
-	if w.ep.Judging() {
+	if judging.Started(w.ep) {
 		res.stage = "judge"
 	}
 	cause := errTimeout

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/sandbox"
 )
 
@@ -25,7 +26,7 @@ type Episode[T any] struct {
 	Sandbox *sandbox.Sandbox // nil when the eval has no sandbox provider
 
 	mu      sync.Mutex
-	agent   Usage // recorded before StartJudging
+	agent   Usage // recorded before the judge was called
 	judge   Usage // recorded after
 	judging bool
 	events  []Event
@@ -113,25 +114,36 @@ func (ep *Episode[T]) Usage() Usage {
 	return ep.agent.Add(ep.judge)
 }
 
-// StartJudging marks the end of the agent's part of the attempt: usage
-// recorded from then on is the judge's. The engine calls it when the
-// harness has returned, before it calls the judge.
-func (ep *Episode[T]) StartJudging() {
+// startJudging marks the end of the agent's part of the attempt: usage
+// recorded from then on is the judge's. The engine calls it (through
+// internal/judging) when the harness has returned, before it calls the
+// judge.
+func (ep *Episode[T]) startJudging() {
 	ep.mu.Lock()
 	ep.judging = true
 	ep.mu.Unlock()
 }
 
-// Judging reports whether StartJudging was called.
-func (ep *Episode[T]) Judging() bool {
+func (ep *Episode[T]) isJudging() bool {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.judging
 }
 
+// judgingEpisode is an *Episode of any sample type.
+type judgingEpisode interface {
+	startJudging()
+	isJudging() bool
+}
+
+func init() {
+	judging.Start = func(ep any) { ep.(judgingEpisode).startJudging() }
+	judging.Started = func(ep any) bool { return ep.(judgingEpisode).isJudging() }
+}
+
 // UsageByRole returns the episode's usage so far split between the agent
-// (recorded before StartJudging) and the judge (after), each named by
-// the last model named in its part.
+// (recorded before the engine called the judge) and the judge (after),
+// each named by the last model named in its part.
 func (ep *Episode[T]) UsageByRole() (agent, judge Usage) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
 )
@@ -120,7 +121,7 @@ func TestCommandOutputIsCappedAndMarked(t *testing.T) {
 	require.Len(t, out.Stdout, sandbox.DefaultOutputBytes)
 }
 
-// TestUsageByRole: usage recorded before StartJudging is the agent's,
+// TestUsageByRole: usage recorded before the judge's part is the agent's,
 // after it the judge's; each part is named by its last named model, and
 // Usage is their sum.
 func TestUsageByRole(t *testing.T) {
@@ -128,7 +129,8 @@ func TestUsageByRole(t *testing.T) {
 	ep := &harness.Episode[string]{}
 	ep.AddEvent(harness.Event{Kind: "model", Usage: harness.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.5, Model: "agent-a"}})
 	ep.AddUsage(harness.Usage{InputTokens: 1, CostUSD: 0.25}) // unnamed: the name stays
-	ep.StartJudging()
+	judging.Start(ep)
+	require.True(t, judging.Started(ep))
 	ep.AddEvent(harness.Event{Kind: "judge", Usage: harness.Usage{InputTokens: 20, OutputTokens: 2, CostUSD: 0.125, Model: "grader-b"}})
 	agent, judge := ep.UsageByRole()
 	if want := (harness.Usage{InputTokens: 101, OutputTokens: 10, CostUSD: 0.75, Model: "agent-a"}); agent != want {

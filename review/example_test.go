@@ -18,7 +18,7 @@ func Example() {
 	for i := range 300 {
 		recs = append(recs, sink.Record{RunID: "r", SampleID: fmt.Sprintf("s%03d", i), Status: sink.Pass})
 	}
-	q, err := review.Pick(recs, review.Design{Seed: 1, Count: 30})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Count: 30})
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +33,7 @@ func Example() {
 	}
 	w.Close()
 	reviews, _, _ := review.Read(review.FilePath(filepath.Join(dir, "run.jsonl")))
-	s := review.Summarize(recs, q, reviews, review.Options{})
+	s := review.Summarize(review.Episodes(recs), q, reviews, review.Options{})
 	fmt.Printf("picked %d, each with probability %.2f\n", len(q.Entries), q.Entries[0].Prob)
 	fmt.Printf("judge %.2f, people %.3f [%.3f, %.3f]\n", float64(s.JudgeRate), s.PPI.Mean, s.PPI.Interval.Lo, s.PPI.Interval.Hi)
 	// Output:

@@ -2,6 +2,7 @@ package review
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -19,16 +20,23 @@ import (
 // empty grade columns; the tool fills them; Import reads the graded rows
 // back as reviews. The columns, in CSV order:
 //
-//	sample_id, epoch, input, output, tags, judge, reviewer, pass, score, note, saw_verdict, time
+//	sample_id, epoch, input, output, tags, judge, reviewer, pass, score, note, saw_verdict, time, run_id, eval
 //
 // input and output are the episode's JSON, tags a JSON object, judge the
 // judge's verdict (pass or fail; empty unless asked for, so that a
-// reviewer grades blind). Import needs sample_id and pass (true/false,
-// pass/fail, yes/no or 1/0); a row whose pass is empty is not graded yet
-// and is skipped; epoch defaults to 0, time to the import's, reviewer to
-// the one given; other columns are ignored. A JSONL row has the same
-// names, values as strings or as their JSON types.
-var columns = []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time"}
+// reviewer grades blind), run_id and eval the episode's run and eval.
+// Import needs sample_id and pass (true/false, pass/fail, yes/no or 1/0);
+// a row whose pass is empty is not graded yet and is skipped; epoch
+// defaults to 0, time to the import's, reviewer to the one given; a row of
+// another run or eval than the one given is refused; other columns are
+// ignored. A JSONL row has the same names, values as strings or as their
+// JSON types.
+//
+// A CSV cell that a spreadsheet would take for a formula (one starting
+// with =, +, -, @, a tab or a carriage return) is written with a ' before
+// it, and so is one starting with ' itself; Import takes that ' off again,
+// so that every value comes back as it was.
+var columns = []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval"}
 
 // Format is an exchange format: "csv" or "jsonl".
 type Format string
@@ -66,9 +74,12 @@ func Export(w io.Writer, q *Queue, records []sink.Record, opts ExportOptions) er
 		if opts.ShowVerdict {
 			judge, saw = string(r.Status), "true"
 		}
-		row := []string{e.SampleID, strconv.Itoa(e.Epoch), string(r.Input), string(r.Output), string(tags), judge, "", "", "", "", saw, ""}
+		row := []string{e.SampleID, strconv.Itoa(e.Epoch), string(r.Input), string(r.Output), string(tags), judge, "", "", "", "", saw, "", r.RunID, r.Eval}
 		switch opts.Format {
 		case CSV:
+			for i := range row {
+				row[i] = quoteFormula(row[i])
+			}
 			cw.Write(row)
 		case JSONL:
 			obj := make(map[string]any, len(columns))
@@ -96,6 +107,25 @@ func Export(w io.Writer, q *Queue, records []sink.Record, opts ExportOptions) er
 	return nil
 }
 
+// quoteFormula puts a ' before a cell a spreadsheet would take for a
+// formula, or that starts with ' (so that unquoteFormula knows it).
+func quoteFormula(cell string) string {
+	if cell != "" && strings.IndexByte(formulaStart, cell[0]) >= 0 {
+		return "'" + cell
+	}
+	return cell
+}
+
+// unquoteFormula takes off the ' quoteFormula put before a cell.
+func unquoteFormula(cell string) string {
+	if len(cell) >= 2 && cell[0] == '\'' && strings.IndexByte(formulaStart, cell[1]) >= 0 {
+		return cell[1:]
+	}
+	return cell
+}
+
+const formulaStart = "=+-@\t\r'"
+
 func orNull(b []byte) []byte {
 	if len(b) == 0 {
 		return []byte("null")
@@ -108,6 +138,10 @@ type ImportOptions struct {
 	Format   Format
 	Reviewer string    // for rows without one
 	Now      time.Time // for rows without a time; zero means time.Now()
+	// RunID and Eval are the log's: a row naming another run or eval is
+	// refused (an export of another run), a row naming none is of this
+	// run. Empty checks nothing.
+	RunID, Eval string
 }
 
 // Import reads graded rows from r, named path in errors, as reviews. A row
@@ -164,7 +198,7 @@ func Import(r io.Reader, path string, opts ImportOptions) ([]Review, error) {
 				if !ok || i >= len(rec) {
 					return "", false
 				}
-				return rec[i], true
+				return unquoteFormula(rec[i]), true
 			})
 			if err != nil {
 				return nil, err
@@ -231,7 +265,7 @@ func rowReview(get func(string) (string, bool), opts *ImportOptions) (rv Review,
 	default:
 		return rv, false, fmt.Errorf("pass %q: want true/false, pass/fail, yes/no or 1/0", pass)
 	}
-	rv.SampleID = val("sample_id")
+	rv.SampleID, _ = get("sample_id") // as it is: an ID may start or end with spaces
 	if e := val("epoch"); e != "" {
 		if rv.Epoch, err = strconv.Atoi(e); err != nil {
 			return rv, false, fmt.Errorf("epoch %q is not an integer", e)
@@ -259,6 +293,13 @@ func rowReview(get func(string) (string, bool), opts *ImportOptions) (rv Review,
 		if rv.Time, err = time.Parse(time.RFC3339Nano, s); err != nil {
 			return rv, false, fmt.Errorf("time %q is not RFC 3339", s)
 		}
+	}
+	rv.RunID = cmp.Or(val("run_id"), opts.RunID)
+	if opts.RunID != "" && rv.RunID != opts.RunID {
+		return rv, false, fmt.Errorf("run_id %q: the log is run %q", rv.RunID, opts.RunID)
+	}
+	if e := val("eval"); opts.Eval != "" && e != "" && e != opts.Eval {
+		return rv, false, fmt.Errorf("eval %q: the log is of eval %q", e, opts.Eval)
 	}
 	if err := rv.Validate(); err != nil {
 		return rv, false, err

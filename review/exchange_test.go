@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,8 +40,8 @@ func TestExportFillImport(t *testing.T) {
 		rows, err := csv.NewReader(&buf).ReadAll()
 		require.NoError(t, err)
 		require.Len(t, rows, 3)
-		assert.Equal(t, []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time"}, rows[0])
-		assert.Equal(t, []string{"b", "1", `"say \"hi\", twice"`, `"hi"`, "null", "", "", "", "", "", "", ""}, rows[1], "queue order, blind")
+		assert.Equal(t, []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval"}, rows[0])
+		assert.Equal(t, []string{"b", "1", `"say \"hi\", twice"`, `"hi"`, "null", "", "", "", "", "", "", "", "r", ""}, rows[1], "queue order, blind")
 		rows[1][7], rows[1][9] = "pass", "polite, enough"
 		rows[2][6], rows[2][7], rows[2][8] = "zoe", "0", "0.2"
 		var out bytes.Buffer
@@ -49,8 +50,8 @@ func TestExportFillImport(t *testing.T) {
 		require.NoError(t, err)
 		score := 0.2
 		assert.Equal(t, []review.Review{
-			{SampleID: "b", Epoch: 1, Reviewer: "ana", Time: now, Pass: true, Note: "polite, enough"},
-			{SampleID: "a", Reviewer: "zoe", Time: now, Pass: false, Score: &score},
+			{SampleID: "b", Epoch: 1, Reviewer: "ana", Time: now, Pass: true, Note: "polite, enough", RunID: "r"},
+			{SampleID: "a", Reviewer: "zoe", Time: now, Pass: false, Score: &score, RunID: "r"},
 		}, got)
 	})
 	t.Run("jsonl", func(t *testing.T) {
@@ -74,6 +75,75 @@ func TestExportFillImport(t *testing.T) {
 		assert.Equal(t, 1.0, *got[0].Score)
 		assert.Equal(t, time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), got[0].Time)
 	})
+}
+
+// TestExchangeKeepsEveryValue: a sample ID with spaces around it comes back
+// as it was, and a CSV cell a spreadsheet would run as a formula is
+// written with a ' before it, which Import takes off.
+func TestExchangeKeepsEveryValue(t *testing.T) {
+	t.Parallel()
+	ids := []string{" lead", "trail ", "=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "\tx", "'quoted", "'=both", "plain"}
+	var recs []sink.Record
+	q := &review.Queue{RunID: "r"}
+	for _, id := range ids {
+		recs = append(recs, sink.Record{RunID: "r", SampleID: id, Status: sink.Pass, Output: json.RawMessage(`"=1+1"`)})
+		q.Entries = append(q.Entries, review.Entry{SampleID: id, Prob: 1})
+	}
+	for _, format := range []review.Format{review.CSV, review.JSONL} {
+		var buf bytes.Buffer
+		require.NoError(t, review.Export(&buf, q, recs, review.ExportOptions{Format: format}))
+		if format == review.CSV {
+			rows, err := csv.NewReader(bytes.NewReader(buf.Bytes())).ReadAll()
+			require.NoError(t, err)
+			for _, row := range rows[1:] {
+				for i, cell := range row {
+					if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+						t.Errorf("row %q: cell %d %q would run as a formula", row[0], i, cell)
+					}
+				}
+			}
+		}
+		graded := strings.ReplaceAll(buf.String(), `"pass":""`, `"pass":"yes"`)
+		if format == review.CSV {
+			rows, err := csv.NewReader(&buf).ReadAll()
+			require.NoError(t, err)
+			for _, row := range rows[1:] {
+				row[7] = "yes"
+			}
+			var out bytes.Buffer
+			csv.NewWriter(&out).WriteAll(rows)
+			graded = out.String()
+		}
+		got, err := review.Import(strings.NewReader(graded), "g", review.ImportOptions{Format: format, Reviewer: "ana"})
+		require.NoError(t, err, format)
+		var back []string
+		for _, r := range got {
+			back = append(back, r.SampleID)
+		}
+		if d := cmp.Diff(ids, back); d != "" {
+			t.Errorf("%s: sample IDs (-exported +imported):\n%s", format, d)
+		}
+	}
+}
+
+// TestImportRefusesAnotherRun: rows of another run or eval than the log's
+// are refused; rows naming none are of the log's run.
+func TestImportRefusesAnotherRun(t *testing.T) {
+	t.Parallel()
+	opts := review.ImportOptions{Format: review.CSV, Reviewer: "ana", RunID: "r1", Eval: "e1"}
+	for in, want := range map[string]string{
+		"sample_id,pass,run_id,eval\na,yes,r2,e1\n": `run_id "r2"`,
+		"sample_id,pass,run_id,eval\na,yes,r1,e2\n": `eval "e2"`,
+	} {
+		_, err := review.Import(strings.NewReader(in), "g.csv", opts)
+		var le *review.LineError
+		require.ErrorAs(t, err, &le, in)
+		require.ErrorContains(t, err, want)
+	}
+	got, err := review.Import(strings.NewReader("sample_id,pass\na,yes\n"), "g.csv", opts)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "r1", got[0].RunID)
 }
 
 // TestImportNamesFileAndLine: a row that is not a review fails the whole

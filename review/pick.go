@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
+	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -51,6 +52,7 @@ type Design struct {
 // them, each with its inclusion probability.
 type Queue struct {
 	RunID    string    `json:"run_id"`
+	Eval     string    `json:"eval,omitempty"`
 	Design   Design    `json:"design"`
 	Episodes int       `json:"episodes"` // pass or fail episodes in the log: the population
 	Strata   []Stratum `json:"strata,omitempty"`
@@ -77,12 +79,12 @@ type Entry struct {
 func (e *Entry) Key() Key { return Key{e.SampleID, e.Epoch} }
 
 // QueuePath returns the queue file of the log at log.
-func QueuePath(log string) string { return log + ".queue.json" }
+func QueuePath(log string) string { return sidecar.Queue(log) }
 
-// Pick draws a queue from records (a run's log; records of one run, one
-// per episode). The queue is in review order: by u/π, so that reviewing
+// Pick draws a queue from episodes (a run's log; episodes of one run, one
+// per record). The queue is in review order: by u/π, so that reviewing
 // its first part reviews a smaller random sample of the same design.
-func Pick(records []sink.Record, d Design) (*Queue, error) {
+func Pick(episodes []Episode, d Design) (*Queue, error) {
 	if d.Count < 0 || d.Share < 0 || d.Share > 1 || (d.Count == 0 && d.Share == 0) {
 		return nil, fmt.Errorf("review: pick needs a count > 0 or a share in (0, 1], not count %d, share %v", d.Count, d.Share)
 	}
@@ -102,13 +104,13 @@ func Pick(records []sink.Record, d Design) (*Queue, error) {
 		u, w float64
 	}
 	strata := map[string][]cand{}
-	for i := range records {
-		r := &records[i]
+	for i := range episodes {
+		r := &episodes[i]
 		if r.Status != sink.Pass && r.Status != sink.Fail {
 			continue
 		}
 		if q.RunID == "" {
-			q.RunID = r.RunID
+			q.RunID, q.Eval = r.RunID, r.Eval
 		}
 		stratum := ""
 		if d.StratifyBy != "" {
@@ -224,12 +226,12 @@ func draw(us, ws []float64, k int) (picked []bool, probs []float64) {
 
 // weight is the product of the design's oversampling factors that apply
 // to r.
-func weight(r *sink.Record, d *Design) float64 {
+func weight(r *Episode, d *Design) float64 {
 	w := 1.0
 	if d.Failures > 0 && r.Status == sink.Fail {
 		w *= d.Failures
 	}
-	if a, ok := r.Scores["agreement"]; ok && d.Disagreeing > 0 && a < 1 {
+	if d.Disagreeing > 0 && r.Agreement < 1 {
 		w *= d.Disagreeing
 	}
 	for k, v := range r.Tags {
@@ -273,9 +275,10 @@ func WriteQueue(path string, q *Queue) error {
 }
 
 // ReadQueue reads the queue at path; a missing file is an error that
-// wraps os.ErrNotExist.
+// wraps os.ErrNotExist, one that is not a regular file (a FIFO, say) one
+// that wraps safeopen's ErrNotRegular, without waiting.
 func ReadQueue(path string) (*Queue, error) {
-	b, err := os.ReadFile(path)
+	b, err := safeopen.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("review: %w", err)
 	}

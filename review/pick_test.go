@@ -42,7 +42,7 @@ func TestPickUniform(t *testing.T) {
 	t.Parallel()
 	recs, _ := simLog(rand.New(rand.NewPCG(1, 1)), 1000, func(int) float64 { return 0.6 }, noTags)
 	recs = append(recs, sink.Record{RunID: "run", SampleID: "err", Status: sink.Error}, sink.Record{RunID: "run", SampleID: "u", Status: sink.Unscored})
-	q, err := review.Pick(recs, review.Design{Seed: 7, Count: 50})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 7, Count: 50})
 	require.NoError(t, err)
 	assert.Equal(t, 1000, q.Episodes, "errors and unscored episodes are not the judge's pass rate")
 	require.Len(t, q.Entries, 50)
@@ -54,10 +54,10 @@ func TestPickUniform(t *testing.T) {
 	}
 	assert.Len(t, seen, 50)
 
-	again, err := review.Pick(recs, review.Design{Seed: 7, Count: 50})
+	again, err := review.Pick(review.Episodes(recs), review.Design{Seed: 7, Count: 50})
 	require.NoError(t, err)
 	assert.Equal(t, q.Entries, again.Entries, "seeded")
-	more, err := review.Pick(recs, review.Design{Seed: 7, Share: 0.1})
+	more, err := review.Pick(review.Episodes(recs), review.Design{Seed: 7, Share: 0.1})
 	require.NoError(t, err)
 	require.Len(t, more.Entries, 100)
 	inMore := map[review.Key]bool{}
@@ -67,12 +67,12 @@ func TestPickUniform(t *testing.T) {
 	for k := range seen {
 		assert.True(t, inMore[k], "a larger count of the same seed picks a superset")
 	}
-	other, err := review.Pick(recs, review.Design{Seed: 8, Count: 50})
+	other, err := review.Pick(review.Episodes(recs), review.Design{Seed: 8, Count: 50})
 	require.NoError(t, err)
 	assert.NotEqual(t, q.Entries, other.Entries)
 
 	for _, d := range []review.Design{{}, {Count: -1}, {Share: 1.5}, {Count: 5, Failures: -1}, {Count: 5, Tags: map[string]float64{"a=b": 0}}} {
-		_, err := review.Pick(recs, d)
+		_, err := review.Pick(review.Episodes(recs), d)
 		assert.Error(t, err, "%+v", d)
 	}
 }
@@ -91,7 +91,7 @@ func TestPickStratified(t *testing.T) {
 		return map[string]string{"kind": "small"}
 	}
 	recs, _ := simLog(rand.New(rand.NewPCG(2, 2)), 1000, func(int) float64 { return 0.5 }, tag)
-	q, err := review.Pick(recs, review.Design{Seed: 1, Count: 60, StratifyBy: "kind"})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Count: 60, StratifyBy: "kind"})
 	require.NoError(t, err)
 	require.Equal(t, []review.Stratum{{Value: "big", Episodes: 900, Picks: 25}, {Value: "mid", Episodes: 90, Picks: 25}, {Value: "small", Episodes: 10, Picks: 10}}, q.Strata)
 	probs := map[string]float64{}
@@ -111,7 +111,7 @@ func TestPickOversamplesFailures(t *testing.T) {
 	t.Parallel()
 	recs, _ := simLog(rand.New(rand.NewPCG(3, 3)), 4000, func(int) float64 { return 0.6 }, noTags)
 	recs[0].Scores = map[string]float64{"agreement": 0.6}
-	q, err := review.Pick(recs, review.Design{Seed: 3, Count: 200, Failures: 4, Disagreeing: 1000})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 3, Count: 200, Failures: 4, Disagreeing: 1000})
 	require.NoError(t, err)
 	var pPass, pFail float64
 	disagreeing := false
@@ -178,13 +178,13 @@ func TestPickThenEstimateCovers(t *testing.T) {
 			for r := range runs {
 				recs, grade := simLog(rng, n, truth, tag)
 				d.Seed = uint64(r)
-				q, err := review.Pick(recs, d)
+				q, err := review.Pick(review.Episodes(recs), d)
 				require.NoError(t, err)
 				var reviews []review.Review
 				for _, e := range q.Entries {
 					reviews = append(reviews, rv(e.SampleID, e.Epoch, "truth", grade[e.Key()], 0))
 				}
-				s := review.Summarize(recs, q, reviews, review.Options{})
+				s := review.Summarize(review.Episodes(recs), q, reviews, review.Options{})
 				require.Equal(t, len(q.Entries), s.PPI.Labelled)
 				if s.PPI.Interval.Contains(0.6) {
 					covers++
@@ -219,7 +219,7 @@ func designName(d review.Design) string {
 func TestQueueFile(t *testing.T) {
 	t.Parallel()
 	recs, _ := simLog(rand.New(rand.NewPCG(4, 4)), 100, func(int) float64 { return 0.5 }, noTags)
-	q, err := review.Pick(recs, review.Design{Seed: 1, Share: 0.2, Failures: 2})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Share: 0.2, Failures: 2})
 	require.NoError(t, err)
 	path := review.QueuePath(filepath.Join(t.TempDir(), "run.jsonl"))
 	require.NoError(t, review.WriteQueue(path, q))

@@ -27,14 +27,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/proctor-evals/proctor/internal/filelock"
-	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -62,6 +65,10 @@ type Review struct {
 	// SawVerdict says whether the reviewer had seen the judge's verdict
 	// before grading: a blind review is the unbiased kind.
 	SawVerdict bool
+	// RunID is the run whose episode was graded: reviews of another run
+	// left at the same log path do not count ([Load]). Empty in reviews
+	// written before it was recorded, which count.
+	RunID string
 }
 
 // Key returns the episode the review grades.
@@ -79,13 +86,14 @@ type reviewJSON struct {
 	Score      *float64  `json:"score,omitempty"`
 	Note       string    `json:"note,omitempty"`
 	SawVerdict bool      `json:"saw_verdict"`
+	RunID      string    `json:"run_id,omitempty"`
 }
 
 const lineStart = `{"review":`
 
 // MarshalJSON writes the review as one line of a review file.
 func (r Review) MarshalJSON() ([]byte, error) {
-	return json.Marshal(reviewJSON{Version, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict})
+	return json.Marshal(reviewJSON{Version, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict, r.RunID})
 }
 
 // UnmarshalJSON reads a review and checks it (see [Review.Validate]).
@@ -97,7 +105,7 @@ func (r *Review) UnmarshalJSON(b []byte) error {
 	if j.Review != Version {
 		return fmt.Errorf("review version %d, this version of proctor reads %d", j.Review, Version)
 	}
-	*r = Review{j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict}
+	*r = Review{j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict, j.RunID}
 	return r.Validate()
 }
 
@@ -120,7 +128,7 @@ func (r *Review) Validate() error {
 }
 
 // FilePath returns the review file of the log at log.
-func FilePath(log string) string { return log + ".reviews.jsonl" }
+func FilePath(log string) string { return sidecar.Reviews(log) }
 
 // LineError reports a line of a file that is not a review (or, in an
 // imported file, not a row): its file and line.
@@ -137,9 +145,10 @@ func (e *LineError) Unwrap() error { return e.Err }
 // order they were written; a missing file holds none. An incomplete last
 // line (a review being written, or a torn tail) is not a review: it is
 // skipped and returned as torn. Any other line that is not a review is a
-// *LineError.
+// *LineError. What is not a regular file (a FIFO, say) is refused without
+// waiting, as a log is (safeopen.ErrNotRegular).
 func Read(path string) (reviews []Review, torn *jsonl.TornTailError, err error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -206,6 +215,8 @@ type Writer struct {
 	path string
 	f    *os.File
 	lock *os.File
+	size int64 // the end of the last whole line
+	err  error // a failed write that could not be cut back: every Append fails
 }
 
 // Open opens the review file at path for appending, creating it if
@@ -225,26 +236,37 @@ func Open(path string) (*Writer, *jsonl.TornTailError, error) {
 }
 
 func open(path string, lk *os.File) (*Writer, *jsonl.TornTailError, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
+		return nil, nil, fmt.Errorf("review: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "open", Path: path, Err: safeopen.ErrNotRegular}
+		}
 		return nil, nil, fmt.Errorf("review: %w", err)
 	}
 	torn, err := scan(path, f, func(Review) {})
 	if err == nil && torn != nil {
 		err = f.Truncate(torn.Offset)
 	}
+	var size int64
 	if err == nil {
-		_, err = f.Seek(0, io.SeekEnd)
+		size, err = f.Seek(0, io.SeekEnd)
 	}
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("review: opening %s: %w", path, err)
 	}
-	return &Writer{path: path, f: f, lock: lk}, torn, nil
+	return &Writer{path: path, f: f, lock: lk, size: size}, torn, nil
 }
 
 // Append validates the reviews and writes them, one line each, in one
 // write, then syncs the file: when Append returns nil they are durable.
+// A write that fails (a full disk) is cut back to the last whole line, as
+// the log's is, so that later reviews are not glued to half of one; when
+// it cannot be, every later Append fails.
 func (w *Writer) Append(reviews ...Review) error {
 	var buf []byte
 	for i := range reviews {
@@ -262,13 +284,29 @@ func (w *Writer) Append(reviews ...Review) error {
 	if w.f == nil {
 		return errors.New("review: append to a closed Writer")
 	}
+	if w.err != nil {
+		return w.err
+	}
 	if _, err := w.f.Write(buf); err != nil {
+		if cerr := w.cutBack(); cerr != nil {
+			w.err = fmt.Errorf("review: %s: a write failed (%v) and could not be cut back: %w", w.path, err, cerr)
+		}
 		return fmt.Errorf("review: %w", err)
 	}
+	w.size += int64(len(buf))
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
+}
+
+// cutBack removes what a failed write left past the last whole line.
+func (w *Writer) cutBack() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return err
+	}
+	_, err := w.f.Seek(w.size, io.SeekStart)
+	return err
 }
 
 // Path returns the file the Writer appends to.
@@ -332,44 +370,4 @@ func Grade(final []Review) map[Key]float64 {
 		grade[k] = pass[k] / float64(c)
 	}
 	return grade
-}
-
-// Files is what review keeps beside a log, read together.
-type Files struct {
-	Records []sink.Record // the log's committed records
-	Queue   *Queue        // nil when no queue was picked
-	Reviews []Review
-	// Torn lists the torn tails skipped (the log's, the review file's):
-	// what a writer was writing, or a crash left.
-	Torn []*jsonl.TornTailError
-}
-
-// Load reads the log at log, its queue and its reviews.
-func Load(log string) (*Files, error) {
-	f := &Files{}
-	for r, err := range jsonl.Records(log) {
-		var torn *jsonl.TornTailError
-		if errors.As(err, &torn) {
-			f.Torn = append(f.Torn, torn)
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		f.Records = append(f.Records, r)
-	}
-	q, err := ReadQueue(QueuePath(log))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	f.Queue = q
-	rs, torn, err := Read(FilePath(log))
-	if err != nil {
-		return nil, err
-	}
-	if torn != nil {
-		f.Torn = append(f.Torn, torn)
-	}
-	f.Reviews = rs
-	return f, nil
 }

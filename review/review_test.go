@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -145,6 +146,10 @@ func TestMain(m *testing.M) {
 		killChild(path)
 		return
 	}
+	if path := os.Getenv(fullChildEnv); path != "" {
+		fullChild(path)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -254,3 +259,66 @@ func TestSurvivesKill9(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
+
+// The full-disk test runs this test binary as a child whose file size
+// limit (RLIMIT_FSIZE) stands for a full disk: a write past it is cut
+// short, as on a full disk, and fails.
+const fullChildEnv = "PROCTOR_REVIEW_FULL_CHILD"
+
+func fullChild(path string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fail(err)
+	}
+	w, _, err := review.Open(path)
+	if err != nil {
+		fail(err)
+	}
+	if err := w.Append(rv("a", 0, "ana", true, 0)); err != nil {
+		fail(err)
+	}
+	full := lim
+	full.Cur = 4096
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
+		fail(err)
+	}
+	long := rv("b", 0, "ana", false, 1)
+	long.Note = strings.Repeat("n", 8192)
+	if err := w.Append(long); err == nil {
+		fail(errors.New("a write past the limit did not fail"))
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil { // space again
+		fail(err)
+	}
+	if err := w.Append(rv("c", 0, "ana", true, 2)); err != nil {
+		fail(err)
+	}
+	if err := w.Close(); err != nil {
+		fail(err)
+	}
+}
+
+// TestFullDiskLeavesNoHalfLine: a review whose write a full disk cut short
+// leaves nothing behind it; the next review is a line of its own and the
+// file reads.
+func TestFullDiskLeavesNoHalfLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "run.jsonl.reviews.jsonl")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fullChildEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	got, torn, err := review.Read(path)
+	require.NoError(t, err)
+	require.Nil(t, torn)
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.SampleID)
+	}
+	require.Equal(t, []string{"a", "c"}, ids)
+}

@@ -68,7 +68,7 @@ type Plan struct {
 	ReviewsOnly int     `json:"reviews_only"`
 }
 
-// Summarize puts records (a run's log), its queue (nil if none) and its
+// Summarize puts episodes (a run's log), its queue (nil if none) and its
 // reviews together. The intervals are cluster-robust by sample, as the
 // report's are: epochs of one sample are not independent.
 //
@@ -77,56 +77,92 @@ type Plan struct {
 // in part counts as a smaller sample of the same design, which is exact
 // when it is reviewed in queue order and assumes, otherwise, that what was
 // left is missing at random within its cell.
-func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) *Summary {
-	if opts.Level == 0 {
-		opts.Level = 0.95
-	}
-	if opts.Width == 0 {
-		opts.Width = 0.05
-	}
-	if opts.LowKappa == 0 {
-		opts.LowKappa = 0.4
-	}
-	if opts.MinItems == 0 {
-		opts.MinItems = 5
-	}
+func Summarize(episodes []Episode, q *Queue, reviews []Review, opts Options) *Summary {
+	opts.setDefaults()
 	s := &Summary{Level: opts.Level}
-	verdicts := map[Key]bool{}
-	index := map[Key]int{}
-	var pred []float64
-	var clusters []int // by sample: epochs of one sample move together
+	pop := s.addJudged(episodes)
+	final := Final(reviews)
+	grade := Grade(final)
+	s.addAgreement(final, pop, &opts)
+	s.Unknown = pop.unknown(grade)
+	labels := s.addQueue(q, pop, grade)
+	// With no episode there is no estimate: NaN, as with too few reviews
+	// (not a zero that reads as a certain pass rate of 0).
+	s.PPI = stats.PPIMeanLambda(nil, nil, nil, 0, opts.Level)
+	s.ReviewsOnly = s.PPI
+	if s.Episodes > 0 {
+		s.PPI = stats.PPIMean(pop.pred, labels, pop.clusters, opts.Level)
+		s.ReviewsOnly = stats.PPIMeanLambda(pop.pred, labels, pop.clusters, 0, opts.Level)
+	}
+	s.Plan = s.plan(opts.Width, opts.Level)
+	return s
+}
+
+func (o *Options) setDefaults() {
+	if o.Level == 0 {
+		o.Level = 0.95
+	}
+	if o.Width == 0 {
+		o.Width = 0.05
+	}
+	if o.LowKappa == 0 {
+		o.LowKappa = 0.4
+	}
+	if o.MinItems == 0 {
+		o.MinItems = 5
+	}
+}
+
+// population is the episodes the judge graded, pass or fail: the judge's
+// verdicts as predictions, in log order, with their clusters by sample
+// (epochs of one sample move together).
+type population struct {
+	index    map[Key]int // an episode's place in pred
+	pred     []float64
+	clusters []int
+	verdicts map[Key]bool
+	tags     map[Key]map[string]string
+}
+
+// addJudged builds the population from the episodes, and counts it and
+// the judge's passes.
+func (s *Summary) addJudged(episodes []Episode) *population {
+	p := &population{index: map[Key]int{}, verdicts: map[Key]bool{}, tags: map[Key]map[string]string{}}
 	sampleIndex := map[string]int{}
-	tags := map[Key]map[string]string{}
-	for i := range records {
-		r := &records[i]
+	for i := range episodes {
+		r := &episodes[i]
 		if r.Status != sink.Pass && r.Status != sink.Fail {
 			continue
 		}
 		k := Key{r.SampleID, r.Epoch}
 		pass := r.Status == sink.Pass
-		index[k] = len(pred)
-		pred = append(pred, b2f(pass))
+		p.index[k] = len(p.pred)
+		p.pred = append(p.pred, b2f(pass))
 		c, ok := sampleIndex[r.SampleID]
 		if !ok {
 			c = len(sampleIndex)
 			sampleIndex[r.SampleID] = c
 		}
-		clusters = append(clusters, c)
-		verdicts[k] = pass
-		tags[k] = r.Tags
+		p.clusters = append(p.clusters, c)
+		p.verdicts[k] = pass
+		p.tags[k] = r.Tags
 		if pass {
 			s.JudgePasses++
 		}
 	}
-	s.Episodes = len(pred)
+	s.Episodes = len(p.pred)
 	s.JudgeRate = stats.Float(math.NaN())
 	if s.Episodes > 0 {
 		s.JudgeRate = stats.Float(float64(s.JudgePasses) / float64(s.Episodes))
 	}
-	s.JudgeCI = stats.Wilson(s.JudgePasses, s.Episodes, opts.Level)
+	s.JudgeCI = stats.Wilson(s.JudgePasses, s.Episodes, s.Level)
+	return p
+}
 
-	final := Final(reviews)
-	grade := Grade(final)
+// addAgreement counts the reviews that count and sets the judge's
+// agreement with them, overall and by tag, and the reviewers' among
+// themselves.
+func (s *Summary) addAgreement(final []Review, p *population, opts *Options) {
 	s.Reviews = len(final)
 	reviewers := map[string]bool{}
 	byTag := map[[2]string]*stats.Confusion{}
@@ -137,12 +173,12 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 			s.Seen++
 		}
 		units[r.Key()] = append(units[r.Key()], int(b2f(r.Pass)))
-		jv, ok := verdicts[r.Key()]
+		jv, ok := p.verdicts[r.Key()]
 		if !ok {
 			continue
 		}
 		s.Confusion.Add(jv, r.Pass)
-		for t, v := range tags[r.Key()] {
+		for t, v := range p.tags[r.Key()] {
 			c := byTag[[2]string{t, v}]
 			if c == nil {
 				c = &stats.Confusion{}
@@ -167,14 +203,24 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 			Low: c.N() >= opts.MinItems && k < opts.LowKappa})
 	}
 	slices.SortFunc(s.ByTag, func(a, b TagAgreement) int { return cmp.Or(cmp.Compare(a.Tag, b.Tag), cmp.Compare(a.Value, b.Value)) })
+}
+
+// unknown returns the reviewed episodes the population lacks, in order.
+func (p *population) unknown(grade map[Key]float64) []Key {
+	var out []Key
 	for k := range grade {
-		if _, ok := index[k]; !ok {
-			s.Unknown = append(s.Unknown, k)
+		if _, ok := p.index[k]; !ok {
+			out = append(out, k)
 		}
 	}
-	slices.SortFunc(s.Unknown, func(a, b Key) int { return cmp.Or(cmp.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch)) })
+	slices.SortFunc(out, func(a, b Key) int { return cmp.Or(cmp.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch)) })
+	return out
+}
 
-	// The labels: reviewed queue entries, with their cells' response rates.
+// addQueue counts the queue's episodes, those reviewed and the reviewed
+// ones off the queue, and returns the labels: the reviewed queue entries,
+// each inclusion probability scaled by its cell's response rate.
+func (s *Summary) addQueue(q *Queue, p *population, grade map[Key]float64) []stats.Label {
 	type cell struct {
 		stratum string
 		prob    float64
@@ -183,7 +229,7 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 	inQueue := map[Key]bool{}
 	if q != nil {
 		for _, e := range q.Entries {
-			if _, ok := index[e.Key()]; !ok {
+			if _, ok := p.index[e.Key()]; !ok {
 				continue
 			}
 			s.Picked++
@@ -197,7 +243,7 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 		}
 	}
 	for k := range grade {
-		if _, ok := index[k]; ok && !inQueue[k] {
+		if _, ok := p.index[k]; ok && !inQueue[k] {
 			s.OffQueue++
 		}
 	}
@@ -205,7 +251,7 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 	if q != nil {
 		for _, e := range q.Entries {
 			g, ok := grade[e.Key()]
-			i, known := index[e.Key()]
+			i, known := p.index[e.Key()]
 			if !ok || !known {
 				continue
 			}
@@ -213,22 +259,21 @@ func Summarize(records []sink.Record, q *Queue, reviews []Review, opts Options) 
 			labels = append(labels, stats.Label{Index: i, Value: g, Prob: e.Prob * float64(done[c]) / float64(picked[c])})
 		}
 	}
-	if s.Episodes > 0 {
-		s.PPI = stats.PPIMean(pred, labels, clusters, opts.Level)
-		s.ReviewsOnly = stats.PPIMeanLambda(pred, labels, clusters, 0, opts.Level)
-	}
+	return labels
+}
 
-	// Planning, from the reviews' pass rate and the judge's correlation
-	// with them.
-	s.Plan.Width = opts.Width
+// plan is how many reviews an interval of width needs, from the reviews'
+// pass rate and the judge's correlation with them.
+func (s *Summary) plan(width, level float64) Plan {
+	pl := Plan{Width: width}
 	if p := s.ReviewsOnly.Mean; s.Episodes > 0 && p > 0 && p < 1 {
 		sd := math.Sqrt(p * (1 - p))
 		if rho := s.Confusion.Phi(); !math.IsNaN(rho) {
-			s.Plan.WithJudge = stats.PPISampleSize(opts.Width, sd, rho, s.Episodes, opts.Level)
+			pl.WithJudge = stats.PPISampleSize(width, sd, rho, s.Episodes, level)
 		}
-		s.Plan.ReviewsOnly = stats.PPISampleSize(opts.Width, sd, 0, s.Episodes, opts.Level)
+		pl.ReviewsOnly = stats.PPISampleSize(width, sd, 0, s.Episodes, level)
 	}
-	return s
+	return pl
 }
 
 func b2f(b bool) float64 {

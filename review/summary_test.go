@@ -36,7 +36,7 @@ func TestSummarizeByHand(t *testing.T) {
 		rv("z", 0, "ana", true, 6),  // not in the log
 	}
 	reviews[3].SawVerdict = true
-	s := review.Summarize(recs, q, reviews, review.Options{MinItems: 2, LowKappa: 0.6})
+	s := review.Summarize(review.Episodes(recs), q, reviews, review.Options{MinItems: 2, LowKappa: 0.6})
 	assert.Equal(t, 5, s.Episodes, "the error is not the judge's")
 	assert.Equal(t, 3, s.JudgePasses)
 	assert.Equal(t, 0.6, float64(s.JudgeRate))
@@ -94,7 +94,7 @@ func TestSummarizeClustersBySample(t *testing.T) {
 			}
 		}
 	}
-	s := review.Summarize(recs, &q, reviews, review.Options{})
+	s := review.Summarize(review.Episodes(recs), &q, reviews, review.Options{})
 	assert.Equal(t, stats.PPIMean(pred, labels, bySample, 0.95), s.PPI)
 	assert.Greater(t, s.PPI.SE, stats.PPIMean(pred, labels, nil, 0.95).SE, "identical epochs: the clustered SE is larger")
 }

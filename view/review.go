@@ -32,8 +32,9 @@ import (
 type ReviewOptions struct {
 	Log    string // the log whose queue is graded; it must be among the viewer's paths
 	Secret string // what every write must carry; see NewSecret
-	// ShowVerdict shows the judge's verdict before grading; by default
-	// the reviewer grades blind and sees it after.
+	// ShowVerdict shows the judge's verdict, and links the episode's
+	// transcript (which holds the judge's calls), before grading; by
+	// default the reviewer grades blind and sees both after.
 	ShowVerdict bool
 }
 
@@ -107,7 +108,7 @@ func (s *Server) grade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "review: "+k.String()+" is not in the queue", http.StatusBadRequest)
 		return
 	}
-	g := review.Review{SampleID: k.SampleID, Epoch: k.Epoch, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
+	g := review.Review{SampleID: k.SampleID, Epoch: k.Epoch, RunID: q.RunID, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
 		Note: strings.TrimSpace(f.Get("note")), SawVerdict: rv.opts.ShowVerdict || f.Get("saw_verdict") == "1"}
 	switch f.Get("grade") {
 	case "pass":
@@ -185,7 +186,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	q, recs, reviews := f.Queue, f.Records, f.Reviews
+	q, recs, reviews := f.Queue, f.Queued, f.Reviews
 	byKey := make(map[review.Key]*sink.Record, len(recs))
 	for i := range recs {
 		byKey[review.Key{SampleID: recs[i].SampleID, Epoch: recs[i].Epoch}] = &recs[i]
@@ -198,11 +199,14 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	logID := s.logID(rv.opts.Log)
-	entry := func(e review.Entry, rec *sink.Record) *reviewEntry {
+	// The transcript holds the judge's calls (a model judge's answer and
+	// verdict): it is linked only where the verdict is shown, so that a
+	// blind review stays blind.
+	entry := func(e review.Entry, rec *sink.Record, shown bool) *reviewEntry {
 		tags, _ := json.Marshal(rec.Tags)
 		re := &reviewEntry{SampleID: e.SampleID, Epoch: e.Epoch, Tags: string(tags), Input: pretty(rec.Input), Output: pretty(rec.Output),
-			Verdict: string(rec.Status), Reason: rec.Reason, Shown: rv.opts.ShowVerdict, Probability: e.Prob}
-		if logID != "" && rec.Transcript != "" {
+			Verdict: string(rec.Status), Reason: rec.Reason, Shown: shown, Probability: e.Prob}
+		if logID != "" && rec.Transcript != "" && shown {
 			re.Transcript = "/transcript/" + escapeID(logID) + "?" + url.Values{"s": {e.SampleID}, "e": {strconv.Itoa(e.Epoch)}}.Encode()
 		}
 		return re
@@ -221,7 +225,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if d.Entry == nil {
-			d.Entry = entry(e, rec)
+			d.Entry = entry(e, rec, rv.opts.ShowVerdict)
 		}
 	}
 	if d.Total > 0 {
@@ -231,12 +235,11 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		ge, _ := strconv.Atoi(qv.Get("ge"))
 		k := review.Key{SampleID: id, Epoch: ge}
 		if rec, g := byKey[k], mine[k]; rec != nil && g.Reviewer != "" {
-			d.Graded = entry(review.Entry{SampleID: id, Epoch: ge}, rec)
-			d.Graded.Shown = true
+			d.Graded = entry(review.Entry{SampleID: id, Epoch: ge}, rec, true)
 			d.Graded.Grade = map[bool]string{true: "pass", false: "fail"}[g.Pass]
 		}
 	}
-	sum := review.Summarize(recs, q, reviews, review.Options{})
+	sum := review.Summarize(f.Episodes, q, reviews, review.Options{})
 	d.Numbers = []reviewRow{
 		{ID: "judge", Name: "judge", Value: pct(float64(sum.JudgeRate)), Interval: ivText(sum.JudgeCI.Lo, sum.JudgeCI.Hi), Note: "every verdict; right only if the judge is"},
 		{ID: "ppi", Name: "prediction-powered", Value: pct(sum.PPI.Mean), Interval: ivText(sum.PPI.Interval.Lo, sum.PPI.Interval.Hi), Note: fmt.Sprintf("%d reviewed episodes", sum.PPI.Labelled)},

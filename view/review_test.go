@@ -30,6 +30,12 @@ const secret = "0123456789abcdef0123456789abcdef"
 // serves it in review mode.
 func reviewRun(t *testing.T) (log string, q *review.Queue, ts string) {
 	t.Helper()
+	return reviewRunShowing(t, false)
+}
+
+// reviewRunShowing is reviewRun, showing the judge's verdict or not.
+func reviewRunShowing(t *testing.T, show bool) (log string, q *review.Queue, ts string) {
+	t.Helper()
 	dir := t.TempDir()
 	log = filepath.Join(dir, "run.jsonl")
 	writeRun(t, log, 0.7, 1)
@@ -38,10 +44,10 @@ func reviewRun(t *testing.T) (log string, q *review.Queue, ts string) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
-	q, err := review.Pick(recs, review.Design{Seed: 3, Count: 12})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 3, Count: 12})
 	require.NoError(t, err)
 	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
-	_, srv := serve(t, []string{dir}, &view.Options{Review: &view.ReviewOptions{Log: log, Secret: secret}})
+	_, srv := serve(t, []string{dir}, &view.Options{Review: &view.ReviewOptions{Log: log, Secret: secret, ShowVerdict: show}})
 	return log, q, srv.URL
 }
 
@@ -107,7 +113,7 @@ func TestReviewWritePathIsGuarded(t *testing.T) {
 	rs, _, err = review.Read(review.FilePath(log))
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
-	assert.Equal(t, review.Review{SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: rs[0].Time}, rs[0])
+	assert.Equal(t, review.Review{SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: rs[0].Time, RunID: q.RunID}, rs[0], "blind, of the queue's run")
 
 	// The review file is not served as a run.
 	_, _, body := get(t, base+"/")
@@ -180,7 +186,7 @@ func TestBrowserReview(t *testing.T) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
-	sum := review.Summarize(recs, q, rs, review.Options{})
+	sum := review.Summarize(review.Episodes(recs), q, rs, review.Options{})
 	require.Equal(t, 3, sum.PPI.Labelled)
 	got := eval[string](t, ctx, `document.querySelector("#n-ppi").cells[1].textContent`)
 	assert.NotEqual(t, before, got)
@@ -199,4 +205,29 @@ func waitFor(t *testing.T, ctx context.Context, js string) {
 	}
 	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
 	t.Fatalf("timed out waiting for %s; the page:\n%s", js, body)
+}
+
+// TestBlindReviewLinksNoTranscript: the transcript holds the judge's
+// calls (a model judge's answer and verdict), so a blind review page does
+// not link it before the grade; it does once the episode is graded, and
+// before it when the verdict is shown.
+func TestBlindReviewLinksNoTranscript(t *testing.T) {
+	t.Parallel()
+	_, q, base := reviewRun(t)
+	page := base + "/review?" + url.Values{"key": {secret}, "reviewer": {"ana"}}.Encode()
+	_, _, body := get(t, page)
+	require.Contains(t, body, `id="blind"`)
+	require.NotContains(t, body, "/transcript/", "blind: no link to the judge's calls")
+
+	e := q.Entries[0]
+	code, _ := postGrade(t, base+"/review/grade", url.Values{"key": {secret}, "reviewer": {"ana"}, "sample_id": {e.SampleID}, "epoch": {itoa(e.Epoch)}, "grade": {"pass"}}, nil)
+	require.Equal(t, http.StatusSeeOther, code)
+	_, _, body = get(t, page+"&"+url.Values{"graded": {e.SampleID}, "ge": {itoa(e.Epoch)}}.Encode())
+	require.Contains(t, body, `id="graded-transcript"`, "graded: the transcript is linked")
+	require.NotContains(t, body, `id="transcript"`, "the next episode is still blind")
+
+	// With the verdict shown, the transcript is linked before the grade.
+	_, _, base = reviewRunShowing(t, true)
+	_, _, body = get(t, base+"/review?"+url.Values{"key": {secret}, "reviewer": {"ana"}}.Encode())
+	require.Contains(t, body, `id="transcript"`)
 }

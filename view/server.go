@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	itranscript "github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -114,8 +115,8 @@ type Server struct {
 }
 
 // New returns a viewer of the logs at paths: JSONL logs, and directories
-// whose *.jsonl files (but transcript stores, *.traces.jsonl, and files
-// that are not logs) are served. A path that does not exist is an error.
+// whose *.jsonl files (but the files beside a log, such as transcript
+// stores, and files that are not logs) are served. A path that does not exist is an error.
 // Nothing is read until a page asks.
 func New(paths []string, opts *Options) (*Server, error) {
 	if len(paths) == 0 {
@@ -219,7 +220,7 @@ func (s *Server) scan() {
 				}
 				return nil
 			}
-			if d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !strings.HasSuffix(path, ".traces.jsonl") && !strings.HasSuffix(path, ".reviews.jsonl") {
+			if _, _, beside := sidecar.LogOf(path); d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !beside {
 				s.add(filepath.ToSlash(rel), path)
 			}
 			return nil

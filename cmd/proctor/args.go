@@ -5,12 +5,9 @@ import (
 	"io"
 	"os"
 	"strings"
-)
 
-// neighbours are the files proctor keeps beside a log NAME.jsonl, by their
-// suffix after NAME: a glob over a runs directory (runs/*.jsonl) matches
-// some of them.
-var neighbours = []string{".traces.jsonl", ".manifest.json", ".jsonl.lock"}
+	"github.com/proctor-evals/proctor/internal/sidecar"
+)
 
 // logArgs drops from the paths a command was given the files that are
 // another log's neighbours (its transcript store, manifest or lock) when
@@ -32,17 +29,15 @@ func logArgs(paths []string, stderr io.Writer) ([]string, error) {
 	return logs, nil
 }
 
-// neighbourOf returns the log whose neighbour path is, or "".
+// neighbourOf returns the log whose file beside it (internal/sidecar)
+// path is, when that log exists, or "".
 func neighbourOf(path string) string {
-	for _, suffix := range neighbours {
-		name, ok := strings.CutSuffix(path, suffix)
-		if !ok || name == "" || strings.HasSuffix(name, "/") {
-			continue
-		}
-		log := name + ".jsonl"
-		if st, err := os.Stat(log); err == nil && st.Mode().IsRegular() {
-			return log
-		}
+	log, _, ok := sidecar.LogOf(path)
+	if !ok {
+		return ""
+	}
+	if st, err := os.Stat(log); err == nil && st.Mode().IsRegular() {
+		return log
 	}
 	return ""
 }

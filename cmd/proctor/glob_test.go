@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/review"
 )
 
 // TestGlobsOverARunsDirectory: docs/distributed.md's `proctor merge -o
@@ -62,4 +65,26 @@ func TestMergeWarnsOnEveryConflict(t *testing.T) {
 	require.Equal(t, 2, strings.Count(errs, "warning: conflict: "), errs)
 	require.Contains(t, errs, "warning: conflict: s00 epoch 0 is fail (score 0) in "+a+" and pass (score 1) in "+b+": the first is kept")
 	require.Contains(t, errs, "warning: conflict: s01 epoch 0 is pass (score 1) in "+a+" and fail (score 0) in "+b)
+}
+
+// TestGlobSkipsEveryFileBesideALog: the files review adds beside a log
+// (run.jsonl.reviews.jsonl) match runs/*.jsonl too, and are skipped as the
+// transcript stores are: every sidecar is named by one table
+// (internal/sidecar), where the skip list named three.
+func TestGlobSkipsEveryFileBesideALog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "a.jsonl")
+	runEval(t, log, 2)
+	w, _, err := review.Open(review.FilePath(log))
+	require.NoError(t, err)
+	require.NoError(t, w.Append(review.Review{SampleID: "s00", Reviewer: "ana", Pass: true, Time: time.Unix(0, 0).UTC()}))
+	require.NoError(t, w.Close())
+	glob, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	require.NoError(t, err)
+	require.Len(t, glob, 3, "a log, its transcript store and its reviews")
+	code, out, errs := cli(append([]string{"report"}, glob...)...)
+	require.Zero(t, code, errs)
+	require.Equal(t, 1, strings.Count(out, "samples × epochs"), out)
+	require.Contains(t, errs, "note: skipping "+review.FilePath(log)+", a file of the log "+log)
 }

@@ -44,8 +44,9 @@ import.
       -show-verdict.
   proctor review import [-format csv|jsonl] [-reviewer NAME] LOG FILE
       appends the graded rows of FILE (columns sample_id, epoch, reviewer,
-      pass, score, note, saw_verdict, time; see 'go doc
-      github.com/proctor-evals/proctor/review Export') to the reviews.
+      pass, score, note, saw_verdict, time, run_id, eval; see 'go doc
+      github.com/proctor-evals/proctor/review Export') to the reviews; rows
+      of another run or eval than LOG's are refused.
   proctor review report [-json] [-level L] [-width W] LOG
       the judge's pass rate, the prediction-powered one and the one from
       the reviews alone; the judge's agreement with people, by tag (low
@@ -100,6 +101,9 @@ import.
 				}
 				if d.Count == 0 && d.Share == 0 {
 					d.Share = 0.05
+				}
+				if k := *lowAgreement; k < 0 || math.IsNaN(k) || math.IsInf(k, 0) {
+					return 0, usageError("-low-agreement %v: want a factor > 0 (0 for none)", k)
 				}
 				return reviewPick(pos[0], d, *lowAgreement, *replace, stdout, stderr)
 			case "export":
@@ -172,6 +176,9 @@ func load(log string, stderr io.Writer) (*review.Files, error) {
 	for _, t := range f.Torn {
 		fmt.Fprintf(stderr, "warning: %v; using what comes before it\n", t)
 	}
+	for _, s := range f.Ignored {
+		fmt.Fprintf(stderr, "warning: %s\n", s)
+	}
 	return f, nil
 }
 
@@ -184,8 +191,8 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 	if err != nil {
 		return 0, err
 	}
-	if lowAgreement > 0 {
-		s := review.Summarize(f.Records, nil, f.Reviews, review.Options{})
+	if lowAgreement != 0 {
+		s := review.Summarize(f.Episodes, nil, f.Reviews, review.Options{})
 		for _, t := range s.ByTag {
 			if t.Low {
 				if d.Tags == nil {
@@ -195,7 +202,7 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 			}
 		}
 	}
-	q, err := review.Pick(f.Records, d)
+	q, err := review.Pick(f.Episodes, d)
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +238,7 @@ func reviewExport(log, out string, opts review.ExportOptions, stdout, stderr io.
 	if _, err := os.Stat(out); err == nil {
 		return 0, fmt.Errorf("%s exists: not replacing it", out)
 	}
-	err = atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return review.Export(w, q, f.Records, opts) })
+	err = atomicfile.Write(out, 0o644, func(w *bufio.Writer) error { return review.Export(w, q, f.Queued, opts) })
 	if err != nil {
 		return 0, err
 	}
@@ -249,12 +256,13 @@ func reviewImport(log, file string, opts review.ImportOptions, stdout, stderr io
 		return 0, err
 	}
 	defer in.Close()
+	opts.RunID, opts.Eval = lf.RunID, lf.Eval
 	rs, err := review.Import(in, file, opts)
 	if err != nil {
 		return 0, err
 	}
 	known := map[review.Key]bool{}
-	for _, r := range lf.Records {
+	for _, r := range lf.Episodes {
 		known[review.Key{SampleID: r.SampleID, Epoch: r.Epoch}] = true
 	}
 	for _, r := range rs {
@@ -285,7 +293,7 @@ func reviewSummary(log string, opts review.Options, stderr io.Writer) (*review.S
 	if err != nil {
 		return nil, nil, err
 	}
-	return review.Summarize(f.Records, f.Queue, f.Reviews, opts), f.Queue, nil
+	return review.Summarize(f.Episodes, f.Queue, f.Reviews, opts), f.Queue, nil
 }
 
 func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
@@ -331,6 +339,9 @@ func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
 }
 
 func rate(mean, lo, hi float64) string {
+	if math.IsNaN(mean) {
+		return "—"
+	}
 	return fmt.Sprintf("%.3f [%.3f, %.3f]", mean, max(0, lo), min(1, hi))
 }
 
@@ -362,7 +373,7 @@ func noteReviews(w io.Writer, log string) {
 	if err != nil || f.Queue == nil {
 		return
 	}
-	s := review.Summarize(f.Records, f.Queue, f.Reviews, review.Options{})
+	s := review.Summarize(f.Episodes, f.Queue, f.Reviews, review.Options{})
 	if math.IsNaN(s.PPI.Mean) {
 		return
 	}

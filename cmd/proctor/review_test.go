@@ -159,3 +159,69 @@ func TestViewReviewUsage(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "no review queue")
 }
+
+// TestReviewImportRefusesAnotherRunsExport: an export of another run or
+// eval does not import into this log, and a queue of another run left at
+// the log's path is named and not used.
+func TestReviewImportRefusesAnotherRunsExport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "run.jsonl")
+	biasedLog(t, log, 20, 1)
+	for row, want := range map[string]string{"s0001,true,ana,run0,biased": `run_id "run0"`, "s0001,true,ana,run1,other": `eval "other"`} {
+		in := filepath.Join(dir, "other.csv")
+		require.NoError(t, os.WriteFile(in, []byte("sample_id,pass,reviewer,run_id,eval\n"+row+"\n"), 0o644))
+		code, _, errOut := cli("review", "import", log, in)
+		require.Equal(t, exitError, code)
+		require.Contains(t, errOut, want)
+	}
+	_, err := os.Stat(review.FilePath(log))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was written")
+
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), &review.Queue{RunID: "run0", Entries: []review.Entry{{SampleID: "s0001", Prob: 1}}}))
+	code, out, errOut := cli("review", "report", log)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "picked from run run0")
+	require.Contains(t, out, "no queue")
+}
+
+// TestReviewReportWithoutData: a log with no pass or fail episode has no
+// estimate, and the report says so rather than a certain 0.000 [0.000,
+// 0.000].
+func TestReviewReportWithoutData(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	require.NoError(t, w.Write(context.Background(), sink.Record{Schema: sink.SchemaVersion, RunID: "r", Eval: "e", SampleID: "a", Status: sink.Error, StartedAt: time.Unix(0, 0).UTC()}))
+	require.NoError(t, w.Close(context.Background()))
+	code, out, errOut := cli("review", "report", log)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "0.000")
+	require.NotContains(t, out, "NaN")
+	require.Contains(t, out, "judge                —")
+	code, out, errOut = cli("review", "report", "-json", log)
+	require.Equal(t, 0, code, errOut)
+	var s struct {
+		PPI struct {
+			Mean any `json:"mean"`
+		} `json:"ppi"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s))
+	require.Nil(t, s.PPI.Mean, "no estimate (null), not 0")
+}
+
+// TestReviewPickRefusesBadLowAgreement: a -low-agreement factor that is
+// not a number > 0 is a usage error, not silently no oversampling.
+func TestReviewPickRefusesBadLowAgreement(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	biasedLog(t, log, 20, 1)
+	for _, k := range []string{"NaN", "-1", "+Inf"} {
+		code, _, errOut := cli("review", "pick", "-count", "5", "-low-agreement", k, log)
+		require.Equal(t, exitUsage, code, "-low-agreement %s: %s", k, errOut)
+		require.Contains(t, errOut, "-low-agreement")
+	}
+	_, err := os.Stat(review.QueuePath(log))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -36,5 +36,5 @@ func reviewed(log string) (*review.Summary, error) {
 	if f.Queue == nil {
 		return nil, fmt.Errorf("%s has no review queue: run proctor review pick, and have people grade it", log)
 	}
-	return review.Summarize(f.Records, f.Queue, f.Reviews, review.Options{}), nil
+	return review.Summarize(f.Episodes, f.Queue, f.Reviews, review.Options{}), nil
 }

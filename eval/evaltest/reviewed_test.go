@@ -30,7 +30,7 @@ func TestReviewedGateDecidesOnPeople(t *testing.T) {
 		require.NoError(t, err)
 		recs = append(recs, r)
 	}
-	q, err := review.Pick(recs, review.Design{Seed: 1, Count: 60})
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Count: 60})
 	require.NoError(t, err)
 	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
 	w, _, err := review.Open(review.FilePath(log))

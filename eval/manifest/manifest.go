@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/atomicfile"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 )
 
 // Schema is the version of the manifest's JSON form that this package
@@ -105,9 +105,7 @@ func (d DatasetIdentity) Comparable(e DatasetIdentity) bool {
 }
 
 // Path is where the manifest of the run logged at log is kept.
-func Path(log string) string {
-	return strings.TrimSuffix(log, filepath.Ext(log)) + ".manifest.json"
-}
+func Path(log string) string { return sidecar.Manifest(log) }
 
 // Read reads the manifest of the run logged at log. A log written before
 // manifests existed has none: the error satisfies

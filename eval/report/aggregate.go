@@ -39,8 +39,7 @@ func FromRecords(records iter.Seq2[sink.Record, error], opts *Options) (*Report,
 // per-sample state (24 bytes a sample), never records, so its memory grows
 // with the number of samples, not with episodes × output size.
 //
-// An Aggregator is not safe for concurrent use: give each goroutine its
-// own and [Aggregator.Merge] them.
+// An Aggregator is not safe for concurrent use: one goroutine feeds it.
 type Aggregator struct {
 	opts    Options
 	eval    string
@@ -86,15 +85,6 @@ type sampleStats struct {
 }
 
 func (s *sampleStats) records() int { return int(s.pass + s.fail + s.errored + s.unscore) }
-
-func (s *sampleStats) add(t *sampleStats) {
-	s.scoreSum += t.scoreSum
-	s.cost += t.cost
-	s.pass += t.pass
-	s.fail += t.fail
-	s.errored += t.errored
-	s.unscore += t.unscore
-}
 
 // sampleWeights are a sample's weighted passes and the weights of its
 // scored episodes.
@@ -293,63 +283,6 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// Merge folds b into a: samples matched by ID (samples a does not know are
-// added to it, even on an aggregator from NewIndexed: merging loses
-// nothing), counts, per-sample state, latencies, usage, failures (up to
-// a's MaxFailures, the rest counted as omitted) and warnings. b is not
-// changed and must not be a. Aggregating records split across aggregators
-// then merging them gives the report of aggregating them all in one,
-// except for the order of SampleResults and float rounding.
-func (a *Aggregator) Merge(b *Aggregator) {
-	if a.eval == "" {
-		a.eval, a.runID = b.eval, b.runID
-	}
-	if b.weights != nil && a.weights == nil {
-		a.weighWithCounts()
-	}
-	for j := range b.samples {
-		t := &b.samples[j]
-		if t.records() == 0 {
-			continue
-		}
-		id, tags := b.sampleMeta(j)
-		i, ok := a.Index(id)
-		if !ok {
-			i = a.addSample(id, tags)
-		}
-		a.samples[i].add(t)
-		if a.seq != nil {
-			n := int32(t.records())
-			if b.seq != nil {
-				n = b.seq.seen[j]
-			}
-			a.seq.seen[i] += n
-		}
-		if a.weights != nil {
-			w := b.weightsOf(j)
-			a.weights[i].pass += w.pass
-			a.weights[i].sum += w.sum
-		}
-	}
-	a.maxEpoch = max(a.maxEpoch, b.maxEpoch)
-	for k := range a.counts {
-		a.counts[k] += b.counts[k]
-	}
-	a.notSampled += b.notSampled
-	a.excluded += b.excluded
-	a.weighted = a.weighted || b.weighted
-	a.scoreSum += b.scoreSum
-	a.latency.merge(&b.latency)
-	a.usage = a.usage.Add(b.usage)
-	a.reused += b.reused
-	a.rejudged += b.rejudged
-	a.reusedCost = a.reusedCost.Add(b.reusedCost)
-	a.spend.merge(&b.spend)
-	a.sources.merge(&b.sources)
-	a.failures.merge(&b.failures, a.opts.MaxFailures)
-	a.warnings = append(a.warnings, b.warnings...)
 }
 
 // Report computes the report of the records folded in so far. The
@@ -629,14 +562,6 @@ func (h *histogram) add(ms float64) {
 		b = min(histBuckets-1, 1+int(math.Log(ms/histMinMS)/logBucketBase))
 	}
 	h.buckets[b]++
-}
-
-func (h *histogram) merge(g *histogram) {
-	for b, c := range g.buckets {
-		h.buckets[b] += c
-	}
-	h.n += g.n
-	h.max = max(h.max, g.max)
 }
 
 func (h *histogram) quantile(q float64) float64 {

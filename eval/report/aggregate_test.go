@@ -53,8 +53,8 @@ func randomWeightedRecords(rng *rand.Rand, n, epochs int, weighted bool) []sink.
 	return recs
 }
 
-// equalReports compares reports up to what merging may change: the order
-// of SampleResults, and float rounding. Failures are listed in one order.
+// equalReports compares reports up to what the way they were folded may
+// change: the order of SampleResults, and float rounding. Failures are listed in one order.
 func equalReports(t *testing.T, want, got *report.Report) {
 	t.Helper()
 	opts := cmp.Options{
@@ -64,93 +64,16 @@ func equalReports(t *testing.T, want, got *report.Report) {
 		cmpopts.EquateNaNs(),
 	}
 	if d := cmp.Diff(want, got, opts); d != "" {
-		t.Errorf("merged report differs from the report of one aggregator (-one +merged):\n%s", d)
+		t.Errorf("reports differ (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff(want.SampleResults(), got.SampleResults(), opts); d != "" {
-		t.Errorf("merged sample results differ from those of one aggregator (-one +merged):\n%s", d)
+		t.Errorf("sample results differ (-want +got):\n%s", d)
 	}
-}
-
-func TestMergeEqualsOneAggregator(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		parts    int
-		epochs   int
-		indexed  bool // the first part is a NewIndexed over the whole dataset
-		weighted bool
-	}{
-		{"two parts one epoch", 2, 1, false, false},
-		{"two parts epochs split", 2, 4, false, false},
-		{"three parts epochs split", 3, 5, false, false},
-		{"indexed receiver", 3, 3, true, false},
-		{"weighted", 3, 3, false, true},
-		{"weighted indexed receiver", 2, 4, true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			const n = 40
-			rng := rand.New(rand.NewPCG(7, uint64(tc.parts*10+tc.epochs)))
-			recs := randomWeightedRecords(rng, n, tc.epochs, tc.weighted)
-			opts := &report.Options{Resamples: 200, Seed: 3}
-
-			one := report.NewAggregator(opts)
-			for i := range recs {
-				one.Add(&recs[i])
-			}
-			one.Warn("a warning")
-
-			parts := make([]*report.Aggregator, tc.parts)
-			for p := range parts {
-				parts[p] = report.NewAggregator(opts)
-			}
-			if tc.indexed {
-				parts[0] = report.NewIndexed(opts, n, func(i int) (string, map[string]string) {
-					// The same tags the records carry.
-					for _, r := range recs {
-						if r.SampleID == "s"+strconv.Itoa(i) {
-							return r.SampleID, r.Tags
-						}
-					}
-					panic("no sample " + strconv.Itoa(i))
-				})
-			}
-			for i := range recs {
-				parts[rng.IntN(tc.parts)].Add(&recs[i])
-			}
-			parts[tc.parts-1].Warn("a warning")
-			for _, p := range parts[1:] {
-				parts[0].Merge(p)
-			}
-			want, got := one.Report(), parts[0].Report()
-			require.Equal(t, n*tc.epochs, got.Episodes)
-			require.Equal(t, tc.weighted, got.Weighted)
-			if tc.epochs > 1 {
-				require.NotNil(t, got.Bootstrap)
-			}
-			equalReports(t, want, got)
-		})
-	}
-}
-
-func TestMergeKeepsMaxFailures(t *testing.T) {
-	t.Parallel()
-	opts := &report.Options{MaxFailures: 3, Resamples: -1}
-	a, b := report.NewAggregator(opts), report.NewAggregator(opts)
-	for i := range 4 {
-		a.Add(&sink.Record{SampleID: "a" + strconv.Itoa(i), Status: sink.Fail})
-		b.Add(&sink.Record{SampleID: "b" + strconv.Itoa(i), Status: sink.Fail})
-	}
-	a.Merge(b)
-	rep := a.Report()
-	require.Len(t, rep.Failures, 3)
-	require.Equal(t, 5, rep.FailuresOmitted) // 1 omitted in a, 1 in b, 3 of b's listed beyond the cap
-	require.Equal(t, 8, rep.Failed)
 }
 
 // Failures are listed by sample ID, epoch and attempt, and the ones listed
 // under MaxFailures are the first in that order, whatever order the
-// episodes finished in and however aggregators were merged.
+// episodes finished in.
 func TestFailuresInKeyOrder(t *testing.T) {
 	t.Parallel()
 	var recs []sink.Record
@@ -165,13 +88,11 @@ func TestFailuresInKeyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 20 {
 		rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
-		parts := []*report.Aggregator{report.NewAggregator(opts), report.NewAggregator(opts), report.NewAggregator(opts)}
+		a := report.NewAggregator(opts)
 		for i := range recs {
-			parts[rng.IntN(len(parts))].Add(&recs[i])
+			a.Add(&recs[i])
 		}
-		parts[0].Merge(parts[1])
-		parts[0].Merge(parts[2])
-		rep := parts[0].Report()
+		rep := a.Report()
 		var got []string
 		for _, f := range rep.Failures {
 			got = append(got, fmt.Sprintf("%s/%d/%d", f.SampleID, f.Epoch, f.Attempt))

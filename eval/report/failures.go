@@ -54,13 +54,6 @@ func (l *failureList) trim(max int) {
 	}
 }
 
-func (l *failureList) merge(o *failureList, max int) {
-	for _, f := range o.list {
-		l.add(f, max)
-	}
-	l.omitted += o.omitted
-}
-
 // listed returns a copy of the failures listed, in order, and how many
 // more there are.
 func (l *failureList) listed(max int) ([]Failure, int) {

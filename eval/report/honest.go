@@ -205,12 +205,6 @@ func (e *errorSources) count(s ErrorSource) {
 	e.list = append(e.list, s)
 }
 
-func (e *errorSources) merge(b *errorSources) {
-	for _, s := range b.list {
-		e.count(s)
-	}
-}
-
 // report lists the sources, the most frequent first (then by source,
 // status and kind).
 func (e *errorSources) report() []ErrorSource {
@@ -253,13 +247,6 @@ func (s *spending) addModel(k modelKey, u harness.Usage) {
 	}
 	v := harness.Usage{}.Add(u)
 	s.byModel[modelKey{k.role, strings.Clone(k.model)}] = &v
-}
-
-func (s *spending) merge(b *spending) {
-	s.judge = s.judge.Add(b.judge)
-	for k, u := range b.byModel {
-		s.addModel(k, *u)
-	}
 }
 
 // report lists the models, the costliest first (then by role and name).

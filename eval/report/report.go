@@ -148,8 +148,7 @@ func (s SampleResult) PassRate() float64 {
 }
 
 // SampleResults returns the per-sample outcomes the report was computed
-// from, in first-record order (dataset order for a run; after
-// [Aggregator.Merge], the receiver's samples first), for paired
+// from, in first-record order (dataset order for a run), for paired
 // comparisons. A report decoded from JSON has none.
 func (r *Report) SampleResults() []SampleResult {
 	if r.results == nil {

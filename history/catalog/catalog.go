@@ -36,6 +36,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/history"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -321,7 +322,7 @@ func Logs(dir string) ([]string, error) {
 			}
 			return nil
 		}
-		if d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !isTranscriptStore(path) {
+		if _, _, beside := sidecar.LogOf(path); d.Type().IsRegular() && strings.HasSuffix(path, ".jsonl") && !beside {
 			logs = append(logs, path)
 		}
 		return nil
@@ -330,15 +331,4 @@ func Logs(dir string) ([]string, error) {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	return logs, nil
-}
-
-// isTranscriptStore reports a run's transcript store: run.traces.jsonl,
-// or a compacted one, run.traces.cN.jsonl.
-func isTranscriptStore(path string) bool {
-	base := strings.TrimSuffix(filepath.Base(path), ".jsonl")
-	if strings.HasSuffix(base, ".traces") {
-		return true
-	}
-	i := strings.LastIndex(base, ".traces.c")
-	return i >= 0 && strings.Trim(base[i+len(".traces.c"):], "0123456789") == "" && len(base) > i+len(".traces.c")
 }

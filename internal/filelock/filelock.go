@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/proctor-evals/proctor/internal/sidecar"
 )
 
 // LockedError reports a file that another writer holds: one writer per
@@ -25,7 +27,7 @@ func (e *LockedError) Error() string {
 	if e.PID != 0 {
 		who = fmt.Sprintf("process %d on %s", e.PID, e.Host)
 	}
-	return fmt.Sprintf("%s is in use by %s (lock %s): one writer at a time", e.Path, who, e.Path+".lock")
+	return fmt.Sprintf("%s is in use by %s (lock %s): one writer at a time", e.Path, who, sidecar.Lock(e.Path))
 }
 
 // Lock takes the writer's lock of the file at path: an exclusive flock on
@@ -37,7 +39,7 @@ func (e *LockedError) Error() string {
 // followed, and a file that is not a regular file of one link holding a
 // holder's line (or nothing) is refused, never truncated.
 func Lock(path string) (*os.File, error) {
-	name := path + ".lock"
+	name := sidecar.Lock(path)
 	for range 100 {
 		if isSymlink(name) { // noFollow is the check without a race, where there is one
 			return nil, fmt.Errorf("locking %s: %s is a symbolic link, not a lock file: not following it", path, name)
@@ -124,14 +126,14 @@ func Unlock(path string, f *os.File) error {
 	if f == nil {
 		return nil
 	}
-	os.Remove(path + ".lock") // best effort: a file left behind is not a lock
+	os.Remove(sidecar.Lock(path)) // best effort: a file left behind is not a lock
 	return f.Close()
 }
 
 // Held returns a *LockedError when a writer holds the file at path, and
 // nil otherwise. It takes no lock that it could keep and creates no file.
 func Held(path string) error {
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|noFollow|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(sidecar.Lock(path), os.O_RDWR|noFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // no lock file, or none we may open: no writer we can see
 	}

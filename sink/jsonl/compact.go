@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -72,60 +73,104 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 	if err != nil {
 		return nil, err
 	}
-	storeName := base + ".traces.c" + strconv.Itoa(next) + ".jsonl"
+	// A store another log beside this one links to (a copy of it, say)
+	// is not this log's to remove.
+	for p := range linkedByOthers(dir, path, stores) {
+		delete(stores, p)
+	}
+	c := &compaction{path: path, dir: dir, storeName: sidecar.CompactedTranscripts(path, next), files: map[string]*os.File{}}
 	res = &Compacted{Freed: removeTemporaries(dir, base, filepath.Base(path))}
-	tmpStore, err := os.CreateTemp(dir, "."+storeName+".*.tmp")
-	if err != nil {
+	defer c.close()
+	if err := c.createTemporaries(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		tmpStore.Close()
-		os.Remove(tmpStore.Name()) // renamed already when all went well
-	}()
-	sw := bufio.NewWriterSize(tmpStore, 1<<20)
-	var storeSize int64
-	files := map[string]*os.File{}
-	defer func() {
-		for _, f := range files {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}()
+	if err := c.rewrite(keep, res); err != nil {
+		return nil, err
+	}
+	if res.Dropped == 0 {
+		// Nothing to drop: the log stays as it is. Only stores of the log
+		// that no record links to (left by a crash between the two renames,
+		// say) go.
+		res.Freed += removeUnlinked(stores, c.files)
+		return res, nil
+	}
+	if err := c.commit(fi.Mode().Perm(), res); err != nil {
+		return nil, err
+	}
+	// Committed: the log's old stores are unlinked now (only its own, in
+	// its directory: a link elsewhere is not ours to remove).
+	res.Freed += removeStores(stores, res.Store)
+	res.Freed -= c.storeSize
+	return res, nil
+}
+
+// compaction is one Compact's work in progress: the new store and the
+// rewritten log, both temporary files until commit renames them.
+type compaction struct {
+	path, dir string
+	storeName string              // the new store's name, in dir
+	files     map[string]*os.File // the old stores read, by path
+	tmpStore  *os.File
+	store     *bufio.Writer
+	storeSize int64
 	// The log is rewritten in one pass; the new store must be in place
 	// before it, so the log's new lines are kept in a temporary file that
 	// is renamed once the store is.
-	tmpLog, err := os.CreateTemp(dir, "."+filepath.Base(path)+".compact-*")
-	if err != nil {
-		return nil, err
+	tmpLog    *os.File
+	log       *bufio.Writer
+	committed bool // tmpLog renamed over the log
+}
+
+func (c *compaction) createTemporaries() (err error) {
+	if c.tmpStore, err = os.CreateTemp(c.dir, "."+c.storeName+".*.tmp"); err != nil {
+		return err
 	}
-	defer func() {
-		tmpLog.Close()
-		if err != nil {
-			os.Remove(tmpLog.Name())
+	c.store = bufio.NewWriterSize(c.tmpStore, 1<<20)
+	if c.tmpLog, err = os.CreateTemp(c.dir, "."+filepath.Base(c.path)+".compact-*"); err != nil {
+		return err
+	}
+	c.log = bufio.NewWriterSize(c.tmpLog, 1<<20)
+	return nil
+}
+
+// close closes every file and removes the temporary ones not renamed.
+func (c *compaction) close() {
+	if c.tmpLog != nil {
+		c.tmpLog.Close()
+		if !c.committed {
+			os.Remove(c.tmpLog.Name())
 		}
-	}()
-	lw := bufio.NewWriterSize(tmpLog, 1<<20)
+	}
+	for _, f := range c.files {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if c.tmpStore != nil {
+		c.tmpStore.Close()
+		os.Remove(c.tmpStore.Name()) // renamed already when all went well
+	}
+}
+
+// rewrite writes every record of the log to the temporary log: a kept
+// transcript is copied to the new store and linked there, a dropped one's
+// link becomes CompactedLink.
+func (c *compaction) rewrite(keep func(*sink.Record) bool, res *Compacted) error {
 	var tbuf, enc []byte
-	for r, err := range Records(path) {
+	for r, err := range Records(c.path) {
 		if err != nil {
 			var torn *TornTailError
 			if errors.As(err, &torn) {
-				return nil, fmt.Errorf("%w: resume the run (or cut the tail) before compacting", err)
+				return fmt.Errorf("%w: resume the run (or cut the tail) before compacting", err)
 			}
-			return nil, err
+			return err
 		}
 		res.Records++
 		if r.Transcript != "" && r.Transcript != CompactedLink {
 			if keep != nil && keep(&r) {
-				tbuf, err = readTranscript(path, r.Transcript, r.SampleID, r.Epoch, files, tbuf)
-				if err != nil {
-					return nil, fmt.Errorf("transcript of %s epoch %d: %w", r.SampleID, r.Epoch, err)
+				if tbuf, err = c.copyTranscript(&r, tbuf); err != nil {
+					return err
 				}
-				r.Transcript = storeName + "#" + strconv.FormatInt(storeSize, 10)
-				sw.Write(tbuf)
-				sw.WriteByte('\n')
-				storeSize += int64(len(tbuf) + 1)
 				res.Kept++
 			} else {
 				r.Transcript = CompactedLink
@@ -133,55 +178,83 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 			}
 		}
 		enc = r.AppendJSON(enc[:0])
-		lw.Write(enc)
-		lw.WriteByte('\n')
+		c.log.Write(enc)
+		c.log.WriteByte('\n')
 	}
-	if res.Dropped == 0 {
-		// Nothing to drop: the log stays as it is. Only stores of the log
-		// that no record links to (left by a crash between the two renames,
-		// say) go.
-		linked := map[string]bool{}
-		for p := range files {
-			linked[absPath(p)] = true
-		}
-		shared := linkedByOthers(dir, path, stores)
-		for p := range stores {
-			if !linked[absPath(p)] && !shared[p] {
-				if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
-					res.Freed += st.Size()
-				}
-			}
-		}
-		os.Remove(tmpLog.Name())
-		return res, nil
+	return nil
+}
+
+// copyTranscript appends r's transcript to the new store and links r to it.
+func (c *compaction) copyTranscript(r *sink.Record, buf []byte) ([]byte, error) {
+	buf, err := readTranscript(c.path, r.Transcript, r.SampleID, r.Epoch, c.files, buf)
+	if err != nil {
+		return buf, fmt.Errorf("transcript of %s epoch %d: %w", r.SampleID, r.Epoch, err)
 	}
-	steps := []func() error{sw.Flush, lw.Flush,
-		func() error { return tmpLog.Chmod(fi.Mode().Perm()) }, tmpLog.Sync}
+	r.Transcript = c.storeName + "#" + strconv.FormatInt(c.storeSize, 10)
+	c.store.Write(buf)
+	c.store.WriteByte('\n')
+	c.storeSize += int64(len(buf) + 1)
+	return buf, nil
+}
+
+// commit flushes and syncs the new store and log, then renames the store
+// into place (when a transcript is kept) and the log over the old one,
+// which is the commit.
+func (c *compaction) commit(perm os.FileMode, res *Compacted) error {
+	steps := []func() error{c.store.Flush, c.log.Flush,
+		func() error { return c.tmpLog.Chmod(perm) }, c.tmpLog.Sync}
 	if res.Kept > 0 {
-		res.Store = filepath.Join(dir, storeName)
-		steps = append(steps, func() error { return tmpStore.Chmod(0o644) }, tmpStore.Sync,
-			func() error { return os.Rename(tmpStore.Name(), res.Store) }, func() error { return syncDir(dir) })
+		res.Store = filepath.Join(c.dir, c.storeName)
+		steps = append(steps, func() error { return c.tmpStore.Chmod(0o644) }, c.tmpStore.Sync,
+			func() error { return os.Rename(c.tmpStore.Name(), res.Store) }, func() error { return syncDir(c.dir) })
 	}
-	steps = append(steps, func() error { return os.Rename(tmpLog.Name(), path) }, func() error { return syncDir(dir) })
+	steps = append(steps, func() error {
+		err := os.Rename(c.tmpLog.Name(), c.path)
+		c.committed = err == nil
+		return err
+	}, func() error { return syncDir(c.dir) })
 	for _, step := range steps {
-		if err = step(); err != nil {
-			return nil, err
+		if err := step(); err != nil {
+			return err
 		}
 	}
-	// Committed: the log's old stores are unlinked now (only its own, in
-	// its directory: a link elsewhere is not ours to remove; and not one
-	// another log beside it links to, a copy of it, say).
-	shared := linkedByOthers(dir, path, stores)
+	return nil
+}
+
+// removeUnlinked removes the stores no record links to (those never
+// opened while reading the log), and returns their size.
+func removeUnlinked(stores map[string]bool, linked map[string]*os.File) int64 {
+	abs := map[string]bool{}
+	for p := range linked {
+		abs[absPath(p)] = true
+	}
+	var freed int64
 	for p := range stores {
-		if p == res.Store || shared[p] {
-			continue
-		}
-		if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
-			res.Freed += st.Size()
+		if !abs[absPath(p)] {
+			freed += removeSize(p)
 		}
 	}
-	res.Freed -= storeSize
-	return res, nil
+	return freed
+}
+
+// removeStores removes every store but except, and returns their size.
+func removeStores(stores map[string]bool, except string) int64 {
+	var freed int64
+	for p := range stores {
+		if p != except {
+			freed += removeSize(p)
+		}
+	}
+	return freed
+}
+
+// removeSize removes the file at p and returns its size, 0 when it could
+// not be removed.
+func removeSize(p string) int64 {
+	if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
+		return st.Size()
+	}
+	return 0
 }
 
 // linkedByOthers returns those of stores (paths in dir) that another log

@@ -18,6 +18,7 @@ import (
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/internal/transcript"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -94,7 +95,7 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	if len(logs) == 0 {
 		return nil, errors.New("jsonl: merge: no logs to merge")
 	}
-	store := strings.TrimSuffix(out, filepath.Ext(out)) + ".traces.jsonl"
+	store := sidecar.Transcripts(out)
 	if err := checkMergeOutput(out, store, logs, opts.Force); err != nil {
 		return nil, err
 	}
