@@ -18,6 +18,15 @@ type Folder interface {
 	Add(r *sink.Record)
 }
 
+// EmptyFolder is a Folder that holds no sample when Fold starts (the
+// aggregator of report.FromLog): Fold's own table of IDs is then its
+// index, and a sample the table does not hold is new, added by AddNew
+// (Add without the lookup by ID), which returns its index.
+type EmptyFolder interface {
+	Folder
+	AddNew(r *sink.Record) int
+}
+
 // FoldLine is a record of a chunk Fold decoded, and where its line starts
 // in the chunk's Data.
 type FoldLine struct {
@@ -27,6 +36,7 @@ type FoldLine struct {
 	id     sampleKey // the sample ID's, taken while the line is in the cache
 	sample int       // the aggregator's index of the sample, when known
 	known  bool
+	miss   miss // where the lookup of an unknown sample ended
 }
 
 // FoldChunk is a chunk of a log as Fold decodes it.
@@ -49,6 +59,9 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 		tags    TagSets
 		samples = sampleTable{seed: maphash.MakeSeed()}
 	)
+	// empty while every sample agg holds is in the table: a sample the
+	// table lacks is then new to agg, added without looking it up.
+	ef, empty := agg.(EmptyFolder)
 	return ScanChunks(f, func(c *FoldChunk) {
 		c.EachLine(func(line []byte, i, _ int) bool {
 			// DecodeLight zeroes the record: grown, not appended, Out's
@@ -77,7 +90,7 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 				// not (a failure compares them, a new sample copies them).
 				l.SampleID = unsafe.String(&l.id.head[0], n)
 			}
-			l.sample, l.known = samples.find(&l.id, l.SampleID)
+			l.sample, l.known, l.miss = samples.find(&l.id, l.SampleID)
 		}
 		for i := range c.Out {
 			l := &c.Out[i]
@@ -85,16 +98,21 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 			s, known := l.sample, l.known
 			if !known {
 				// A sample new to the table, or seen earlier in this chunk.
-				if s, known = samples.find(&l.id, r.SampleID); !known {
+				if s, known, l.miss = samples.findAgain(&l.id, r.SampleID, l.miss); !known {
+					if empty {
+						r.Tags = tags.Of(r) // a sample's first record: AddNew keeps its tags
+						empty = samples.add(&l.id, r.SampleID, ef.AddNew(&r.Record), l.miss)
+						continue
+					}
 					if s, known = agg.Index(r.SampleID); !known {
 						r.Tags = tags.Of(r) // a sample's first record: Add keeps its tags
 						agg.Add(&r.Record)
 						if s, known = agg.Index(r.SampleID); known {
-							samples.add(&l.id, r.SampleID, s)
+							samples.add(&l.id, r.SampleID, s, l.miss)
 						}
 						continue
 					}
-					samples.add(&l.id, r.SampleID, s)
+					samples.add(&l.id, r.SampleID, s, l.miss)
 				}
 			}
 			agg.AddAt(s, &r.Record)
@@ -116,6 +134,18 @@ type sampleTable struct {
 	slots []sampleSlot // a power of two of them, at most half full
 	n     int
 	tails []byte // the bytes of each ID after its head
+	size  int    // times the table grew: a miss of an earlier size says nothing
+}
+
+// miss is where a lookup that did not find its ID ended: the free slot
+// the ID's probe reached, in the table as it was then. IDs are never
+// removed, so while that slot stays free and the table keeps its size,
+// the ID is still absent and belongs in it: a sample's first record
+// looks it up and adds it without probing the table again (a cache miss
+// each, in a table of a million samples).
+type miss struct {
+	slot uint64
+	size int // the table's: size+1, so that a zero miss is none
 }
 
 // sampleKey is what a lookup needs of an ID besides the ID itself.
@@ -138,28 +168,49 @@ func (t *sampleTable) key(id string) (k sampleKey) {
 	return k
 }
 
-func (t *sampleTable) find(k *sampleKey, id string) (int, bool) {
+// find returns the aggregator's index of the ID, or where the lookup
+// missed it.
+func (t *sampleTable) find(k *sampleKey, id string) (int, bool, miss) {
 	if len(t.slots) == 0 {
-		return 0, false
+		return 0, false, miss{}
 	}
+	return t.probe(k, id, k.hash&uint64(len(t.slots)-1))
+}
+
+// findAgain is find for an ID an earlier lookup m missed: when m's slot
+// is still free, it is missed again at once.
+func (t *sampleTable) findAgain(k *sampleKey, id string, m miss) (int, bool, miss) {
+	if m.size != t.size+1 {
+		return t.find(k, id)
+	}
+	if t.slots[m.slot].index == 0 {
+		return 0, false, m
+	}
+	return t.probe(k, id, m.slot) // others were added on the ID's probe since
+}
+
+// probe looks for the ID from slot i on, i on its probe and every slot
+// before it on the probe holding another ID.
+func (t *sampleTable) probe(k *sampleKey, id string, i uint64) (int, bool, miss) {
 	mask := uint64(len(t.slots) - 1)
-	for i := k.hash & mask; ; i = (i + 1) & mask {
+	for ; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.index == 0 {
-			return 0, false
+			return 0, false, miss{slot: i, size: t.size + 1}
 		}
 		if s.sampleKey == *k && (len(id) <= len(k.head) || string(t.tails[s.tail:int(s.tail)+len(id)-len(k.head)]) == id[len(k.head):]) {
-			return int(s.index - 1), true
+			return int(s.index - 1), true, miss{}
 		}
 	}
 }
 
-// add adds the ID at aggregator index i; it must not be in t. What does
-// not fit a slot (an index beyond int32, IDs of 4 GB) is left to
-// agg.Index.
-func (t *sampleTable) add(k *sampleKey, id string, i int) {
+// add adds the ID at aggregator index i; it must not be in t, and m is
+// where the latest lookup missed it. What does not fit a slot (an index
+// beyond int32, IDs of 4 GB) is left to agg.Index: add reports whether
+// it added the ID.
+func (t *sampleTable) add(k *sampleKey, id string, i int, m miss) bool {
 	if i >= math.MaxInt32 || len(t.tails)+len(id) >= math.MaxUint32 {
-		return
+		return false
 	}
 	if 2*(t.n+1) > len(t.slots) {
 		t.grow()
@@ -169,8 +220,13 @@ func (t *sampleTable) add(k *sampleKey, id string, i int) {
 		s.tail = uint32(len(t.tails))
 		t.tails = append(t.tails, id[len(k.head):]...)
 	}
-	t.put(s)
+	if m.size == t.size+1 && t.slots[m.slot].index == 0 {
+		t.slots[m.slot] = s // the first free slot on its probe
+	} else {
+		t.put(s)
+	}
 	t.n++
+	return true
 }
 
 func (t *sampleTable) put(s sampleSlot) {
@@ -183,6 +239,7 @@ func (t *sampleTable) put(s sampleSlot) {
 }
 
 func (t *sampleTable) grow() {
+	t.size++
 	old := t.slots
 	t.slots = make([]sampleSlot, max(1024, 2*len(old)))
 	for _, s := range old {
