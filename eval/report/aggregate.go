@@ -58,7 +58,8 @@ type Aggregator struct {
 	weights []sampleWeights
 	// Samples [0, n) are described by meta (NewIndexed: the engine's
 	// dataset, which saves a copy per sample); samples from n on by ids and
-	// tags (discovered from records, or merged in).
+	// tags (discovered from records, or merged in). tags is as long as the
+	// last sample with tags needs: samples past it have none.
 	n          int
 	meta       func(i int) (id string, tags map[string]string)
 	ids        []string
@@ -137,7 +138,7 @@ func (a *Aggregator) sampleMeta(i int) (string, map[string]string) {
 	if i < a.n {
 		return a.meta(i)
 	}
-	return a.ids[i-a.n], a.tags[i-a.n]
+	return a.ids[i-a.n], tagsAt(a.tags, i-a.n)
 }
 
 // Index returns the index of the sample with the given ID, and whether
@@ -166,16 +167,38 @@ func (a *Aggregator) buildIndex() {
 func (a *Aggregator) addSample(id string, tags map[string]string) int {
 	id = a.keepID(id)
 	i := len(a.samples)
-	a.samples = append(a.samples, sampleStats{})
+	a.samples = append(grown(a.samples), sampleStats{})
 	if a.weights != nil {
 		a.weights = append(a.weights, sampleWeights{})
 	}
-	a.ids = append(a.ids, id)
-	a.tags = append(a.tags, tags)
+	a.ids = append(grown(a.ids), id)
+	if tags != nil {
+		a.tags = append(a.tags, make([]map[string]string, len(a.ids)-1-len(a.tags))...)
+		a.tags = append(a.tags, tags)
+	}
 	if a.seq != nil {
 		a.seq.seen = append(a.seq.seen, 0)
 	}
 	return i
+}
+
+// grown returns s with room for one more element: twice its length when
+// full, where append grows a long slice by a quarter. A million samples'
+// state is then moved a few times, not dozens, and the heap keeps fewer
+// outgrown copies.
+func grown[S ~[]E, E any](s S) S {
+	if len(s) < cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(len(s), 16))
+}
+
+// tagsAt returns the tags of the j-th sample past n.
+func tagsAt(tags []map[string]string, j int) map[string]string {
+	if j < len(tags) {
+		return tags[j]
+	}
+	return nil
 }
 
 // idBlock is the size of the blocks sample IDs are copied into.
@@ -478,7 +501,7 @@ func (a *Aggregator) resultsOf(st []sampleStats, recorded int) func() []SampleRe
 			if i < n {
 				id, tg = meta(i)
 			} else {
-				id, tg = ids[i-n], tags[i-n]
+				id, tg = ids[i-n], tagsAt(tags, i-n)
 			}
 			out = append(out, SampleResult{ID: id, Tags: tg, Passed: int(s.pass), Failed: int(s.fail),
 				Errored: int(s.errored), Unscored: int(s.unscore), ScoreSum: s.scoreSum})

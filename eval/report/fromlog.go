@@ -30,7 +30,7 @@ func FromLog(path string, opts *Options) (*Report, error) {
 	if err != nil || end != st.Size() {
 		return FromRecords(jsonl.Records(path), opts)
 	}
-	return a.Report(), nil
+	return a.Final(), nil // a is done: the report takes over its state, uncopied
 }
 
 // emptyFolder is an aggregator Fold starts to fill: Fold's table of IDs
