@@ -238,10 +238,10 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 	// record no reader takes back (or, with sink's fallback, not the value
 	// judged): the episode is an error, as it would be on every attempt.
 	input, deep := j.input, ""
-	if jsondepth.Exceeds(input, sink.MaxJSONDepth) {
+	if !s.inputsShallow && jsondepth.Exceeds(input, sink.MaxJSONDepth) {
 		input, deep = nil, "input"
 	}
-	if jsondepth.Exceeds(res.outJSON, sink.MaxJSONDepth) {
+	if !s.outputsShallow && jsondepth.Exceeds(res.outJSON, sink.MaxJSONDepth) {
 		res.outJSON, deep = nil, "output"
 	}
 	if deep != "" {

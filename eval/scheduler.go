@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,11 @@ type scheduler[T, O any] struct {
 	// workersMu, once the workers' parts are added.
 	ident       *identityTracker
 	identMerged bool
+
+	// Whether every input, and every output, encodes within
+	// sink.MaxJSONDepth by its type alone (depth.go): conclude then need
+	// not measure it.
+	inputsShallow, outputsShallow bool
 }
 
 // job is one episode on its way through its attempts.
@@ -160,7 +166,9 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
 		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
-		progressClock: sc.progressClock, stream: sc.stream}
+		progressClock: sc.progressClock, stream: sc.stream,
+		inputsShallow:  nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
+		outputsShallow: nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth)}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
