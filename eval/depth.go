@@ -3,7 +3,9 @@ package eval
 // What the engine learns of a type once, to encode its values with less
 // work: how deep they nest as JSON (conclude measures the nesting of an
 // input or output only when its type could nest deeper than a record
-// holds; a struct of strings never does).
+// holds; a struct of strings never does), and whether encoding/json
+// writes a pointer to a value as it writes the value (then the value is
+// encoded through its pointer, not copied into an interface first).
 
 import (
 	"encoding"
@@ -67,4 +69,34 @@ func typeDepth(t reflect.Type, limit int, on map[reflect.Type]bool) int {
 		return 1 + d // embedded structs are flattened: counted one deeper, which errs on the safe side
 	}
 	return 0 // a scalar, or what encoding/json refuses (a record then holds the error as a string)
+}
+
+// encodesByPointer reports whether encoding/json writes a *t exactly as
+// it writes a t, which it does unless a part of t stored in t itself
+// (t, its fields, its arrays' elements) has a MarshalJSON or MarshalText
+// on its pointer only: reached through a pointer, that part is
+// addressable and the method is called; in a value, it is not. An
+// interface is not: encodeJSON writes the string or raw JSON in it its
+// own way.
+func encodesByPointer(t reflect.Type) bool {
+	return t.Kind() != reflect.Interface && partsByPointer(t)
+}
+
+func partsByPointer(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	if p.Implements(marshalerType) && !t.Implements(marshalerType) ||
+		p.Implements(textMarshalerType) && !t.Implements(textMarshalerType) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Array:
+		return partsByPointer(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); (f.IsExported() || f.Anonymous) && !partsByPointer(f.Type) {
+				return false
+			}
+		}
+	}
+	return true // what lies behind a pointer, slice, map or interface is addressed alike either way
 }

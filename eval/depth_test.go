@@ -33,6 +33,21 @@ type (
 
 func (*ownMarshaler) MarshalJSON() ([]byte, error) { return []byte(`[[[]]]`), nil }
 
+type (
+	ptrText       struct{ N int }
+	valueText     struct{ N int }
+	fieldPtrText  struct{ P ptrText }
+	arrayPtrText  struct{ A [2]ptrText }
+	behindPointer struct {
+		P *ptrText
+		S []ptrText
+		M map[string]ptrText
+	}
+)
+
+func (*ptrText) MarshalText() ([]byte, error)  { return []byte("pointer"), nil }
+func (valueText) MarshalText() ([]byte, error) { return []byte("value"), nil }
+
 // TestNestsWithin: only a type whose every value encodes within the
 // limit skips the engine's depth check; an interface, a raw or
 // self-marshaling value, a recursive type, or nesting past the limit
@@ -67,5 +82,43 @@ func TestNestsWithin(t *testing.T) {
 	b, bound := encodeOf(&v), typeDepth(reflect.TypeFor[shallowTask](), sink.MaxJSONDepth, map[reflect.Type]bool{})
 	if jsondepth.Exceeds(b, bound) || !jsondepth.Exceeds(b, bound-1) {
 		t.Errorf("%s does not nest exactly its type's bound, %d", b, bound)
+	}
+}
+
+// TestEncodesByPointer: a value is encoded through its pointer only when
+// encoding/json writes both alike; a MarshalJSON or MarshalText on a
+// pointer, in a part stored in the value itself, tells them apart.
+func TestEncodesByPointer(t *testing.T) {
+	check := func(v any, ptr any, want bool) {
+		t.Helper()
+		typ := reflect.TypeOf(v)
+		if got := encodesByPointer(typ); got != want {
+			t.Errorf("encodesByPointer(%v) = %v, want %v", typ, got, want)
+		}
+		byValue, _ := json.Marshal(v)
+		byPointer, _ := json.Marshal(ptr)
+		switch same := string(byValue) == string(byPointer); {
+		case want && !same:
+			t.Errorf("%v: %s by value, %s by pointer, but encoded by pointer", typ, byValue, byPointer)
+		case !want && same:
+			t.Errorf("%v: %s either way: not a case that tells them apart", typ, byValue)
+		}
+	}
+	st := shallowTask{Tags: map[string][]int{"a": {1}}}
+	check(st, &st, true)
+	vt := valueText{1}
+	check(vt, &vt, true)
+	bp := behindPointer{P: &ptrText{}, S: []ptrText{{}}, M: map[string]ptrText{"k": {}}}
+	check(bp, &bp, true)
+	pt := ptrText{1}
+	check(pt, &pt, false)
+	fp := fieldPtrText{}
+	check(fp, &fp, false)
+	ap := arrayPtrText{}
+	check(ap, &ap, false)
+	om := ownMarshaler{}
+	check(om, &om, false)
+	if encodesByPointer(reflect.TypeFor[any]()) {
+		t.Error("an interface is encoded by pointer")
 	}
 }
