@@ -31,13 +31,25 @@ const (
 	episodeCPUBudgetNS = 2350
 )
 
+// allocChildEnv marks the child process TestNoOpEpisodeAllocations counts
+// in: alone in it, so that no other test's goroutines allocate meanwhile.
+const allocChildEnv = "PROCTOR_TEST_ALLOC_CHILD"
+
 // TestNoOpEpisodeAllocations holds the allocation budget: a feature that
 // adds an allocation to every episode even when it is off fails here.
 // Counted with testing.AllocsPerRun over 20,000 episodes (the run's
-// setup, a few thousand allocations, is in it).
+// setup, a few thousand allocations, is in it), in a process of its own.
 func TestNoOpEpisodeAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
+	}
+	if os.Getenv(allocChildEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNoOpEpisodeAllocations$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), allocChildEnv+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
 	}
 	const n = 20_000
 	e := benchEval(n, 0)
