@@ -16,7 +16,6 @@ type (
 		Tags     map[string][]int  `json:"tags"`
 		When     time.Time         `json:"when"`
 		Raw      []byte            `json:"raw"`
-		private  any               //nolint:unused // not encoded: does not count
 		Embedded                   // flattened
 		Ptr      *Embedded         `json:"ptr"`
 		Grid     [2][3]float64     `json:"grid"`
