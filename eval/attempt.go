@@ -55,8 +55,9 @@ func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T
 //
 //go:noinline
 func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) (ctx context.Context, ep *harness.Episode[T], k *kept, start time.Time, phase uint64) {
-	ep = &harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
-		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}
+	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
+		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}}
+	ep = &a.ep
 	// Read before the attempt is published: once it runs, the watchdog may
 	// abandon it and drop j.kept while the abandoned call still reads it.
 	k = j.kept
@@ -84,12 +85,20 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 	}
 	if s.cfg.Timeout > 0 {
 		deadline := start.Add(s.cfg.Timeout)
-		ctx = &attemptCtx{Context: actx, deadline: deadline}
+		a.ctx = attemptCtx{Context: actx, deadline: deadline}
+		ctx = &a.ctx
 		w.deadline.Store(deadline.UnixNano())
 	}
 	phase = (w.phase.Load()>>2+1)<<2 | running
 	w.phase.Store(phase)
 	return ctx, ep, k, start, phase
+}
+
+// attemptState is an attempt's episode and context, allocated together:
+// one allocation an attempt less.
+type attemptState[T any] struct {
+	ep  harness.Episode[T]
+	ctx attemptCtx
 }
 
 // unreadable ends an attempt whose sample a streamed dataset failed to
@@ -230,10 +239,10 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 	// record no reader takes back (or, with sink's fallback, not the value
 	// judged): the episode is an error, as it would be on every attempt.
 	input, deep := j.input, ""
-	if jsondepth.Exceeds(input, sink.MaxJSONDepth) {
+	if !s.inputsShallow && jsondepth.Exceeds(input, sink.MaxJSONDepth) {
 		input, deep = nil, "input"
 	}
-	if jsondepth.Exceeds(res.outJSON, sink.MaxJSONDepth) {
+	if !s.outputsShallow && jsondepth.Exceeds(res.outJSON, sink.MaxJSONDepth) {
 		res.outJSON, deep = nil, "output"
 	}
 	if deep != "" {

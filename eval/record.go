@@ -77,6 +77,22 @@ func encodeOf[V any](v *V) json.RawMessage {
 	return encodeJSON(*v)
 }
 
+// encodeHeld is encodeOf for a value on the heap already (a sample's
+// input), which byPointer says encoding/json writes as it writes a
+// pointer to it (encodesByPointer): then it is encoded through its
+// pointer, not copied into an interface. (An output is not: on the
+// worker's stack, it would move to the heap.)
+func encodeHeld[V any](v *V, byPointer bool) json.RawMessage {
+	switch any(v).(type) {
+	case *string, *json.RawMessage:
+	default:
+		if byPointer {
+			return encodeJSON(v)
+		}
+	}
+	return encodeOf(v)
+}
+
 // inputEncoder encodes inputs as encodeJSON does, into one buffer reused
 // from call to call: hashing a million inputs allocates nothing per input.
 type inputEncoder struct {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,13 @@ type scheduler[T, O any] struct {
 	// workersMu, once the workers' parts are added.
 	ident       *identityTracker
 	identMerged bool
+
+	// Whether every input, and every output, encodes within
+	// sink.MaxJSONDepth by its type alone (depth.go): conclude then need
+	// not measure it; and whether one encodes through its pointer as it
+	// encodes itself.
+	inputsShallow, outputsShallow bool
+	inputsByPointer               bool
 }
 
 // job is one episode on its way through its attempts.
@@ -163,7 +171,10 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
 		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
-		progressClock: sc.progressClock, stream: sc.stream}
+		progressClock: sc.progressClock, stream: sc.stream,
+		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
+		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
+		inputsByPointer: encodesByPointer(reflect.TypeFor[T]())}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -259,7 +270,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 			if j.input == nil {
 				// Here, at the worker's shallowest: encoding/json needs a
 				// deep stack, and every worker's grows to its deepest call.
-				j.input = encodeOf(&smp.Input)
+				j.input = encodeHeld(&smp.Input, s.inputsByPointer)
 			}
 			if !s.attempt(ctx, base, w, j, smp) {
 				return // abandoned: a replacement owns j and this worker's place

@@ -18,8 +18,12 @@ import (
 	"github.com/proctor-evals/proctor/view"
 )
 
-func writeLog1M(b *testing.B, path string) {
-	if err := benchlog.Write1M(path); err != nil {
+// writeLog1M writes the 1M-record log of the scale target (benchlog.Write1M).
+func writeLog1M(b *testing.B, path string) { writeLog(b, path, 100_000, 10) }
+
+// writeLog writes a log of samples × epochs records as writeLog1M does.
+func writeLog(b *testing.B, path string, samples, epochs int) {
+	if err := benchlog.Write(path, samples, epochs); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -122,4 +126,47 @@ func BenchmarkOpen1M(b *testing.B) {
 		}
 		b.ReportMetric((cpuSeconds()-cpu)/float64(b.N), "cpu-s/op")
 	})
+}
+
+// BenchmarkReport1M is `proctor report` (report.FromLog: read, decode,
+// fold, report) of the two shapes of a million records whose folds cost
+// differently: 100k samples × 10 epochs (the scale target's log: a fold
+// per record) and 1M distinct samples × 1 epoch, as a log of production
+// traces or examples/loadtest writes (every record a sample new to the
+// report). Run with
+//
+//	go test ./view -run X -bench Report1M -benchtime 3x -count 5
+//
+// Each log is written first (about 10 s each). MB-peak-RSS is the
+// process's peak from the start of the sub-benchmark (the logs' writing
+// left out), where /proc/self/clear_refs can reset it.
+func BenchmarkReport1M(b *testing.B) {
+	dir := b.TempDir()
+	for _, shape := range []struct {
+		name            string
+		samples, epochs int
+	}{
+		{"100k-samples-x10", 100_000, 10},
+		{"1M-samples-x1", 1_000_000, 1},
+	} {
+		log := filepath.Join(dir, shape.name+".jsonl")
+		writeLog(b, log, shape.samples, shape.epochs)
+		b.Run(shape.name, func(b *testing.B) {
+			runtime.GC()
+			debug.FreeOSMemory()
+			reset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+			cpu := cpuSeconds()
+			b.ResetTimer()
+			for range b.N {
+				rep, err := report.FromLog(log, nil)
+				if err != nil || rep.Episodes != 1_000_000 || rep.Samples != shape.samples {
+					b.Fatalf("%v: %d episodes of %d samples", err, rep.Episodes, rep.Samples)
+				}
+			}
+			b.ReportMetric((cpuSeconds()-cpu)/float64(b.N), "cpu-s/op")
+			if reset {
+				b.ReportMetric(peakRSS(), "MB-peak-RSS")
+			}
+		})
+	}
 }

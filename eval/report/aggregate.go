@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
@@ -41,20 +42,27 @@ func FromRecords(records iter.Seq2[sink.Record, error], opts *Options) (*Report,
 //
 // An Aggregator is not safe for concurrent use: one goroutine feeds it.
 type Aggregator struct {
-	opts    Options
-	eval    string
-	runID   string
-	index   map[string]int // sample ID → index; built lazily for NewIndexed
+	opts  Options
+	eval  string
+	runID string
+	// index maps sample IDs to indexes, built when an ID is first looked
+	// up: it holds the first indexed samples, and a lookup adds those
+	// added since. A fold that keeps its own index of IDs (recordjson.Fold
+	// over an empty aggregator) never builds it.
+	index   map[string]int
+	indexed int
 	samples []sampleStats
 	// weights parallels samples once a record weighs other than 1: until
 	// then every weight is 1 and the counts are the weights.
 	weights []sampleWeights
 	// Samples [0, n) are described by meta (NewIndexed: the engine's
 	// dataset, which saves a copy per sample); samples from n on by ids and
-	// tags (discovered from records, or merged in).
+	// tags (discovered from records, or merged in). tags is as long as the
+	// last sample with tags needs: samples past it have none.
 	n          int
 	meta       func(i int) (id string, tags map[string]string)
 	ids        []string
+	idBytes    []byte // where ids keep their bytes: one allocation per block, not per ID
 	tags       []map[string]string
 	maxEpoch   int
 	counts     [4]int // pass, fail, error, unscored
@@ -93,7 +101,7 @@ type sampleWeights struct{ pass, sum float64 }
 // NewAggregator returns an aggregator that discovers samples from the
 // records, by ID, in first-record order. A nil opts means the defaults.
 func NewAggregator(opts *Options) *Aggregator {
-	a := &Aggregator{opts: opts.withDefaults(), index: map[string]int{}}
+	a := &Aggregator{opts: opts.withDefaults()}
 	if a.opts.Sequential != nil {
 		a.seq = newSequential(a.opts.Sequential)
 	}
@@ -120,47 +128,88 @@ func (a *Aggregator) sampleMeta(i int) (string, map[string]string) {
 	if i < a.n {
 		return a.meta(i)
 	}
-	return a.ids[i-a.n], a.tags[i-a.n]
+	return a.ids[i-a.n], tagsAt(a.tags, i-a.n)
 }
 
 // Index returns the index of the sample with the given ID, and whether
-// there is one. On an aggregator from NewIndexed, the first call builds the
-// map of IDs, so that a run that never looks a sample up never keeps it.
+// there is one. The map of IDs is built by the first call, so that a run
+// that never looks a sample up never keeps it.
 func (a *Aggregator) Index(id string) (int, bool) {
 	a.buildIndex()
 	i, ok := a.index[id]
 	return i, ok
 }
 
+// buildIndex adds the samples not indexed yet to the map of IDs.
 func (a *Aggregator) buildIndex() {
-	if a.index != nil {
-		return
+	if a.index == nil {
+		a.index = make(map[string]int, len(a.samples))
 	}
-	a.index = make(map[string]int, len(a.samples))
-	for i := range a.samples {
-		id, _ := a.sampleMeta(i)
-		a.index[id] = i
+	for ; a.indexed < len(a.samples); a.indexed++ {
+		id, _ := a.sampleMeta(a.indexed)
+		a.index[id] = a.indexed
 	}
 }
 
-// addSample appends a sample not described by meta and returns its index.
-// It keeps a copy of id (a record's may share a reader's buffer) and tags
-// as they are.
+// addSample appends a sample not described by meta, which must not be
+// known yet, and returns its index. It keeps a copy of id (a record's may
+// share a reader's buffer) and tags as they are.
 func (a *Aggregator) addSample(id string, tags map[string]string) int {
-	a.buildIndex()
-	id = strings.Clone(id)
+	id = a.keepID(id)
 	i := len(a.samples)
-	a.index[id] = i
-	a.samples = append(a.samples, sampleStats{})
+	a.samples = append(grown(a.samples), sampleStats{})
 	if a.weights != nil {
 		a.weights = append(a.weights, sampleWeights{})
 	}
-	a.ids = append(a.ids, id)
-	a.tags = append(a.tags, tags)
+	a.ids = append(grown(a.ids), id)
+	if tags != nil {
+		a.tags = append(a.tags, make([]map[string]string, len(a.ids)-1-len(a.tags))...)
+		a.tags = append(a.tags, tags)
+	}
 	if a.seq != nil {
 		a.seq.seen = append(a.seq.seen, 0)
 	}
 	return i
+}
+
+// grown returns s with room for one more element: twice its length when
+// full, where append grows a long slice by a quarter. A million samples'
+// state is then moved a few times, not dozens, and the heap keeps fewer
+// outgrown copies.
+func grown[S ~[]E, E any](s S) S {
+	if len(s) < cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(len(s), 16))
+}
+
+// tagsAt returns the tags of the j-th sample past n.
+func tagsAt(tags []map[string]string, j int) map[string]string {
+	if j < len(tags) {
+		return tags[j]
+	}
+	return nil
+}
+
+// idBlock is the size of the blocks sample IDs are copied into.
+const idBlock = 64 << 10
+
+// keepID returns a copy of id in the aggregator's blocks of IDs: a
+// million samples' IDs cost a few hundred allocations, not a million. A
+// block is never written again once an ID is in it.
+func (a *Aggregator) keepID(id string) string {
+	if id == "" {
+		return ""
+	}
+	if len(id) > idBlock/8 {
+		return strings.Clone(id)
+	}
+	if len(a.idBytes)+len(id) > cap(a.idBytes) {
+		a.idBytes = make([]byte, 0, idBlock)
+	}
+	start := len(a.idBytes)
+	a.idBytes = append(a.idBytes, id...)
+	return unsafe.String(unsafe.SliceData(a.idBytes[start:]), len(id))
 }
 
 // Add folds in a record of the sample with the record's ID. Like AddAt,
@@ -385,7 +434,7 @@ func (a *Aggregator) resultsOf(st []sampleStats, recorded int) func() []SampleRe
 			if i < n {
 				id, tg = meta(i)
 			} else {
-				id, tg = ids[i-n], tags[i-n]
+				id, tg = ids[i-n], tagsAt(tags, i-n)
 			}
 			out = append(out, SampleResult{ID: id, Tags: tg, Passed: int(s.pass), Failed: int(s.fail),
 				Errored: int(s.errored), Unscored: int(s.unscore), ScoreSum: s.scoreSum})

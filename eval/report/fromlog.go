@@ -3,6 +3,7 @@ package report
 import (
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
+	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
@@ -25,9 +26,22 @@ func FromLog(path string, opts *Options) (*Report, error) {
 		return FromRecords(jsonl.Records(path), opts)
 	}
 	a := NewAggregator(opts)
-	end, _, err := recordjson.Fold(f, a, nil, nil)
+	end, _, err := recordjson.Fold(f, emptyFolder{a}, nil, nil)
 	if err != nil || end != st.Size() {
 		return FromRecords(jsonl.Records(path), opts)
 	}
-	return a.Report(), nil
+	return a.Final(), nil // a is done: the report takes over its state, uncopied
+}
+
+// emptyFolder is an aggregator Fold starts to fill: Fold's table of IDs
+// stands for its index, which it then never builds (a million samples'
+// map of IDs, and a lookup of each new sample in it).
+type emptyFolder struct{ *Aggregator }
+
+// AddNew folds in the first record of a sample the aggregator does not
+// hold, and returns the sample's index.
+func (f emptyFolder) AddNew(r *sink.Record) int {
+	i := f.addSample(r.SampleID, r.Tags)
+	f.AddAt(i, r)
+	return i
 }

@@ -13,7 +13,11 @@ import (
 // Write1M writes the 1M-record log of the scale target at path: 100k
 // samples × 10 epochs over two tags (report's P7 shape), realistic lines
 // (input, output, transcript link, usage, about 420 bytes each).
-func Write1M(path string) error {
+func Write1M(path string) error { return Write(path, 100_000, 10) }
+
+// Write writes a log of samples × epochs records as Write1M does, epoch
+// after epoch.
+func Write(path string, samples, epochs int) error {
 	w, err := jsonl.Create(path, nil)
 	if err != nil {
 		return err
@@ -24,8 +28,8 @@ func Write1M(path string) error {
 		tags[i] = map[string]string{"difficulty": strconv.Itoa(i % 5), "repo": "r" + strconv.Itoa(i%17)}
 	}
 	n := 0
-	for ep := range 10 {
-		for s := range 100_000 {
+	for ep := range epochs {
+		for s := range samples {
 			st, score, kind := sink.Fail, 0.0, sink.ErrorKind("")
 			switch {
 			case (s*7+ep*3)%10 < 6:

@@ -18,6 +18,15 @@ type Folder interface {
 	Add(r *sink.Record)
 }
 
+// EmptyFolder is a Folder that holds no sample when Fold starts (the
+// aggregator of report.FromLog): Fold's own table of IDs is then its
+// index, and a sample the table does not hold is new, added by AddNew
+// (Add without the lookup by ID), which returns its index.
+type EmptyFolder interface {
+	Folder
+	AddNew(r *sink.Record) int
+}
+
 // FoldLine is a record of a chunk Fold decoded, and where its line starts
 // in the chunk's Data.
 type FoldLine struct {
@@ -27,6 +36,7 @@ type FoldLine struct {
 	id     sampleKey // the sample ID's, taken while the line is in the cache
 	sample int       // the aggregator's index of the sample, when known
 	known  bool
+	miss   miss // where the lookup of an unknown sample ended
 }
 
 // FoldChunk is a chunk of a log as Fold decodes it.
@@ -49,6 +59,9 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 		tags    TagSets
 		samples = sampleTable{seed: maphash.MakeSeed()}
 	)
+	// empty while every sample agg holds is in the table: a sample the
+	// table lacks is then new to agg, added without looking it up.
+	ef, empty := agg.(EmptyFolder)
 	return ScanChunks(f, func(c *FoldChunk) {
 		c.EachLine(func(line []byte, i, _ int) bool {
 			// DecodeLight zeroes the record: grown, not appended, Out's
@@ -77,7 +90,7 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 				// not (a failure compares them, a new sample copies them).
 				l.SampleID = unsafe.String(&l.id.head[0], n)
 			}
-			l.sample, l.known = samples.find(&l.id, l.SampleID)
+			l.sample, l.known, l.miss = samples.find(&l.id, l.SampleID)
 		}
 		for i := range c.Out {
 			l := &c.Out[i]
@@ -85,16 +98,21 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 			s, known := l.sample, l.known
 			if !known {
 				// A sample new to the table, or seen earlier in this chunk.
-				if s, known = samples.find(&l.id, r.SampleID); !known {
+				if s, known, l.miss = samples.findAgain(&l.id, r.SampleID, l.miss); !known {
+					if empty {
+						r.Tags = tags.Of(r) // a sample's first record: AddNew keeps its tags
+						empty = samples.add(&l.id, r.SampleID, ef.AddNew(&r.Record), l.miss)
+						continue
+					}
 					if s, known = agg.Index(r.SampleID); !known {
 						r.Tags = tags.Of(r) // a sample's first record: Add keeps its tags
 						agg.Add(&r.Record)
 						if s, known = agg.Index(r.SampleID); known {
-							samples.add(&l.id, r.SampleID, s)
+							samples.add(&l.id, r.SampleID, s, l.miss)
 						}
 						continue
 					}
-					samples.add(&l.id, r.SampleID, s)
+					samples.add(&l.id, r.SampleID, s, l.miss)
 				}
 			}
 			agg.AddAt(s, &r.Record)
@@ -107,28 +125,52 @@ func Fold(f io.Reader, agg Folder, work, done func(*FoldChunk)) (off int64, line
 }
 
 // sampleTable finds the aggregator's index of a sample ID in front of
-// agg.Index, which it saves a fold's serial part: the ID's hash and head
-// are taken on the chunk's goroutine while the line is in the cache, and
-// a lookup then reads one slot of 32 bytes, where an ID of up to 12 bytes
-// is whole.
+// agg.Index, which it saves a fold's serial part: the ID's hash is taken
+// on the chunk's goroutine while the line is in the cache, and a lookup
+// then reads a slot of 8 bytes, which tells an absent ID at once (a
+// sample's first record) and names the entry whose bytes a present one is
+// compared with. The entries and their bytes are in the order samples
+// were first met, the order a log's later epochs meet them again: read
+// in sequence, they stay in the cache. A million samples take 16 MB of
+// slots and 8 bytes each of entries, besides their IDs.
 type sampleTable struct {
 	seed  maphash.Seed
 	slots []sampleSlot // a power of two of them, at most half full
-	n     int
-	tails []byte // the bytes of each ID after its head
+	ids   []tableID    // the IDs added, in order
+	bytes []byte       // their bytes, one after another
+	size  int          // times the table grew: a miss of an earlier size says nothing
+}
+
+// miss is where a lookup that did not find its ID ended: the free slot
+// the ID's probe reached, in the table as it was then. IDs are never
+// removed, so while that slot stays free and the table keeps its size,
+// the ID is still absent and belongs in it: a sample's first record
+// looks it up and adds it without probing the table again (a cache miss
+// each, in a table of a million samples).
+type miss struct {
+	slot uint64
+	size int // the table's: size+1, so that a zero miss is none
 }
 
 // sampleKey is what a lookup needs of an ID besides the ID itself.
 type sampleKey struct {
 	hash uint64
-	head [12]byte // the ID's first bytes
+	head [12]byte // the ID's first bytes, a copy that stays in the cache
 	n    uint32   // its length
 }
 
+// tag is the half of the key's hash a slot keeps: it also picks the ID's
+// first slot (a table has at most 2^32).
+func (k *sampleKey) tag() uint32 { return uint32(k.hash >> 32) }
+
 type sampleSlot struct {
-	sampleKey
-	index int32  // the aggregator's, plus one: 0 is an empty slot
-	tail  uint32 // where the ID's bytes after its head are in tails
+	tag uint32 // of the ID's key
+	id  uint32 // its entry in ids, plus one: 0 is an empty slot
+}
+
+type tableID struct {
+	index int32  // the aggregator's
+	end   uint32 // where the ID's bytes end in bytes; the previous entry's end is where they start
 }
 
 func (t *sampleTable) key(id string) (k sampleKey) {
@@ -138,55 +180,87 @@ func (t *sampleTable) key(id string) (k sampleKey) {
 	return k
 }
 
-func (t *sampleTable) find(k *sampleKey, id string) (int, bool) {
+// find returns the aggregator's index of the ID, or where the lookup
+// missed it.
+func (t *sampleTable) find(k *sampleKey, id string) (int, bool, miss) {
 	if len(t.slots) == 0 {
-		return 0, false
+		return 0, false, miss{}
 	}
+	return t.probe(k, id, uint64(k.tag())&uint64(len(t.slots)-1))
+}
+
+// findAgain is find for an ID an earlier lookup m missed: when m's slot
+// is still free, it is missed again at once.
+func (t *sampleTable) findAgain(k *sampleKey, id string, m miss) (int, bool, miss) {
+	if m.size != t.size+1 {
+		return t.find(k, id)
+	}
+	if t.slots[m.slot].id == 0 {
+		return 0, false, m
+	}
+	return t.probe(k, id, m.slot) // others were added on the ID's probe since
+}
+
+// probe looks for the ID from slot i on, i on its probe and every slot
+// before it on the probe holding another ID.
+func (t *sampleTable) probe(k *sampleKey, id string, i uint64) (int, bool, miss) {
 	mask := uint64(len(t.slots) - 1)
-	for i := k.hash & mask; ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		if s.index == 0 {
-			return 0, false
+	tag := k.tag()
+	for ; ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s.id == 0 {
+			return 0, false, miss{slot: i, size: t.size + 1}
 		}
-		if s.sampleKey == *k && (len(id) <= len(k.head) || string(t.tails[s.tail:int(s.tail)+len(id)-len(k.head)]) == id[len(k.head):]) {
-			return int(s.index - 1), true
+		if s.tag == tag {
+			e := s.id - 1
+			start := uint32(0)
+			if e > 0 {
+				start = t.ids[e-1].end
+			}
+			if string(t.bytes[start:t.ids[e].end]) == id {
+				return int(t.ids[e].index), true, miss{}
+			}
 		}
 	}
 }
 
-// add adds the ID at aggregator index i; it must not be in t. What does
-// not fit a slot (an index beyond int32, IDs of 4 GB) is left to
-// agg.Index.
-func (t *sampleTable) add(k *sampleKey, id string, i int) {
-	if i >= math.MaxInt32 || len(t.tails)+len(id) >= math.MaxUint32 {
-		return
+// add adds the ID at aggregator index i; it must not be in t, and m is
+// where the latest lookup missed it. What does not fit (an index beyond
+// int32, IDs of 4 GB) is left to agg.Index: add reports whether it added
+// the ID.
+func (t *sampleTable) add(k *sampleKey, id string, i int, m miss) bool {
+	if i >= math.MaxInt32 || len(t.bytes)+len(id) >= math.MaxUint32 || len(t.ids) >= math.MaxInt32 {
+		return false
 	}
-	if 2*(t.n+1) > len(t.slots) {
+	if 2*(len(t.ids)+1) > len(t.slots) {
 		t.grow()
 	}
-	s := sampleSlot{sampleKey: *k, index: int32(i + 1)}
-	if len(id) > len(k.head) {
-		s.tail = uint32(len(t.tails))
-		t.tails = append(t.tails, id[len(k.head):]...)
+	t.bytes = append(t.bytes, id...)
+	t.ids = append(t.ids, tableID{index: int32(i), end: uint32(len(t.bytes))})
+	s := sampleSlot{tag: k.tag(), id: uint32(len(t.ids))}
+	if m.size == t.size+1 && t.slots[m.slot].id == 0 {
+		t.slots[m.slot] = s // the first free slot on its probe
+	} else {
+		t.put(s)
 	}
-	t.put(s)
-	t.n++
+	return true
 }
 
 func (t *sampleTable) put(s sampleSlot) {
 	mask := uint64(len(t.slots) - 1)
-	i := s.hash & mask
-	for t.slots[i].index != 0 {
+	i := uint64(s.tag) & mask
+	for t.slots[i].id != 0 {
 		i = (i + 1) & mask
 	}
 	t.slots[i] = s
 }
 
 func (t *sampleTable) grow() {
+	t.size++
 	old := t.slots
 	t.slots = make([]sampleSlot, max(1024, 2*len(old)))
 	for _, s := range old {
-		if s.index != 0 {
+		if s.id != 0 {
 			t.put(s)
 		}
 	}
