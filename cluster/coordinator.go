@@ -237,7 +237,8 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 
 func (c *Coordinator) connect(ctx context.Context) error {
 	o := c.opts
-	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.CustomInboxPrefix(coordinatorInbox),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err == nil {
 				return // closed by us

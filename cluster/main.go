@@ -190,7 +190,7 @@ func gcCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *token == "" {
 		*token = os.Getenv("PROCTOR_TOKEN")
 	}
-	opts := natsOptions(*creds, *ca)
+	opts := append(natsOptions(*creds, *ca), nats.CustomInboxPrefix(coordinatorInbox))
 	if *token != "" {
 		opts = append(opts, nats.Token(*token))
 	}

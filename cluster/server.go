@@ -26,6 +26,11 @@ const (
 	workerUser      = "worker"
 )
 
+// coordinatorInbox is the prefix of the coordinator's reply subjects (and
+// gc's): the tag key and every result reach it there, and workers, who may
+// subscribe to _INBOX.> only, cannot listen.
+const coordinatorInbox = "_PROCTOR_COORDINATOR"
+
 // embedded is a NATS server with JetStream in the coordinator's process.
 type embedded struct {
 	srv         *server.Server
@@ -115,7 +120,8 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads the manifest, stop and done
 // keys (not the key that signs assignments) and listens to the control
-// subject, on which it cannot publish. docs/distributed.md lists the same
+// subject, on which it cannot publish. It receives replies on _INBOX.>,
+// never on the coordinator's inbox. docs/distributed.md lists the same
 // grants for an external server.
 func workerPermissions(n names) *server.Permissions {
 	api := "$JS.API."

@@ -473,6 +473,9 @@ func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.K
 	if err != nil && latest != "" && latest != runID {
 		return "", nil, fmt.Errorf("cluster: run %s is not on this server, or not this worker's to join (its latest is run %s; a finished run's streams are removed): %w", runID, latest, err)
 	}
+	if last := w.nc.LastError(); err != nil && errors.Is(last, nats.ErrPermissionViolation) {
+		return "", nil, fmt.Errorf("cluster: the server refused this worker a subject of run %s (%w): grant the workers' credentials the permissions docs/distributed.md lists, with the run's ID for <ID>", runID, last)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("run %s is not on this server (%w)", runID, err)
 	}
