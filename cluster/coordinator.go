@@ -818,6 +818,10 @@ func transcriptPath(log string) string {
 	return log[:len(log)-len(filepath.Ext(log))] + ".traces.jsonl"
 }
 
+// pausedEvery is how often the coordinator says the run is paused, as
+// often as the progress line comes.
+const pausedEvery = 10 * time.Second
+
 // refusedResults follows the results the server refuses to store (a full
 // store): workers keep them and retry, the run waits for them, and the
 // coordinator says so.
@@ -826,7 +830,10 @@ type refusedResults struct {
 }
 
 // check reads what the workers report, and says what holds the run up:
-// when it starts, every 30 s while it lasts, and when it ends.
+// when it starts (within one check, 2 s, of a worker's refusal, which it
+// reports at once), every 10 s while it lasts, beside the progress line
+// (which shows no episode running, and an ETA as if it were not
+// paused), and when it ends.
 func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 	waiting, why := 0, ""
 	for _, w := range ws {
@@ -837,7 +844,7 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 	}
 	now := time.Now()
 	switch {
-	case waiting > 0 && (r.since.IsZero() || now.Sub(r.told) >= 30*time.Second):
+	case waiting > 0 && (r.since.IsZero() || now.Sub(r.told) >= pausedEvery):
 		if r.since.IsZero() {
 			r.since = now
 		}
@@ -847,7 +854,7 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 			hint = "a full store: free space or raise its limit"
 		}
 		c.opts.Logger.Warn("proctor: the NATS server does not store results: the run is paused, its workers keep their results and retry ("+hint+")",
-			"since", r.since.Format(time.TimeOnly), "results_waiting", waiting, "err", why)
+			"since", r.since.Format(time.TimeOnly), "paused_for", now.Sub(r.since).Round(time.Second), "results_waiting", waiting, "err", why)
 	case waiting == 0 && !r.since.IsZero():
 		c.opts.Logger.Info("proctor: the NATS server stores results again; the run goes on", "paused_for", now.Sub(r.since).Round(time.Second))
 		r.since = time.Time{}
@@ -856,19 +863,43 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 
 // lostWorkers follows the live workers, to requeue at once the work of
 // one whose liveness entry expired (killed, paused, cut off) rather than
-// after the ack wait.
+// after the ack wait; and the work delivered that no live worker says it
+// holds (taken by a worker killed before it said so, or on its way to it
+// when it died), once two checks in a row found it so: a live worker says
+// what it takes within 50 ms.
 type lostWorkers struct {
-	last map[string]WorkerProgress
+	last     map[string]WorkerProgress
+	orphaned map[uint64]bool // at the last check
 }
 
 func (l *lostWorkers) check(ctx context.Context, c *Coordinator, ws []WorkerProgress) {
 	now := make(map[string]WorkerProgress, len(ws))
+	held := map[uint64]bool{}
 	for _, w := range ws {
 		now[w.ID] = w
+		for _, seq := range w.holding {
+			held[seq] = true
+		}
 	}
 	if c.opts.AckWait <= workersTTL {
 		l.last = now // redelivery after the ack wait comes first
 		return
+	}
+	orphaned := c.unheld(ctx, held)
+	n := 0
+	for seq := range orphaned {
+		if l.orphaned[seq] && c.work.DeleteMsg(ctx, seq) == nil {
+			delete(orphaned, seq)
+			n++
+		}
+	}
+	l.orphaned = orphaned
+	if n > 0 {
+		c.opts.Logger.Warn("proctor: work delivered to a worker that no live worker holds (its worker died before saying it took it): queued again now", "samples", n)
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 	for id, w := range l.last {
 		if _, ok := now[id]; ok || w.Left || len(w.holding) == 0 {
@@ -891,6 +922,33 @@ func (l *lostWorkers) check(ctx context.Context, c *Coordinator, ws []WorkerProg
 		}
 	}
 	l.last = now
+}
+
+// unheld returns the work messages delivered to workers and not yet
+// acknowledged that are not in held: it reads the work stream from the
+// consumer's acknowledgement floor to its last delivery, skipping what is
+// gone (acknowledged), so that it reads about as many messages as are
+// delivered and unacknowledged.
+func (c *Coordinator) unheld(ctx context.Context, held map[uint64]bool) map[uint64]bool {
+	cons, err := c.work.Consumer(ctx, workConsumer)
+	if err != nil {
+		return nil
+	}
+	info := cons.CachedInfo()
+	if info.NumAckPending <= len(held) {
+		return nil
+	}
+	out := map[uint64]bool{}
+	for seq := info.AckFloor.Stream + 1; seq <= info.Delivered.Stream; seq++ {
+		m, err := c.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.n.workSubj+".>"))
+		if err != nil || m.Sequence > info.Delivered.Stream {
+			break
+		}
+		if seq = m.Sequence; !held[seq] {
+			out[seq] = true
+		}
+	}
+	return out
 }
 
 func (c *Coordinator) publishControl(m controlMsg) {

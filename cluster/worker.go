@@ -699,6 +699,7 @@ func (w *worker) add(r *result) {
 			w.retry(1, err, &r.attempts, func() { w.add(r) }, func() { w.settle(r, false) })
 			return
 		}
+		w.unrefused(1, r.attempts)
 		r.blob = nil
 	}
 	w.mu.Lock()
@@ -753,6 +754,7 @@ func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.Pu
 		for _, r := range b.results {
 			w.settle(r, true)
 		}
+		w.unrefused(len(b.results), b.attempts)
 	}
 }
 
@@ -788,14 +790,20 @@ func (w *worker) unpublished(msg *nats.Msg) *batch {
 
 // retry calls again after a backoff (up to 10 s) that grows with
 // *attempts, while the worker's run goes on, or giveUp when it has ended
-// (the work is handed back). The n results it holds count as waiting; its
-// work messages stay held (heartbeats go on), and the worker takes no new
-// work while it holds refused results (see busy).
+// (the work is handed back). The n results it holds count as waiting from
+// their first refusal until they are stored or given up (see unrefused), not
+// only during a backoff: the coordinator, which reads the count from the
+// worker's report, made at once, says the run is paused within seconds.
+// Its work messages stay held (heartbeats go on), and the worker takes no
+// new work while it holds refused results (see busy).
 func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 	*attempts++
+	first := *attempts == 1
 	now := time.Now()
 	w.mu.Lock()
-	w.waiting += n
+	if first {
+		w.waiting += n
+	}
 	w.storing = false
 	w.refused = err.Error()
 	warn := now.Sub(w.warned) >= 10*time.Second
@@ -807,20 +815,35 @@ func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 	if warn {
 		w.log.Warn("proctor: the server refuses results; keeping them and retrying", "waiting", waiting, "err", err)
 	}
-	time.AfterFunc(min(100*time.Millisecond<<min(*attempts, 7), 10*time.Second), func() {
-		w.mu.Lock()
-		w.waiting -= n
-		if w.waiting == 0 {
-			w.refused = ""
+	if first {
+		select { // report it now
+		case w.took <- struct{}{}:
+		default:
 		}
-		w.mu.Unlock()
-		w.freed()
+	}
+	time.AfterFunc(min(100*time.Millisecond<<min(*attempts, 7), 10*time.Second), func() {
 		if w.ctx.Err() != nil {
 			giveUp()
+			w.unrefused(n, *attempts)
 			return
 		}
 		again()
 	})
+}
+
+// unrefused counts n results no longer waiting, stored (or given up) after
+// attempts refusals.
+func (w *worker) unrefused(n, attempts int) {
+	if attempts == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.waiting -= n
+	if w.waiting == 0 {
+		w.refused = ""
+	}
+	w.mu.Unlock()
+	w.freed()
 }
 
 // busy is how many of its slots the worker may not fill now; w.mu is
