@@ -95,6 +95,9 @@ type CoordinatorOptions struct {
 // store, sync and address are its own.
 func (o *CoordinatorOptions) check() error {
 	if o.NATS == "" {
+		if o.Replicas > 1 {
+			return fmt.Errorf("cluster: -replicas %d (Replicas) needs a JetStream cluster of at least %[1]d servers, and the embedded server is one: pass the cluster's URLs with -nats", o.Replicas)
+		}
 		return nil
 	}
 	var set []string
@@ -378,6 +381,9 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return err
 	})
 	wg.Wait()
+	if slices.ContainsFunc(errs, tooFewServers) {
+		return fmt.Errorf("cluster: the server cannot keep %d replicas of the run's streams: replicas need a JetStream cluster of at least that many servers (-replicas 1 on a single server)", want)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -416,6 +422,14 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
 	return nil
+}
+
+// tooFewServers reports a stream refused for its replicas: a single
+// server, or a cluster smaller than the count.
+func tooFewServers(err error) bool {
+	var apiErr *jetstream.APIError
+	const replicasNotSupported, noPeers = 10074, 10005 // nats-server's JSStreamReplicasNotSupportedErr, JSClusterNoPeersErrF
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == replicasNotSupported || apiErr.ErrorCode == noPeers)
 }
 
 // clusterReplicas is the default replica count: the size of the cluster
