@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,4 +210,34 @@ func TestWorkTakenByAWorkerThatDiedUnsaidIsRequeued(t *testing.T) {
 	nc.Close() // it dies holding them, having said nothing
 	w := start(t, s, workerArgs(c, 4)...)
 	finishRequeued(t, s, log, out, w, warnings, "no live worker holds")
+}
+
+// A worker of a run whose coordinator is started again on its log with
+// samples removed says so and leaves, handing back what it holds (it
+// would be refused were it joining now), instead of running work the
+// coordinator removed; the run completes with a worker of its dataset.
+func TestWorkerLeavesARunRestartedWithFewerSamples(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 24, Sleep: 300 * time.Millisecond}
+	fewer := s
+	fewer.Samples = 16
+	log := t.TempDir() + "/run.jsonl"
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coordinate := []string{"coordinate", "-log", log, "-listen", addr, "-token", "t", "-epochs", strconv.Itoa(testEpochs), "-seed", strconv.Itoa(testSeed)}
+	first := start(t, s, coordinate...)
+	old := start(t, s, "work", "-join", "nats://"+addr, "-token", "t", "-concurrency", "4", "-wait", "1m")
+	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 6 })
+	first.signal(t, syscall.SIGKILL)
+	first.wait(t, 10*time.Second)
+	second := start(t, fewer, coordinate...)
+	if code := old.wait(t, 20*time.Second); code != 1 || !strings.Contains(old.stderr.String(), "started again with another eval") || !strings.Contains(old.stderr.String(), "dataset samples: 16 for the run, 24 here") {
+		t.Errorf("the old dataset's worker exited %d:\n%s", code, old.stderr)
+	}
+	w := start(t, fewer, "work", "-join", "nats://"+addr, "-token", "t", "-concurrency", "4", "-wait", "1m")
+	if code := second.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("the coordinator started again exited %d:\n%s", code, second.stderr)
+	}
+	if code := w.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
 }

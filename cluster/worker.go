@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -209,6 +210,7 @@ func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, er
 	if runID == "" {
 		o.Logger.Warn("proctor: no -run-id: joining the run this server's latest coordinator serves", "run", w.runID)
 	}
+	w.joined = entry.Value()
 	if err := json.Unmarshal(entry.Value(), &w.manifest); err != nil {
 		w.nc.Close()
 		return nil, fmt.Errorf("cluster: run %s: its manifest: %w", w.runID, err)
@@ -338,6 +340,7 @@ type worker struct {
 	join         string // the server's URL
 	runID        string
 	manifest     manifest.Manifest // the run's
+	joined       []byte            // the run's manifest as it was when this worker joined
 	done         bool              // the run was done when it joined
 	lost         chan struct{}     // closed when the connection is closed for good
 	reconnectFor time.Duration
@@ -514,6 +517,28 @@ func (w *worker) checkControl(ctx context.Context) {
 	} else if stop != nil {
 		w.cancel(stop)
 	}
+}
+
+// checkManifest ends the worker's part when the run's coordinator started
+// again on its log with another eval, dataset (samples removed), seed or
+// epochs than this worker joined: it would refuse this worker, which now
+// says so, hands back what it holds and leaves, instead of running work
+// the coordinator removed, or with another seed.
+func (w *worker) checkManifest(ctx context.Context) {
+	e, err := w.kv.Get(ctx, keyManifest)
+	if err != nil || bytes.Equal(e.Value(), w.joined) {
+		return
+	}
+	var m manifest.Manifest
+	if json.Unmarshal(e.Value(), &m) != nil {
+		return
+	}
+	if d := compareManifests(&m, &w.manifest); len(d) > 0 {
+		w.log.Warn("proctor: the run's coordinator started again with another eval: handing back what this worker holds and leaving", "run", w.runID, "differs", joinDiffs(d))
+		w.cancel(&MismatchError{Diffs: d})
+		return
+	}
+	w.joined = e.Value() // started again as it was
 }
 
 // pull fetches work while there are free slots, until ctx is done.
@@ -947,6 +972,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 		case <-live.C:
 			w.report(ctx)
 			w.checkControl(ctx)
+			w.checkManifest(ctx)
 			if !w.quiet && time.Since(told) >= 10*time.Second {
 				told = time.Now()
 				w.mu.Lock()
