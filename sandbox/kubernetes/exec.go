@@ -151,10 +151,13 @@ func (b *box) gone() string {
 // the kill does not wait for the driver's kill exec, which a loaded node
 // starts seconds late (its children would do their work meanwhile); the
 // rest is the command, after env's assignments when there are any. The
-// watchdog's own sleep is killed with it when the command ends first.
+// watchdog sleeps a second at a time and leaves once the wrapper has: a
+// command that ends first leaves at most a second's sleep behind (killing
+// a longer sleep from a trap races with its start, and leaked some).
 const execWrapper = `{ echo $$ > "$0" && cd "$1"; } || { echo "proctor: cannot write $0 or enter $1" >&2; exit 125; }; ` +
 	`t=$2; shift 2; w=; ` +
-	`if [ "$t" != 0 ]; then ( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep "$t" & s=$!; wait $s && kill -9 -$$ ) </dev/null >/dev/null 2>&1 & w=$!; fi; ` +
+	`if [ "$t" != 0 ]; then ( i=${t%.*}; while [ "$i" -gt 0 ]; do sleep 1; kill -0 $$ 2>/dev/null || exit 0; i=$((i-1)); done; ` +
+	`sleep "0.${t#*.}"; kill -0 $$ 2>/dev/null && kill -9 -$$ ) </dev/null >/dev/null 2>&1 & w=$!; fi; ` +
 	`"$@"; rc=$?; [ -z "$w" ] || kill $w 2>/dev/null; rm -f "$0"; exit $rc`
 
 // execArgv is the argv that runs cmd in dir with env, killed in the pod
