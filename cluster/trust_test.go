@@ -30,11 +30,11 @@ func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream
 	t.Helper()
 	var mu sync.Mutex
 	var errs []string
-	nc, err := nats.Connect(c.url, nats.Token(c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := nats.Connect(c.url, append(workerInbox("a test's worker"), nats.Token(c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		mu.Lock()
 		errs = append(errs, err.Error())
 		mu.Unlock()
-	}))
+	}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream
 
 // A worker's credentials grant a worker's part and nothing else: no
 // control message, no write to the run's keys, no read of the queue, of
-// others' results or of the key that signs work.
+// others' results or work, or of the key that signs work.
 func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8, Sleep: 20 * time.Millisecond}
@@ -114,6 +114,15 @@ func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 	defer sub.Unsubscribe()
 	until(t, 5*time.Second, "the results subscription refused", func() bool {
 		return strings.Contains(refusals(), "Permissions Violation for Subscription to \""+c.n.resSubj)
+	})
+	// Nor the work delivered to other workers: each has an inbox of its own.
+	others, err := nc.SubscribeSync("_INBOX.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer others.Unsubscribe()
+	until(t, 5*time.Second, "the subscription to every inbox refused", func() bool {
+		return strings.Contains(refusals(), `Permissions Violation for Subscription to "_INBOX.>"`)
 	})
 	cctx, ccancel = short()
 	if _, err := js.Stream(cctx, c.n.results); err == nil {

@@ -166,9 +166,9 @@ func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, er
 		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}),
 	}
 	var lostOnce sync.Once
-	copts := []nats.Option{nats.Name("proctor worker " + w.id),
-		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
-		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(w.lost) }) })}
+	copts := append(workerInbox("proctor worker "+w.id),
+		nats.MaxReconnects(int(o.ReconnectFor/reconnectWait)), nats.ReconnectWait(reconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(w.lost) }) }))
 	if o.Token != "" {
 		copts = append(copts, nats.Token(o.Token))
 	}
