@@ -123,9 +123,10 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads the manifest, stop and done
 // keys (not the key that signs assignments) and listens to the control
-// subject, on which it cannot publish. It receives replies on _INBOX.>,
-// never on the coordinator's inbox. docs/distributed.md lists the same
-// grants for an external server.
+// subject, on which it cannot publish. It receives replies on _INBOX.>
+// (on the embedded server, its own inbox only: see ownInbox), never on the
+// coordinator's inbox. docs/distributed.md lists the same grants for an
+// external server.
 func workerPermissions(n names) *server.Permissions {
 	api := "$JS.API."
 	kvGet := func(bucket, key string) string {
