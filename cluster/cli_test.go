@@ -208,3 +208,25 @@ func TestWorkerLockedOutOnReconnectSaysSo(t *testing.T) {
 		t.Errorf("the locked-out worker exited %d:\n%s", code, w.stderr)
 	}
 }
+
+// Replicas need a cluster: -replicas 3 on the embedded server is bad
+// usage, and on a single external server one plain error, not the API's
+// refusal of every stream.
+func TestReplicasNeedACluster(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 2}
+	embedded := start(t, s, "coordinate", "-log", t.TempDir()+"/run.jsonl", "-listen", "127.0.0.1:0", "-replicas", "3")
+	if code := embedded.wait(t, 20*time.Second); code != 2 || !strings.Contains(embedded.stderr.String(), "needs a JetStream cluster of at least 3 servers") {
+		t.Errorf("coordinate -replicas 3 on the embedded server exited %d:\n%s", code, embedded.stderr)
+	}
+	srv := startNATS(t)
+	single := start(t, s, "coordinate", "-log", t.TempDir()+"/run.jsonl", "-nats", srv.url, "-replicas", "3")
+	msg := ""
+	if code := single.wait(t, 20*time.Second); code != 1 {
+		t.Errorf("coordinate -replicas 3 on one server exited %d", code)
+	}
+	msg = single.stderr.String()
+	if !strings.Contains(msg, "replicas need a JetStream cluster") || strings.Contains(msg, "API error") {
+		t.Errorf("coordinate -replicas 3 on one server does not say plainly that replicas need a cluster:\n%s", msg)
+	}
+}

@@ -96,6 +96,9 @@ type CoordinatorOptions struct {
 // store, sync and address are its own.
 func (o *CoordinatorOptions) check() error {
 	if o.NATS == "" {
+		if o.Replicas > 1 {
+			return fmt.Errorf("cluster: -replicas %d (Replicas) needs a JetStream cluster of at least %[1]d servers, and the embedded server is one: pass the cluster's URLs with -nats", o.Replicas)
+		}
 		return nil
 	}
 	var set []string
@@ -238,7 +241,8 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 
 func (c *Coordinator) connect(ctx context.Context) error {
 	o := c.opts
-	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+	copts := []nats.Option{nats.Name("proctor coordinator " + c.n.id), nats.CustomInboxPrefix(coordinatorInbox),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err == nil {
 				return // closed by us
@@ -389,7 +393,13 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 		runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runsBucket, Storage: jetstream.FileStorage, Replicas: replicas("KV_" + runsBucket)})
 		return err
 	})
-	return runs, g.Wait()
+	if err := g.Wait(); err != nil {
+		if tooFewServers(err) {
+			return nil, fmt.Errorf("cluster: the server cannot keep %d replicas of the run's streams: replicas need a JetStream cluster of at least that many servers (-replicas 1 on a single server)", want)
+		}
+		return nil, err
+	}
+	return runs, nil
 }
 
 // clearEnd makes a run started again live again: the previous
@@ -438,6 +448,14 @@ func (c *Coordinator) consumeResults(ctx context.Context) error {
 		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
 	return nil
+}
+
+// tooFewServers reports a stream refused for its replicas: a single
+// server, or a cluster smaller than the count.
+func tooFewServers(err error) bool {
+	var apiErr *jetstream.APIError
+	const replicasNotSupported, noPeers = 10074, 10005 // nats-server's JSStreamReplicasNotSupportedErr, JSClusterNoPeersErrF
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == replicasNotSupported || apiErr.ErrorCode == noPeers)
 }
 
 // clusterReplicas is the default replica count: the size of the cluster
@@ -838,6 +856,10 @@ func removeAll(paths []string) {
 // x.traces.jsonl.
 func transcriptPath(log string) string { return sidecar.Transcripts(log) }
 
+// pausedEvery is how often the coordinator says the run is paused, as
+// often as the progress line comes.
+const pausedEvery = 10 * time.Second
+
 // refusedResults follows the results the server refuses to store (a full
 // store): workers keep them and retry, the run waits for them, and the
 // coordinator says so.
@@ -846,7 +868,10 @@ type refusedResults struct {
 }
 
 // check reads what the workers report, and says what holds the run up:
-// when it starts, every 30 s while it lasts, and when it ends.
+// when it starts (within one check, 2 s, of a worker's refusal, which it
+// reports at once), every 10 s while it lasts, beside the progress line
+// (which shows no episode running, and an ETA as if it were not
+// paused), and when it ends.
 func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 	waiting, why := 0, ""
 	for _, w := range ws {
@@ -857,7 +882,7 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 	}
 	now := time.Now()
 	switch {
-	case waiting > 0 && (r.since.IsZero() || now.Sub(r.told) >= 30*time.Second):
+	case waiting > 0 && (r.since.IsZero() || now.Sub(r.told) >= pausedEvery):
 		if r.since.IsZero() {
 			r.since = now
 		}
@@ -867,7 +892,7 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 			hint = "a full store: free space or raise its limit"
 		}
 		c.opts.Logger.Warn("proctor: the NATS server does not store results: the run is paused, its workers keep their results and retry ("+hint+")",
-			"since", r.since.Format(time.TimeOnly), "results_waiting", waiting, "err", why)
+			"since", r.since.Format(time.TimeOnly), "paused_for", now.Sub(r.since).Round(time.Second), "results_waiting", waiting, "err", why)
 	case waiting == 0 && !r.since.IsZero():
 		c.opts.Logger.Info("proctor: the NATS server stores results again; the run goes on", "paused_for", now.Sub(r.since).Round(time.Second))
 		r.since = time.Time{}
@@ -876,19 +901,43 @@ func (r *refusedResults) check(c *Coordinator, ws []WorkerProgress) {
 
 // lostWorkers follows the live workers, to requeue at once the work of
 // one whose liveness entry expired (killed, paused, cut off) rather than
-// after the ack wait.
+// after the ack wait; and the work delivered that no live worker says it
+// holds (taken by a worker killed before it said so, or on its way to it
+// when it died), once two checks in a row found it so: a live worker says
+// what it takes within 50 ms.
 type lostWorkers struct {
-	last map[string]WorkerProgress
+	last     map[string]WorkerProgress
+	orphaned map[uint64]bool // at the last check
 }
 
 func (l *lostWorkers) check(ctx context.Context, c *Coordinator, ws []WorkerProgress) {
 	now := make(map[string]WorkerProgress, len(ws))
+	held := map[uint64]bool{}
 	for _, w := range ws {
 		now[w.ID] = w
+		for _, seq := range w.holding {
+			held[seq] = true
+		}
 	}
 	if c.opts.AckWait <= workersTTL {
 		l.last = now // redelivery after the ack wait comes first
 		return
+	}
+	orphaned := c.unheld(ctx, held)
+	n := 0
+	for seq := range orphaned {
+		if l.orphaned[seq] && c.work.DeleteMsg(ctx, seq) == nil {
+			delete(orphaned, seq)
+			n++
+		}
+	}
+	l.orphaned = orphaned
+	if n > 0 {
+		c.opts.Logger.Warn("proctor: work delivered to a worker that no live worker holds (its worker died before saying it took it): queued again now", "samples", n)
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 	for id, w := range l.last {
 		if _, ok := now[id]; ok || w.Left || len(w.holding) == 0 {
@@ -911,6 +960,33 @@ func (l *lostWorkers) check(ctx context.Context, c *Coordinator, ws []WorkerProg
 		}
 	}
 	l.last = now
+}
+
+// unheld returns the work messages delivered to workers and not yet
+// acknowledged that are not in held: it reads the work stream from the
+// consumer's acknowledgement floor to its last delivery, skipping what is
+// gone (acknowledged), so that it reads about as many messages as are
+// delivered and unacknowledged.
+func (c *Coordinator) unheld(ctx context.Context, held map[uint64]bool) map[uint64]bool {
+	cons, err := c.work.Consumer(ctx, workConsumer)
+	if err != nil {
+		return nil
+	}
+	info := cons.CachedInfo()
+	if info.NumAckPending <= len(held) {
+		return nil
+	}
+	out := map[uint64]bool{}
+	for seq := info.AckFloor.Stream + 1; seq <= info.Delivered.Stream; seq++ {
+		m, err := c.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.n.workSubj+".>"))
+		if err != nil || m.Sequence > info.Delivered.Stream {
+			break
+		}
+		if seq = m.Sequence; !held[seq] {
+			out[seq] = true
+		}
+	}
+	return out
 }
 
 func (c *Coordinator) publishControl(m controlMsg) {

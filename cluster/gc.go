@@ -33,14 +33,17 @@ func deleteRun(ctx context.Context, js jetstream.JetStream, n names) error {
 type GCRun struct {
 	ID      string    // the sanitized run ID, as its stream names hold it
 	Done    bool      // its coordinator marked it complete
-	LastUse time.Time // the latest write to its work or results stream
+	LastUse time.Time // the latest write to its work or results stream, or its keys
+	Live    bool      // a worker reports (its liveness) or holds work: never idle
 	Removed bool
 }
 
 // GC removes from the server at nc the streams, buckets and object
 // stores of the runs that are complete, or that nothing wrote to for
-// idle (abandoned; 0: never counts a run abandoned), and returns every
-// run it found. With dryRun it removes nothing.
+// idle and no worker serves (abandoned; 0: never counts a run abandoned),
+// and returns every run it found. With dryRun it removes nothing. A
+// connection whose credentials grant the coordinator's inbox only is
+// made with nats.CustomInboxPrefix("_PROCTOR_COORDINATOR").
 func GC(ctx context.Context, nc *nats.Conn, idle time.Duration, dryRun bool) ([]GCRun, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -75,7 +78,15 @@ func GC(ctx context.Context, nc *nats.Conn, idle time.Duration, dryRun bool) ([]
 				}
 			}
 		}
-		if !dryRun && (r.Done || idle > 0 && time.Since(r.LastUse) > idle) {
+		// Episodes longer than idle write nothing while they run, but
+		// their workers put their liveness, and hold their work.
+		if s, err := js.Stream(ctx, "KV_"+n.workers); err == nil && s.CachedInfo().State.Msgs > 0 {
+			r.Live = true
+		}
+		if c, err := js.Consumer(ctx, n.work, workConsumer); err == nil && c.CachedInfo().NumAckPending > 0 {
+			r.Live = true
+		}
+		if !dryRun && r.abandonedOrDone(idle) {
 			if err := deleteRun(ctx, js, n); err != nil {
 				return out, fmt.Errorf("cluster: removing run %s: %w", id, err)
 			}
@@ -84,4 +95,10 @@ func GC(ctx context.Context, nc *nats.Conn, idle time.Duration, dryRun bool) ([]
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// abandonedOrDone says gc removes r: done, or idle for longer than idle
+// with no worker serving it.
+func (r GCRun) abandonedOrDone(idle time.Duration) bool {
+	return r.Done || idle > 0 && !r.Live && time.Since(r.LastUse) > idle
 }

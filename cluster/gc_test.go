@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 )
 
 // streamsOf lists the server's streams that belong to run id.
@@ -147,4 +148,37 @@ func TestGCRemovesFinishedAndAbandonedRuns(t *testing.T) {
 	if left := streamsOf(t, srv.url, stopped.RunID()); len(left) != 0 || !slices.ContainsFunc(strings.Split(gc.stdout.String(), "\n"), func(l string) bool { return strings.Contains(l, "removed") }) {
 		t.Errorf("gc -idle 1ms left the abandoned run's %v:\n%s", left, gc.stdout)
 	}
+}
+
+// gc -idle never removes a run a worker serves, however long its
+// episodes write nothing: the worker's liveness and the work it holds
+// say the run is live.
+func TestGCKeepsALiveRunWithLongEpisodes(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 2, Sleep: 3 * time.Second}
+	srv := startNATS(t)
+	log := t.TempDir() + "/run.jsonl"
+	o := coordinatorOptions()
+	o.NATS, o.Listen, o.AckWait = srv.url, "", 30*time.Second
+	c, out := coordinate(t, s, runConfig(log), o)
+	w := start(t, s, workerArgs(c, 6)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	until(t, 10*time.Second, "the worker running", func() bool {
+		p, err := c.Progress(ctx)
+		return err == nil && p.Running() > 0
+	})
+	time.Sleep(1500 * time.Millisecond) // nothing is written while the episodes run
+	nc, err := nats.Connect(srv.url)
+	require.NoError(t, err)
+	defer nc.Close()
+	runs, err := GC(ctx, nc, time.Second, false)
+	require.NoError(t, err)
+	for _, r := range runs {
+		if r.Removed {
+			t.Errorf("gc -idle 1s removed run %s while its worker ran its episodes (last write %v ago)", r.ID, time.Since(r.LastUse).Round(time.Millisecond))
+		}
+	}
+	finish(t, out, w)
+	checkLog(t, log, s)
 }

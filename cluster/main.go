@@ -190,7 +190,7 @@ func gcCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *token == "" {
 		*token = os.Getenv("PROCTOR_TOKEN")
 	}
-	opts := natsOptions(*creds, *ca)
+	opts := append(natsOptions(*creds, *ca), nats.CustomInboxPrefix(coordinatorInbox))
 	if *token != "" {
 		opts = append(opts, nats.Token(*token))
 	}
@@ -206,10 +206,10 @@ func gcCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		switch {
 		case r.Removed:
 			state = "removed"
-		case r.Done || *idle > 0 && time.Since(r.LastUse) > *idle:
+		case r.abandonedOrDone(*idle):
 			state = "would be removed"
 		}
-		fmt.Fprintf(stdout, "%s\tdone=%v\tlast write %s\t%s\n", r.ID, r.Done, r.LastUse.UTC().Format(time.RFC3339), state)
+		fmt.Fprintf(stdout, "%s\tdone=%v\tworkers=%v\tlast write %s\t%s\n", r.ID, r.Done, r.Live, r.LastUse.UTC().Format(time.RFC3339), state)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog(), err)

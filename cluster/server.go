@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/proctor-evals/proctor/internal/sidecar"
 )
@@ -26,6 +27,11 @@ const (
 	coordinatorUser = "coordinator"
 	workerUser      = "worker"
 )
+
+// coordinatorInbox is the prefix of the coordinator's reply subjects (and
+// gc's): the tag key and every result reach it there, and workers, who may
+// subscribe to _INBOX.> only, cannot listen.
+const coordinatorInbox = "_PROCTOR_COORDINATOR"
 
 // embedded is a NATS server with JetStream in the coordinator's process.
 type embedded struct {
@@ -104,7 +110,9 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 	case subtle.ConstantTimeCompare(got, []byte(a.tokens[0])) == 1:
 		c.RegisterUser(a.coord)
 	case subtle.ConstantTimeCompare(got, []byte(a.tokens[1])) == 1:
-		c.RegisterUser(a.worker)
+		w := *a.worker
+		w.Permissions = ownInbox(w.Permissions, c.GetOpts().Name)
+		c.RegisterUser(&w)
 	default:
 		return false
 	}
@@ -116,8 +124,10 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads the manifest, stop and done
 // keys (not the key that signs assignments) and listens to the control
-// subject, on which it cannot publish. docs/distributed.md lists the same
-// grants for an external server.
+// subject, on which it cannot publish. It receives replies on _INBOX.>
+// (on the embedded server, its own inbox only: see ownInbox), never on the
+// coordinator's inbox. docs/distributed.md lists the same grants for an
+// external server.
 func workerPermissions(n names) *server.Permissions {
 	api := "$JS.API."
 	kvGet := func(bucket, key string) string {
@@ -148,6 +158,44 @@ func workerPermissions(n names) *server.Permissions {
 			Allow: []string{"_INBOX.>", n.control},
 		},
 	}
+}
+
+// A worker's inbox is its own: _INBOX.<nonce>, the nonce (128 random
+// bits, in hex) named to the server at the end of its connection's name,
+// which no other client sees. The embedded server lets each worker
+// subscribe to its own inbox only, so that no worker reads the work (and
+// its tags) delivered to another; an external server's grant, _INBOX.>,
+// admits the same inbox.
+const inboxMark = " inbox="
+
+// workerInbox returns the options that give a worker named name an inbox
+// of its own.
+func workerInbox(name string) []nats.Option {
+	nonce := newToken()
+	return []nats.Option{nats.Name(name + inboxMark + nonce), nats.CustomInboxPrefix("_INBOX." + nonce)}
+}
+
+// ownInbox is p with its subscription to every inbox narrowed to the inbox
+// the connection named connName names, or dropped when it names none.
+func ownInbox(p *server.Permissions, connName string) *server.Permissions {
+	_, nonce, _ := strings.Cut(connName, inboxMark)
+	if len(nonce) != 32 || strings.Trim(nonce, "0123456789abcdef") != "" {
+		nonce = ""
+	}
+	sub := *p.Subscribe
+	sub.Allow = nil
+	for _, subj := range p.Subscribe.Allow {
+		if subj == "_INBOX.>" {
+			if nonce == "" {
+				continue
+			}
+			subj = "_INBOX." + nonce + ".>"
+		}
+		sub.Allow = append(sub.Allow, subj)
+	}
+	own := *p
+	own.Subscribe = &sub
+	return &own
 }
 
 func (s *embedded) shutdown() {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/eval"
 )
@@ -47,10 +49,16 @@ func TestFullStorePausesTheRun(t *testing.T) {
 	}
 	const slots = 4
 	w := start(t, s, workerArgs(c, slots)...)
-	until(t, 30*time.Second, "the coordinator to report the full store", func() bool {
+	until(t, 30*time.Second, "the worker's first refusal", func() bool { return strings.Contains(w.stderr.String(), "keeping them and retrying") })
+	// The coordinator says so within its check's period (2 s) and the
+	// worker's report (at once), not once the worker's backoff grew (20 s).
+	until(t, 8*time.Second, "the coordinator to report the full store", func() bool {
 		return strings.Contains(warnings.String(), "the run is paused") && strings.Contains(warnings.String(), "insufficient resources")
 	})
-	time.Sleep(2 * time.Second) // long enough for many re-runs, were results re-run
+	// And again beside the progress line, every 10 s, while it lasts.
+	until(t, 15*time.Second, "the coordinator to say the run is still paused", func() bool {
+		return strings.Count(warnings.String(), "the run is paused") >= 2
+	})
 	// A worker takes a sample's epochs at once: it may hold slots-1+epochs.
 	if n := logLines(s.Calls); n > slots-1+testEpochs {
 		t.Errorf("%d agent calls while the store was full, with %d slots", n, slots)
@@ -133,13 +141,11 @@ func TestRestartWithSamplesRemoved(t *testing.T) {
 	checkLog(t, log, fewer)
 }
 
-// A killed worker's work is queued again when its liveness entry expires
-// (10 s), not after the ack wait (here 2 minutes), and the coordinator
-// says so.
-func TestKilledWorkersWorkIsRequeuedAtOnce(t *testing.T) {
-	t.Parallel()
-	s := shape{Samples: 6, Sleep: 2 * time.Second} // a sample's 3 epochs at once: 2 s a message
-	log := t.TempDir() + "/run.jsonl"
+// coordinateSlowAck starts a coordinator whose ack wait (2 minutes)
+// would fail a test that waited for it, logging to the returned buffer
+// (shown when the test fails).
+func coordinateSlowAck(t *testing.T, s shape, log string) (*Coordinator, <-chan outcome, *syncBuf) {
+	t.Helper()
 	var warnings syncBuf
 	o := coordinatorOptions()
 	o.AckWait = 2 * time.Minute
@@ -150,15 +156,88 @@ func TestKilledWorkersWorkIsRequeuedAtOnce(t *testing.T) {
 			t.Logf("the coordinator's log:\n%s", warnings.String())
 		}
 	})
+	return c, out, &warnings
+}
+
+// finishRequeued checks that the run completed as one process's would,
+// the coordinator having said why it requeued.
+func finishRequeued(t *testing.T, s shape, log string, out <-chan outcome, w *proc, warnings *syncBuf, why string) {
+	t.Helper()
+	res := finish(t, out, w)
+	if !strings.Contains(warnings.String(), why) {
+		t.Errorf("the coordinator did not say why it requeued (%q)", why)
+	}
+	checkLog(t, log, s)
+	sameReport(t, baseline(t, s), res.rep)
+}
+
+// A killed worker's work is queued again when its liveness entry expires
+// (10 s), not after the ack wait (here 2 minutes), and the coordinator
+// says so.
+func TestKilledWorkersWorkIsRequeuedAtOnce(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 6, Sleep: 2 * time.Second} // a sample's 3 epochs at once: 2 s a message
+	log := t.TempDir() + "/run.jsonl"
+	c, out, warnings := coordinateSlowAck(t, s, log)
 	victim := start(t, s, workerArgs(c, 3)...)
 	until(t, 20*time.Second, "the victim's first sample", func() bool { return logLines(log) >= 3 })
 	time.Sleep(500 * time.Millisecond) // it holds its second sample, and has said so
 	victim.signal(t, syscall.SIGKILL)
 	survivor := start(t, s, workerArgs(c, 3)...)
-	res := finish(t, out, survivor)
-	if !strings.Contains(warnings.String(), "a worker stopped reporting") {
-		t.Errorf("the coordinator did not say why it requeued:\n%s", warnings.String())
+	finishRequeued(t, s, log, out, survivor, warnings, "a worker stopped reporting")
+}
+
+// Work a worker took and died before saying so (killed between its fetch
+// and its report, or on its way to it) is queued again once no live
+// worker says it holds it, not after the ack wait.
+func TestWorkTakenByAWorkerThatDiedUnsaidIsRequeued(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 6, Sleep: 20 * time.Millisecond}
+	log := t.TempDir() + "/run.jsonl"
+	c, out, warnings := coordinateSlowAck(t, s, log)
+	nc, js, _ := joinAsWorker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, c.n.work, workConsumer)
+	require.NoError(t, err)
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	taken := 0
+	for range batch.Messages() {
+		taken++
 	}
-	checkLog(t, log, s)
-	sameReport(t, baseline(t, s), res.rep)
+	require.Equal(t, 2, taken, "work fetched")
+	nc.Close() // it dies holding them, having said nothing
+	w := start(t, s, workerArgs(c, 4)...)
+	finishRequeued(t, s, log, out, w, warnings, "no live worker holds")
+}
+
+// A worker of a run whose coordinator is started again on its log with
+// samples removed says so and leaves, handing back what it holds (it
+// would be refused were it joining now), instead of running work the
+// coordinator removed; the run completes with a worker of its dataset.
+func TestWorkerLeavesARunRestartedWithFewerSamples(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 24, Sleep: 300 * time.Millisecond}
+	fewer := s
+	fewer.Samples = 16
+	log := t.TempDir() + "/run.jsonl"
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coordinate := []string{"coordinate", "-log", log, "-listen", addr, "-token", "t", "-epochs", strconv.Itoa(testEpochs), "-seed", strconv.Itoa(testSeed)}
+	first := start(t, s, coordinate...)
+	old := start(t, s, "work", "-join", "nats://"+addr, "-token", "t", "-concurrency", "4", "-wait", "1m")
+	until(t, 20*time.Second, "some records", func() bool { return logLines(log) >= 6 })
+	first.signal(t, syscall.SIGKILL)
+	first.wait(t, 10*time.Second)
+	second := start(t, fewer, coordinate...)
+	if code := old.wait(t, 20*time.Second); code != 1 || !strings.Contains(old.stderr.String(), "started again with another eval") || !strings.Contains(old.stderr.String(), "dataset samples: 16 for the run, 24 here") {
+		t.Errorf("the old dataset's worker exited %d:\n%s", code, old.stderr)
+	}
+	w := start(t, fewer, "work", "-join", "nats://"+addr, "-token", "t", "-concurrency", "4", "-wait", "1m")
+	if code := second.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("the coordinator started again exited %d:\n%s", code, second.stderr)
+	}
+	if code := w.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("the worker exited %d:\n%s", code, w.stderr)
+	}
 }

@@ -1,17 +1,23 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/sink"
@@ -24,11 +30,11 @@ func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream
 	t.Helper()
 	var mu sync.Mutex
 	var errs []string
-	nc, err := nats.Connect(c.url, nats.Token(c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := nats.Connect(c.url, append(workerInbox("a test's worker"), nats.Token(c.srv.token), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		mu.Lock()
 		errs = append(errs, err.Error())
 		mu.Unlock()
-	}))
+	}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,7 @@ func joinAsWorker(t *testing.T, c *Coordinator) (*nats.Conn, jetstream.JetStream
 
 // A worker's credentials grant a worker's part and nothing else: no
 // control message, no write to the run's keys, no read of the queue, of
-// others' results or of the key that signs work.
+// others' results or work, or of the key that signs work.
 func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8, Sleep: 20 * time.Millisecond}
@@ -108,6 +114,15 @@ func TestWorkerCredentialsCannotControlOrRead(t *testing.T) {
 	defer sub.Unsubscribe()
 	until(t, 5*time.Second, "the results subscription refused", func() bool {
 		return strings.Contains(refusals(), "Permissions Violation for Subscription to \""+c.n.resSubj)
+	})
+	// Nor the work delivered to other workers: each has an inbox of its own.
+	others, err := nc.SubscribeSync("_INBOX.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer others.Unsubscribe()
+	until(t, 5*time.Second, "the subscription to every inbox refused", func() bool {
+		return strings.Contains(refusals(), `Permissions Violation for Subscription to "_INBOX.>"`)
 	})
 	cctx, ccancel = short()
 	if _, err := js.Stream(cctx, c.n.results); err == nil {
@@ -265,30 +280,135 @@ func TestForgedDoneEndsNoWorker(t *testing.T) {
 	checkLog(t, log, s)
 }
 
+// documentedPermissions reads the permissions docs/distributed.md gives
+// each role on an external server ("Worker, publish:" and a fenced block
+// of subjects, …), with id in place of <ID>.
+func documentedPermissions(t *testing.T, id string) (worker, coordinator *server.Permissions) {
+	t.Helper()
+	b, err := os.ReadFile("../docs/distributed.md")
+	require.NoError(t, err)
+	worker = &server.Permissions{Publish: &server.SubjectPermission{}, Subscribe: &server.SubjectPermission{}}
+	coordinator = &server.Permissions{Publish: &server.SubjectPermission{}, Subscribe: &server.SubjectPermission{}}
+	lists := map[string]*[]string{
+		"Worker, publish:": &worker.Publish.Allow, "Worker, deny publish:": &worker.Publish.Deny, "Worker, subscribe:": &worker.Subscribe.Allow,
+		"Coordinator, publish:": &coordinator.Publish.Allow, "Coordinator, subscribe:": &coordinator.Subscribe.Allow,
+	}
+	var into *[]string
+	fenced := false
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "```":
+			if fenced {
+				into = nil
+			}
+			fenced = !fenced && into != nil
+		case fenced:
+			*into = append(*into, strings.ReplaceAll(line, "<ID>", id))
+		case lists[line] != nil:
+			into = lists[line]
+			require.Empty(t, *into, "docs/distributed.md gives %q twice", line)
+		}
+	}
+	for heading, l := range lists {
+		require.NotEmpty(t, *l, "docs/distributed.md gives no subjects after %q", heading)
+	}
+	return worker, coordinator
+}
+
 // The permissions docs/distributed.md gives each role on an external
-// server are enough for a run (users with passwords in the URLs here).
-func TestDocumentedPermissionsRunARun(t *testing.T) {
+// server are the embedded server's, and enough for a run; a process
+// holding the workers' reads neither the key that signs work nor any
+// result (both travel to the coordinator's inbox, which it may not
+// subscribe to), so a result it forges with all it received is dropped;
+// and `*` in place of the run ID (whole tokens only) fails a worker with
+// the subject it was refused, not with "not on this server".
+func TestDocumentedPermissionsHold(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8, Sleep: 10 * time.Millisecond, Big: 600_000} // large results use the object store
 	n := namesFor("r1")
-	coordPerms := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>", "$JS.FC.>", "$KV.PROCTOR_RUNS.>", "$KV." + n.kv + ".>", "$O." + n.blobs + ".>", "proctor." + n.id + ".>"}},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	workerPerms, coordPerms := documentedPermissions(t, n.id)
+	if d := cmp.Diff(workerPermissions(n), workerPerms); d != "" {
+		t.Errorf("docs/distributed.md's worker permissions are not the embedded server's (-embedded +docs):\n%s", d)
 	}
+	starPerms, _ := documentedPermissions(t, "*")
 	srv := startNATSWith(t, func(o *serverOptions) {
-		o.Users = []*server.User{{Username: "coord", Password: "c-pw", Permissions: coordPerms}, {Username: "work", Password: "w-pw", Permissions: workerPermissions(n)}}
+		o.Users = []*server.User{
+			{Username: "coord", Password: "c-pw", Permissions: coordPerms},
+			{Username: "work", Password: "w-pw", Permissions: workerPerms},
+			{Username: "star", Password: "s-pw", Permissions: starPerms},
+		}
 	})
+	as := func(user, pw string) string { return strings.Replace(srv.url, "nats://", "nats://"+user+":"+pw+"@", 1) }
+
+	// A process with the workers' credentials listens on every subject
+	// they allow before the coordinator starts, and tries the coordinator's
+	// inbox and everything.
+	spy, err := nats.Connect(as("work", "w-pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	require.NoError(t, err)
+	t.Cleanup(spy.Close)
+	var mu sync.Mutex
+	var heard []*nats.Msg
+	for _, subj := range append(workerPerms.Subscribe.Allow, coordinatorInbox+".>", ">") {
+		_, err := spy.Subscribe(subj, func(m *nats.Msg) {
+			mu.Lock()
+			heard = append(heard, m)
+			mu.Unlock()
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, spy.Flush())
+
 	log := t.TempDir() + "/run.jsonl"
 	cfg := runConfig(log)
 	cfg.RunID = "r1"
 	o := coordinatorOptions()
-	o.NATS, o.Listen = strings.Replace(srv.url, "nats://", "nats://coord:c-pw@", 1), ""
-	_, out := coordinate(t, s, cfg, o)
-	w := start(t, s, "work", "-join", strings.Replace(srv.url, "nats://", "nats://work:w-pw@", 1), "-run-id", "r1", "-concurrency", "4")
+	o.NATS, o.Listen = as("coord", "c-pw"), ""
+	c, out := coordinate(t, s, cfg, o)
+
+	star := start(t, s, "work", "-join", as("star", "s-pw"), "-run-id", "r1", "-concurrency", "4")
+	if code := star.wait(t, 20*time.Second); code == 0 || !strings.Contains(star.stderr.String(), "Permissions Violation") || strings.Contains(star.stderr.String(), "not on this server") {
+		t.Errorf("a worker granted `*` for the run ID exited %d, without naming the subject refused:\n%s", code, star.stderr)
+	}
+
+	// What the spy heard signs no forged result.
+	mu.Lock()
+	var keys [][]byte
+	for _, m := range heard {
+		if bytes.Contains(m.Data, c.tagKey) {
+			t.Errorf("a worker's credentials received the key that signs work on %s", m.Subject)
+		}
+		if strings.HasPrefix(m.Reply, "$JS.ACK."+n.results+".") {
+			t.Errorf("a worker's credentials received a result on %s", m.Subject)
+		}
+		if len(m.Data) == len(c.tagKey) {
+			keys = append(keys, m.Data)
+		}
+	}
+	mu.Unlock()
+	js, err := jetstream.New(spy)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, key := range append(keys, nil) {
+		for i := range s.Samples {
+			id := fmt.Sprintf("q%03d", i)
+			r := sink.Record{Schema: 1, Eval: "cluster-test", SampleID: id, Status: sink.Pass, Score: 1,
+				Input: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`), Output: json.RawMessage(`"forged"`), StartedAt: time.Now().UTC()}
+			_, err := js.Publish(ctx, n.resultsSubject("spy"), batchOf(t, episodeTag(key, "r1", id, 0), r))
+			require.NoError(t, err)
+		}
+	}
+
+	w := start(t, s, "work", "-join", as("work", "w-pw"), "-run-id", "r1", "-concurrency", "4")
 	res := finish(t, out, w)
 	if msg := w.stderr.String(); strings.Contains(msg, "ermission") {
 		t.Errorf("the worker was refused something:\n%s", msg)
 	}
-	checkLog(t, log, s)
+	for _, r := range checkLog(t, log, s) {
+		if string(r.Output) == `"forged"` {
+			t.Errorf("%v: a forged result was committed", r.Key())
+		}
+	}
 	sameReport(t, baseline(t, s), res.rep)
 }

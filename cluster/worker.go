@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -165,9 +166,9 @@ func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, er
 		slot: make(chan struct{}, 1), took: make(chan struct{}, 1), lost: make(chan struct{}),
 	}
 	var lostOnce sync.Once
-	copts := []nats.Option{nats.Name("proctor worker " + w.id),
-		nats.MaxReconnects(int(o.ReconnectFor / reconnectWait)), nats.ReconnectWait(reconnectWait),
-		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(w.lost) }) })}
+	copts := append(workerInbox("proctor worker "+w.id),
+		nats.MaxReconnects(int(o.ReconnectFor/reconnectWait)), nats.ReconnectWait(reconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(w.lost) }) }))
 	if o.Token != "" {
 		copts = append(copts, nats.Token(o.Token))
 	}
@@ -209,6 +210,7 @@ func connectRun(ctx context.Context, o WorkerOptions, runID string) (*worker, er
 	if runID == "" {
 		o.Logger.Warn("proctor: no -run-id: joining the run this server's latest coordinator serves", "run", w.runID)
 	}
+	w.joined = entry.Value()
 	if err := json.Unmarshal(entry.Value(), &w.manifest); err != nil {
 		w.nc.Close()
 		return nil, fmt.Errorf("cluster: run %s: its manifest: %w", w.runID, err)
@@ -338,6 +340,7 @@ type worker struct {
 	join         string // the server's URL
 	runID        string
 	manifest     manifest.Manifest // the run's
+	joined       []byte            // the run's manifest as it was when this worker joined
 	done         bool              // the run was done when it joined
 	lost         chan struct{}     // closed when the connection is closed for good
 	reconnectFor time.Duration
@@ -473,6 +476,9 @@ func (w *worker) findRun(ctx context.Context, runID string) (string, jetstream.K
 	if err != nil && latest != "" && latest != runID {
 		return "", nil, fmt.Errorf("cluster: run %s is not on this server, or not this worker's to join (its latest is run %s; a finished run's streams are removed): %w", runID, latest, err)
 	}
+	if last := w.nc.LastError(); err != nil && errors.Is(last, nats.ErrPermissionViolation) {
+		return "", nil, fmt.Errorf("cluster: the server refused this worker a subject of run %s (%w): grant the workers' credentials the permissions docs/distributed.md lists, with the run's ID for <ID>", runID, last)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("run %s is not on this server (%w)", runID, err)
 	}
@@ -511,6 +517,28 @@ func (w *worker) checkControl(ctx context.Context) {
 	} else if stop != nil {
 		w.cancel(stop)
 	}
+}
+
+// checkManifest ends the worker's part when the run's coordinator started
+// again on its log with another eval, dataset (samples removed), seed or
+// epochs than this worker joined: it would refuse this worker, which now
+// says so, hands back what it holds and leaves, instead of running work
+// the coordinator removed, or with another seed.
+func (w *worker) checkManifest(ctx context.Context) {
+	e, err := w.kv.Get(ctx, keyManifest)
+	if err != nil || bytes.Equal(e.Value(), w.joined) {
+		return
+	}
+	var m manifest.Manifest
+	if json.Unmarshal(e.Value(), &m) != nil {
+		return
+	}
+	if d := compareManifests(&m, &w.manifest); len(d) > 0 {
+		w.log.Warn("proctor: the run's coordinator started again with another eval: handing back what this worker holds and leaving", "run", w.runID, "differs", joinDiffs(d))
+		w.cancel(&MismatchError{Diffs: d})
+		return
+	}
+	w.joined = e.Value() // started again as it was
 }
 
 // pull fetches work while there are free slots, until ctx is done.
@@ -696,6 +724,7 @@ func (w *worker) add(r *result) {
 			w.retry(1, err, &r.attempts, func() { w.add(r) }, func() { w.settle(r, false) })
 			return
 		}
+		w.unrefused(1, r.attempts)
 		r.blob = nil
 	}
 	w.mu.Lock()
@@ -750,6 +779,7 @@ func (w *worker) published(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.Pu
 		for _, r := range b.results {
 			w.settle(r, true)
 		}
+		w.unrefused(len(b.results), b.attempts)
 	}
 }
 
@@ -785,14 +815,20 @@ func (w *worker) unpublished(msg *nats.Msg) *batch {
 
 // retry calls again after a backoff (up to 10 s) that grows with
 // *attempts, while the worker's run goes on, or giveUp when it has ended
-// (the work is handed back). The n results it holds count as waiting; its
-// work messages stay held (heartbeats go on), and the worker takes no new
-// work while it holds refused results (see busy).
+// (the work is handed back). The n results it holds count as waiting from
+// their first refusal until they are stored or given up (see unrefused), not
+// only during a backoff: the coordinator, which reads the count from the
+// worker's report, made at once, says the run is paused within seconds.
+// Its work messages stay held (heartbeats go on), and the worker takes no
+// new work while it holds refused results (see busy).
 func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 	*attempts++
+	first := *attempts == 1
 	now := time.Now()
 	w.mu.Lock()
-	w.waiting += n
+	if first {
+		w.waiting += n
+	}
 	w.storing = false
 	w.refused = err.Error()
 	warn := now.Sub(w.warned) >= 10*time.Second
@@ -804,20 +840,35 @@ func (w *worker) retry(n int, err error, attempts *int, again, giveUp func()) {
 	if warn {
 		w.log.Warn("proctor: the server refuses results; keeping them and retrying", "waiting", waiting, "err", err)
 	}
-	time.AfterFunc(min(100*time.Millisecond<<min(*attempts, 7), 10*time.Second), func() {
-		w.mu.Lock()
-		w.waiting -= n
-		if w.waiting == 0 {
-			w.refused = ""
+	if first {
+		select { // report it now
+		case w.took <- struct{}{}:
+		default:
 		}
-		w.mu.Unlock()
-		w.freed()
+	}
+	time.AfterFunc(min(100*time.Millisecond<<min(*attempts, 7), 10*time.Second), func() {
 		if w.ctx.Err() != nil {
 			giveUp()
+			w.unrefused(n, *attempts)
 			return
 		}
 		again()
 	})
+}
+
+// unrefused counts n results no longer waiting, stored (or given up) after
+// attempts refusals.
+func (w *worker) unrefused(n, attempts int) {
+	if attempts == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.waiting -= n
+	if w.waiting == 0 {
+		w.refused = ""
+	}
+	w.mu.Unlock()
+	w.freed()
 }
 
 // busy is how many of its slots the worker may not fill now; w.mu is
@@ -921,6 +972,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 		case <-live.C:
 			w.report(ctx)
 			w.checkControl(ctx)
+			w.checkManifest(ctx)
 			if !w.quiet && time.Since(told) >= 10*time.Second {
 				told = time.Now()
 				w.mu.Lock()

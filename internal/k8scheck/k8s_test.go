@@ -30,6 +30,7 @@ const dir = "../../examples/distributed/k8s"
 type objects struct {
 	jobs        []*batchv1.Job
 	deployments []*appsv1.Deployment
+	pods        []*corev1.Pod
 	services    []*corev1.Service
 	claims      []*corev1.PersistentVolumeClaim
 	secrets     []*corev1.Secret
@@ -68,6 +69,10 @@ func load(t *testing.T) *objects {
 				var v appsv1.Deployment
 				strict(&v)
 				o.deployments = append(o.deployments, &v)
+			case "v1 Pod":
+				var v corev1.Pod
+				strict(&v)
+				o.pods = append(o.pods, &v)
 			case "v1 Service":
 				var v corev1.Service
 				strict(&v)
@@ -131,10 +136,6 @@ func find[T any](t *testing.T, items []*T, name func(*T) string, want string) *T
 
 func jobNamed(t *testing.T, o *objects, n string) *batchv1.Job {
 	return find(t, o.jobs, func(j *batchv1.Job) string { return j.Name }, n)
-}
-
-func deploymentNamed(t *testing.T, o *objects, n string) *appsv1.Deployment {
-	return find(t, o.deployments, func(d *appsv1.Deployment) string { return d.Name }, n)
 }
 
 // flagValue is the value after flag in args.
@@ -238,17 +239,37 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	}
 }
 
-// checkCoordinatorAndWorkers checks that a coordinator Deployment, the
-// Service selecting it and a worker Deployment fit together.
+// checkCoordinatorAndWorkers checks that a coordinator Job, the Service
+// selecting it and a worker Job fit together. Both are Jobs (a run is
+// finite: a Deployment would start a complete coordinator again, in a
+// loop): one coordinator pod at a time, started again when killed (it
+// resumes) but not when it stopped the run (exit 1) or was misused (2),
+// its log in a directory of the Job's own (the next run, a Job applied
+// again, gets a new one); workers done when the run is.
 func checkCoordinatorAndWorkers(t *testing.T, o *objects, coordinator, workers string) {
-	coord := deploymentNamed(t, o, coordinator)
-	require.NotNil(t, coord.Spec.Replicas)
-	require.EqualValues(t, 1, *coord.Spec.Replicas, "one coordinator per run")
-	require.Equal(t, appsv1.RecreateDeploymentStrategyType, coord.Spec.Strategy.Type, "never two coordinators on one log")
+	coord := jobNamed(t, o, coordinator)
+	require.NotNil(t, coord.Spec.Completions)
+	require.NotNil(t, coord.Spec.Parallelism)
+	require.EqualValues(t, 1, *coord.Spec.Completions, "one coordinator per run")
+	require.EqualValues(t, 1, *coord.Spec.Parallelism, "one coordinator per run")
+	require.NotNil(t, coord.Spec.PodReplacementPolicy)
+	require.Equal(t, batchv1.Failed, *coord.Spec.PodReplacementPolicy, "never two coordinators on one log: a new pod once the old one has ended")
+	require.Equal(t, corev1.RestartPolicyNever, coord.Spec.Template.Spec.RestartPolicy)
+	require.NotNil(t, coord.Spec.PodFailurePolicy, "a stopped run is not started again")
 	cc := coord.Spec.Template.Spec.Containers[0]
+	stopped := slices.ContainsFunc(coord.Spec.PodFailurePolicy.Rules, func(r batchv1.PodFailurePolicyRule) bool {
+		return r.Action == batchv1.PodFailurePolicyActionFailJob && r.OnExitCodes != nil && *r.OnExitCodes.ContainerName == cc.Name &&
+			r.OnExitCodes.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn && slices.Contains(r.OnExitCodes.Values, 1) && slices.Contains(r.OnExitCodes.Values, 2)
+	})
+	require.True(t, stopped, "the Job fails, not retries, on the coordinator's exit 1 (stopped) and 2 (usage)")
 	require.Equal(t, "coordinate", cc.Args[0])
-	mountedClaim(t, coord.Spec.Template.Spec, cc, flagValue(t, cc.Args, "-log"))
-	require.Equal(t, coord.Spec.Selector.MatchLabels, labelsSubset(coord.Spec.Template.Labels, coord.Spec.Selector.MatchLabels))
+	log := flagValue(t, cc.Args, "-log")
+	mountedClaim(t, coord.Spec.Template.Spec, cc, log)
+	require.Contains(t, log, "/$(JOB_UID)/", "each Job's run has a log of its own")
+	i := slices.IndexFunc(cc.Env, func(e corev1.EnvVar) bool { return e.Name == "JOB_UID" })
+	require.GreaterOrEqual(t, i, 0, "the coordinator gets JOB_UID")
+	require.NotNil(t, cc.Env[i].ValueFrom.FieldRef)
+	require.Equal(t, "metadata.labels['batch.kubernetes.io/controller-uid']", cc.Env[i].ValueFrom.FieldRef.FieldPath)
 
 	// The Service selects the coordinator's pods and reaches its port.
 	var svc *corev1.Service
@@ -271,8 +292,11 @@ func checkCoordinatorAndWorkers(t *testing.T, o *objects, coordinator, workers s
 	}
 	require.Equal(t, listenPort, target, "the Service reaches the port the coordinator listens on")
 
-	// Workers join the Service by name and port.
-	worker := deploymentNamed(t, o, workers)
+	// Workers join the Service by name and port, and are done when the
+	// run is (no completions: one pod's success, all ended).
+	worker := jobNamed(t, o, workers)
+	require.Nil(t, worker.Spec.Completions, "workers are done when one is and all have ended")
+	require.NotEqual(t, corev1.RestartPolicyAlways, worker.Spec.Template.Spec.RestartPolicy)
 	wc := worker.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "work", wc.Args[0])
 	require.Equal(t, fmt.Sprintf("nats://%s:%d", svc.Name, sp.Port), flagValue(t, wc.Args, "-join"))
@@ -313,8 +337,14 @@ func TestArgsAreFlagsOfTheBinary(t *testing.T) {
 	for _, d := range o.deployments {
 		containers = append(containers, d.Spec.Template.Spec.Containers...)
 	}
+	for _, p := range o.pods {
+		containers = append(containers, p.Spec.Containers...)
+	}
 	checked := 0
 	for _, c := range containers {
+		if c.Name == "reader" {
+			continue // log-reader.yaml's busybox
+		}
 		if len(c.Command) > 0 {
 			require.Equal(t, "proctor", path.Base(c.Command[0]), "container %s runs the eval binary or proctor", c.Name)
 			require.Equal(t, []string{"merge", "-force", "-o"}, c.Args[:3])
@@ -358,7 +388,7 @@ func flagsOf(t *testing.T, command string) []string {
 func TestSandboxWorker(t *testing.T) {
 	t.Parallel()
 	o := load(t)
-	w := deploymentNamed(t, o, "sandboxed-arith-worker")
+	w := jobNamed(t, o, "sandboxed-arith-worker")
 	spec := w.Spec.Template.Spec
 	sa := find(t, o.accounts, func(a *corev1.ServiceAccount) string { return a.Name }, spec.ServiceAccountName)
 	var role *rbacv1.Role
@@ -393,4 +423,22 @@ func TestSandboxWorker(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "the worker gets PROCTOR_SANDBOX_RUN")
 	require.NotNil(t, wc.Env[i].ValueFrom.FieldRef)
 	require.Equal(t, "metadata.name", wc.Env[i].ValueFrom.FieldRef.FieldPath)
+}
+
+// TestLogReader checks the pod that gets a finished run's log out (the
+// eval's distroless image has no tar for kubectl cp, and the coordinator's
+// pod has exited): it mounts the coordinator's claim read-only, as the
+// coordinator's user, in an image with tar.
+func TestLogReader(t *testing.T) {
+	t.Parallel()
+	o := load(t)
+	reader := find(t, o.pods, func(p *corev1.Pod) string { return p.Name }, "sandboxed-arith-log-reader")
+	coord := jobNamed(t, o, "sandboxed-arith-coordinator")
+	cc := coord.Spec.Template.Spec.Containers[0]
+	claim := mountedClaim(t, coord.Spec.Template.Spec, cc, flagValue(t, cc.Args, "-log"))
+	rc := reader.Spec.Containers[0]
+	require.Equal(t, claim, mountedClaim(t, reader.Spec, rc, "/logs/run.jsonl"), "the reader mounts the coordinator's log")
+	require.True(t, rc.VolumeMounts[0].ReadOnly, "the reader cannot change the log")
+	require.True(t, strings.HasPrefix(rc.Image, "busybox:"), "the reader's image has tar: %s", rc.Image)
+	require.Equal(t, *coord.Spec.Template.Spec.SecurityContext.FSGroup, *reader.Spec.SecurityContext.FSGroup)
 }

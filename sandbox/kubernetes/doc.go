@@ -74,14 +74,19 @@
 //
 // Everything goes through pods/exec (client-go's WebSocket executor, with
 // SPDY as the fallback for API servers before 1.30). The image must
-// provide sh, env, cat, head, tar, stat, readlink, mkdir, rm, chmod and
-// kill (busybox is enough, as are GNU coreutils).
+// provide sh, env, cat, head, tar, stat, readlink, mkdir, rm, chmod,
+// kill and a sleep that takes fractions of a second (busybox is enough,
+// as are GNU coreutils).
 //
 //   - Exec runs the command under a small sh wrapper that records its pid
 //     in /tmp: the container runtime starts an exec'd process in a new
-//     session (runc and crun do), so a timeout or a done ctx kills the
-//     whole process group with a second exec ("kill -9 -PGID"); a
-//     descendant that calls setsid itself escapes that kill and dies with
+//     session (runc and crun do), so killing its process group kills the
+//     command's tree. A command with a deadline (Cmd.Timeout, or ctx's) is
+//     killed so by a watchdog the wrapper starts in the pod, at the
+//     deadline counted from the exec's start, not by the driver's second
+//     exec ("kill -9 -PGID", which follows), which a loaded node starts
+//     seconds late; a done ctx without a deadline has only that exec. A
+//     descendant that calls setsid itself escapes the kill and dies with
 //     the pod. Spec.Env and Cmd.Env reach the command through env, not the
 //     pod's environment (where the kubelet would expand $(VAR)). A
 //     non-zero exit, which client-go reports as an error, is an Exit.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -145,13 +146,28 @@ func (b *box) gone() string {
 // leader (the container runtime starts an exec'd process in a new session,
 // as runc and docker exec do), so killing that group kills the whole tree
 // (a descendant that calls setsid itself escapes; it dies with the pod).
-// $1 is the working directory; the rest is the command, after env's
-// assignments when there are any.
-const execWrapper = `{ echo $$ > "$0" && cd "$1"; } || { echo "proctor: cannot write $0 or enter $1" >&2; exit 125; }; shift; "$@"; rc=$?; rm -f "$0"; exit $rc`
+// $1 is the working directory; $2 the seconds the command may run (0:
+// unbounded), after which a watchdog in the pod kills the group, so that
+// the kill does not wait for the driver's kill exec, which a loaded node
+// starts seconds late (its children would do their work meanwhile); the
+// rest is the command, after env's assignments when there are any. The
+// watchdog sleeps a second at a time and leaves once the wrapper has: a
+// command that ends first leaves at most a second's sleep behind (killing
+// a longer sleep from a trap races with its start, and leaked some).
+const execWrapper = `{ echo $$ > "$0" && cd "$1"; } || { echo "proctor: cannot write $0 or enter $1" >&2; exit 125; }; ` +
+	`t=$2; shift 2; w=; ` +
+	`if [ "$t" != 0 ]; then ( i=${t%.*}; while [ "$i" -gt 0 ]; do sleep 1; kill -0 $$ 2>/dev/null || exit 0; i=$((i-1)); done; ` +
+	`sleep "0.${t#*.}"; kill -0 $$ 2>/dev/null && kill -9 -$$ ) </dev/null >/dev/null 2>&1 & w=$!; fi; ` +
+	`"$@"; rc=$?; [ -z "$w" ] || kill $w 2>/dev/null; rm -f "$0"; exit $rc`
 
-// execArgv is the argv that runs cmd in dir with env.
-func execArgv(pidfile, dir string, env map[string]string, args []string) []string {
-	argv := []string{"sh", "-c", execWrapper, pidfile, dir}
+// execArgv is the argv that runs cmd in dir with env, killed in the pod
+// after limit (0: none).
+func execArgv(pidfile, dir string, limit time.Duration, env map[string]string, args []string) []string {
+	seconds := "0"
+	if limit > 0 {
+		seconds = strconv.FormatFloat(max(limit, time.Millisecond).Seconds(), 'f', 3, 64) // sleep takes fractions (busybox, coreutils)
+	}
+	argv := []string{"sh", "-c", execWrapper, pidfile, dir, seconds}
 	if len(env) > 0 {
 		argv = append(argv, "env", "--")
 		for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -185,7 +201,13 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 		env = map[string]string{}
 	}
 	maps.Copy(env, cmd.Env)
-	argv := execArgv(pidfile, dir, env, cmd.Args)
+	// The pod's watchdog fires no sooner than ctx's deadline (Cmd.Timeout's,
+	// or the caller's): it starts counting once the exec has started.
+	var limit time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		limit = max(time.Until(d), time.Millisecond) // past already: at once, not unbounded
+	}
+	argv := execArgv(pidfile, dir, limit, env, cmd.Args)
 	var stdin io.Reader
 	if len(cmd.Stdin) > 0 {
 		stdin = bytes.NewReader(cmd.Stdin)

@@ -228,7 +228,7 @@ func TestExecWrapper(t *testing.T) {
 			dir := t.TempDir()
 			pidfile := filepath.Join(dir, "pid")
 			run := func(cmdEnv map[string]string, args ...string) (string, int) {
-				argv := execArgv(pidfile, dir, cmdEnv, args)
+				argv := execArgv(pidfile, dir, 0, cmdEnv, args)
 				cmd := exec.Command("busybox", argv...)
 				cmd.Env = env
 				out, err := cmd.Output()
@@ -248,6 +248,52 @@ func TestExecWrapper(t *testing.T) {
 			require.Equal(t, 127, code)
 			out, _ = run(map[string]string{"A": "1"}, "echo", "-n", "x")
 			require.Equal(t, "x", out)
+		})
+	}
+}
+
+// The wrapper kills the command's process tree itself once its limit has
+// passed (a watchdog in the pod), with no kill from outside: children
+// that would write a file after a second never do, and the wrapper ends
+// as a kill ends it; a command that ends first leaves no watchdog behind.
+func TestExecWrapperKillsTheTreeAtItsLimit(t *testing.T) {
+	for tools, env := range shells(t) {
+		t.Run(tools, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			start := func(limit time.Duration, script string) (*exec.Cmd, *bytes.Buffer) {
+				argv := execArgv(filepath.Join(dir, "pid"), dir, limit, nil, []string{"sh", "-c", script})
+				cmd := exec.Command("busybox", argv...)
+				cmd.Env = env
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the runtime starts an exec in a new session
+				var out bytes.Buffer
+				cmd.Stdout = &out
+				require.NoError(t, cmd.Start())
+				return cmd, &out
+			}
+			cmd, _ := start(300*time.Millisecond, "(sleep 1; echo escaped > escaped.txt) & sh -c 'sleep 1; echo escaped > escaped2.txt' & sleep 30")
+			ended := make(chan error, 1)
+			go func() { ended <- cmd.Wait() }()
+			select {
+			case err := <-ended:
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee)
+				require.Equal(t, "signal: killed", ee.Error())
+			case <-time.After(20 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Fatal("the wrapper did not kill its command at its limit")
+			}
+			time.Sleep(1500 * time.Millisecond)
+			for _, f := range []string{"escaped.txt", "escaped2.txt"} {
+				_, err := os.Stat(filepath.Join(dir, f))
+				require.ErrorIs(t, err, fs.ErrNotExist, "a child outlived the command's limit and wrote %s", f)
+			}
+
+			cmd, out := start(30*time.Second, "echo fine")
+			require.NoError(t, cmd.Wait())
+			require.Equal(t, "fine\n", out.String())
+			require.Eventually(t, func() bool { return syscall.Kill(-cmd.Process.Pid, 0) != nil }, 5*time.Second, 20*time.Millisecond,
+				"the watchdog outlived the command it watched")
 		})
 	}
 }
