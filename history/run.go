@@ -57,10 +57,10 @@ type Run struct {
 	MeanScore                         float64
 	LatencyP50MS, LatencyP95MS        float64
 
-	// Usage totals: the agent's and the judge's together, as records
-	// carry them today. The judge's part goes beside these (JudgeInputTokens,
-	// JudgeOutputTokens, JudgeCostUSD, from report.Report's judge usage)
-	// once records carry usage by role; the agent's is the difference.
+	// Usage totals: the agent's and the judge's together. Records carry
+	// the judge's part as well; it is not kept here yet (it would go beside
+	// these as JudgeInputTokens, JudgeOutputTokens, JudgeCostUSD, from
+	// report.Report's judge usage; the agent's is the difference).
 	InputTokens, OutputTokens int64
 	CostUSD                   float64
 

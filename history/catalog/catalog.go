@@ -68,10 +68,11 @@ type tagEntry struct {
 	history.Tag
 }
 
-// The columns, in file order. Usage is the records' totals; the judge's
-// part (judge_input_tokens, judge_output_tokens, judge_cost_usd) goes after
-// cost_usd once records carry usage by role; bump Schema with them, so
-// that rows kept from before are read again rather than left at zero.
+// The columns, in file order. Usage is the records' totals. Records carry
+// the judge's part too (judge_input_tokens, judge_output_tokens,
+// judge_cost_usd), which the catalog does not keep yet: its columns go
+// after cost_usd, with Schema bumped, so that rows kept from before are
+// read again rather than left at zero.
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
