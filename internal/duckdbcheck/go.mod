@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
-	github.com/proctor-evals/proctor v0.0.0
+	github.com/proctor-evals/proctor v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -36,4 +36,7 @@ require (
 	gonum.org/v1/gonum v0.17.0 // indirect
 )
 
+// Builds in this repository use its own tree; a user's build ignores the
+// replace and fetches the version of proctor required here, tagged together
+// with this module (CONTRIBUTING.md, "Releases").
 replace github.com/proctor-evals/proctor => ../..

@@ -2,10 +2,13 @@ module github.com/proctor-evals/proctor/internal/k8scheck
 
 go 1.26.0
 
+// Builds in this repository use its own tree; a user's build ignores the
+// replace and fetches the version of proctor required here, tagged together
+// with this module (CONTRIBUTING.md, "Releases").
 replace github.com/proctor-evals/proctor => ../..
 
 require (
-	github.com/proctor-evals/proctor v0.0.0-00010101000000-000000000000
+	github.com/proctor-evals/proctor v0.1.0
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0

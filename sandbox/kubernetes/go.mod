@@ -7,7 +7,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
-	github.com/proctor-evals/proctor v0.0.0
+	github.com/proctor-evals/proctor v0.1.0
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.34.4
 	k8s.io/apimachinery v0.34.4
@@ -89,4 +89,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
 )
 
+// Builds in this repository use its own tree; a user's build ignores the
+// replace and fetches the version of proctor required here, tagged together
+// with this module (CONTRIBUTING.md, "Releases").
 replace github.com/proctor-evals/proctor => ../..
