@@ -473,8 +473,6 @@ func identityOf[T any](ctx context.Context, samples *sampleTable[T], inputs *inp
 // append-only file beside the log, not one file per episode.
 func transcriptPath(log string) string { return sidecar.Transcripts(log) }
 
-func trimExt(path string) string { return path[:len(path)-len(filepath.Ext(path))] }
-
 func newRunID() string {
 	var b [4]byte
 	crand.Read(b[:])
