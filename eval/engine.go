@@ -154,6 +154,9 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	if cfg.Sequential != nil {
 		r.decided = make(chan struct{})
 		r.agg.OnDecided(func() { close(r.decided) })
+		if err := pinGate(ctx, setup, r.agg.ClaimOrder()); err != nil {
+			return nil, err
+		}
 	}
 	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
@@ -347,6 +350,9 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	m := newManifest(setup)
 	var d []string
 	if old != nil {
+		if d := m.GateDiff(old); len(d) > 0 {
+			return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d, Gate: true}
+		}
 		d = m.Diff(old)
 	} else {
 		d = recordsDiff(cfg.Log, setup.e.Name, cfg.Seed)
@@ -457,6 +463,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	}
 	if setup.cfg.Sequential != nil {
 		m.Sequential, _ = json.Marshal(setup.cfg.Sequential) // a struct of numbers and strings
+		if setup.identity != nil {
+			m.Dataset = *setup.identity // part of what the gate rests on (pinGate)
+		}
 	}
 	return m
 }

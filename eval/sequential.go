@@ -7,8 +7,28 @@ package eval
 // the same point.
 
 import (
+	"context"
 	"iter"
 )
+
+// pinGate puts on record what a sequential run's gate rests on, in the
+// manifest: the claim order (every sample the run may claim, so that a
+// report of a log cut short sees a claimed sample without a record as the
+// end of the prefix, as the engine does) and the dataset's identity,
+// hashed now rather than at the end, so that a resume over other data is
+// refused before it runs anything.
+func pinGate[T, O any](ctx context.Context, setup *runSetup[T, O], order []int32) error {
+	ids := make([]string, len(order))
+	for k, i := range order {
+		ids[k] = setup.samples.id(int(i))
+	}
+	setup.cfg.Sequential.Order = ids
+	if setup.cfg.Log == "" {
+		return nil
+	}
+	_, err := setup.hashDataset(ctx)
+	return err
+}
 
 // isDecided reports whether the sequential gate, if any, is decided.
 func (s *scheduler[T, O]) isDecided() bool {
