@@ -6,6 +6,7 @@ package eval_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
 )
@@ -76,4 +78,98 @@ func TestSequentialReportOfACutLogNeverDecidesAheadOfTheRun(t *testing.T) {
 	resumed, err := e.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	require.Equal(t, resumed.Sequential, decisionOfLog(t, log), "resumed, the run and the report of its log agree")
+}
+
+// TestSequentialGateIsSetInOnePlace: Config.Report.Sequential passed a gate
+// to the report without the manifest, the claim order, the seed or the
+// epochs; it is refused for Config.Sequential.
+func TestSequentialGateIsSetInOnePlace(t *testing.T) {
+	t.Parallel()
+	e := bernoulli(50, 0.9, 0, 0, nil)
+	_, err := e.Run(context.Background(), eval.Config{Quiet: true, Log: filepath.Join(t.TempDir(), "run.jsonl"),
+		Report: report.Options{Sequential: &report.Sequential{Bar: 0.7}}})
+	var ce *eval.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorContains(t, err, "Config.Sequential")
+}
+
+// TestSequentialDecidedGateIsFinal: a log decided "fail" with 1 epoch was
+// resumed with 3, ran more episodes and decided again: a second look at α.
+// Whatever the gate rests on (epochs, the dataset, the selection, the seed,
+// the gate itself) a resume that changes it is refused, even one allowed
+// to change versions, and nothing more runs.
+func TestSequentialDecidedGateIsFinal(t *testing.T) {
+	t.Parallel()
+	e := bernoulli(400, 0.4, 0, 0, nil)
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Seed: 3, Concurrency: 4, Quiet: true, Sequential: &report.Sequential{Bar: 0.7}}
+	first, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, report.DecidedFail, first.Sequential.Decision)
+
+	more := bernoulli(401, 0.4, 0, 0, nil)
+	for name, tc := range map[string]struct {
+		e   *eval.Eval[string, string]
+		cfg func(c *eval.Config)
+	}{
+		"epochs":        {e, func(c *eval.Config) { c.Epochs = 3 }},
+		"dataset":       {more, func(*eval.Config) {}},
+		"selection":     {e, func(c *eval.Config) { c.Subset = eval.Subset{PerValue: 300, Seed: 1} }},
+		"seed":          {e, func(c *eval.Config) { c.Seed = 4 }},
+		"alpha":         {e, func(c *eval.Config) { c.Sequential = &report.Sequential{Bar: 0.7, Alpha: 0.1} }},
+		"allow-changed": {e, func(c *eval.Config) { c.Epochs, c.AllowChanged = 3, true }},
+	} {
+		c := cfg
+		tc.cfg(&c)
+		_, err := tc.e.Run(context.Background(), c)
+		var me *manifest.MismatchError
+		require.ErrorAs(t, err, &me, name)
+		require.True(t, me.Gate, "%s: %v", name, err)
+	}
+	again, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, first.Episodes, again.Episodes, "nothing more ran")
+	require.Equal(t, first.Sequential, again.Sequential)
+	require.Equal(t, first.Sequential, decisionOfLog(t, log))
+}
+
+// TestSequentialBaselineIsPinned: the gate against a baseline stored only
+// the baseline's path, so replacing the file flipped the decision of a
+// report and one from another directory was undecided; a baseline of
+// another eval was used without a word. The base figures are in the
+// manifest, and another eval's baseline is refused.
+func TestSequentialBaselineIsPinned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.jsonl")
+	_, err := bernoulli(600, 0.8, 0, 0, nil).Run(context.Background(), eval.Config{Log: base, Seed: 5, Quiet: true})
+	require.NoError(t, err)
+	log := filepath.Join(dir, "head.jsonl")
+	rep, err := bernoulli(600, 0.8, 0, 0, nil).Run(context.Background(), eval.Config{Log: log, Seed: 5, Quiet: true, Concurrency: 4,
+		Sequential: &report.Sequential{Baseline: base, Margin: 0.05}})
+	require.NoError(t, err)
+	require.Equal(t, report.DecidedPass, rep.Sequential.Decision)
+
+	// The baseline replaced by a much better run, then gone: the log's
+	// decision stands, from any directory.
+	require.NoError(t, os.Remove(base))
+	_, err = bernoulli(600, 1, 0, 0, nil).Run(context.Background(), eval.Config{Log: base, Seed: 5, Quiet: true})
+	require.NoError(t, err)
+	require.Equal(t, rep.Sequential, decisionOfLog(t, log))
+	moved := filepath.Join(t.TempDir(), "head.jsonl")
+	require.NoError(t, os.Rename(log, moved))
+	require.NoError(t, os.Rename(manifest.Path(log), manifest.Path(moved)))
+	require.NoError(t, os.RemoveAll(dir))
+	require.Equal(t, rep.Sequential, decisionOfLog(t, moved))
+
+	other := filepath.Join(t.TempDir(), "other.jsonl")
+	o := bernoulli(600, 0.8, 0, 0, nil)
+	o.Name = "another"
+	_, err = o.Run(context.Background(), eval.Config{Log: other, Seed: 5, Quiet: true})
+	require.NoError(t, err)
+	_, err = bernoulli(600, 0.8, 0, 0, nil).Run(context.Background(), eval.Config{Seed: 5, Quiet: true,
+		Sequential: &report.Sequential{Baseline: other, Margin: 0.05}})
+	var ce *eval.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorContains(t, err, `eval "another"`)
 }
