@@ -362,9 +362,12 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	epochs := int64(cfg.Epochs)
 	// An episode ended at its cap is final unless the caps changed (or
-	// the caller asks): run again, it would spend as much again.
+	// the caller asks): run again, it would spend as much again. Any
+	// error is final under a sequential gate: running it again would draw
+	// it a second time (docs/stopping-early.md).
 	keepLimits := !cfg.RetryLimited && (old == nil || old.Budget.Episode() == m.Budget.Episode())
-	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, KeepLimits: keepLimits, Visit: func(id []byte, epoch int) {
+	gated := cfg.Sequential != nil
+	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: !gated, KeepLimits: keepLimits, ErrorsFinal: gated, Visit: func(id []byte, epoch int) {
 		if i, ok := setup.samples.index.getBytes(id); ok && int64(epoch) < epochs {
 			done.add(int64(i)*epochs + int64(epoch))
 		}

@@ -6,14 +6,19 @@ package eval_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
@@ -172,4 +177,105 @@ func TestSequentialBaselineIsPinned(t *testing.T) {
 	var ce *eval.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.ErrorContains(t, err, `eval "another"`)
+}
+
+// slowFailures is an agent that passes with probability rate on each draw
+// (a draw per attempt: a retry draws again); a failure times out with
+// probability slow (it outlives the timeout), else fails.
+func slowFailures(n int, rate, slow float64, timeout time.Duration) *eval.Eval[string, string] {
+	var d dataset.Slice[string]
+	for i := range n {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("task-%04d", i), Input: "x"})
+	}
+	return &eval.Eval[string, string]{
+		Name: "slow-failures", Dataset: d,
+		Harness: harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
+			r := rand.New(rand.NewPCG(ep.Seed, uint64(ep.Attempt)))
+			if r.Float64() < rate {
+				return "ok", nil
+			}
+			if r.Float64() < slow {
+				select {
+				case <-time.After(2 * timeout):
+				case <-ctx.Done():
+				}
+				return "", ctx.Err()
+			}
+			return "no", nil
+		}),
+		Judge: wantOK,
+	}
+}
+
+// gatedRun runs e under a 70% gate with timeouts retried twice, in a
+// synctest bubble (the timeouts take no wall time).
+func gatedRun(t *testing.T, e *eval.Eval[string, string], seed uint64) *report.Report {
+	var rep *report.Report
+	synctest.Test(t, func(t *testing.T) {
+		var err error
+		rep, err = e.Run(context.Background(), eval.Config{Seed: seed, Concurrency: 16, Quiet: true, Timeout: 10 * time.Millisecond,
+			Retries: 2, Backoff: time.Millisecond, MaxErrorRate: -1, Sequential: &report.Sequential{Bar: 0.7}})
+		require.NoError(t, err)
+	})
+	return rep
+}
+
+// TestSequentialRetriedTimeoutsMakeNoDecision: a 60% agent whose failures
+// time out three times in four. Timeouts retried draw the slow failures
+// again until they pass: the final records pass 83% of the time and the
+// gate passed. Under a gate an attempt that ended in error is final (its
+// range [0, 1]), so the gate decides on the draws as they fell: not a pass.
+func TestSequentialRetriedTimeoutsMakeNoDecision(t *testing.T) {
+	t.Parallel()
+	rep := gatedRun(t, slowFailures(400, 0.6, 0.75, 10*time.Millisecond), 1)
+	require.Positive(t, rep.Errored, "timeouts are recorded as they fell")
+	require.NotEqual(t, report.DecidedPass, rep.Sequential.Decision, "%+v", rep.Sequential)
+}
+
+// TestSequentialRetriedDrawsBySimulation is the retried draw by simulation:
+// 2,000 gated runs of the engine, 200 samples each, of a 60% agent whose
+// failures time out three times in four, with two retries allowed. A
+// false decision (a pass) happens in at most α of them. Before the rule,
+// retries lifted the final pass rate to 83% and most runs passed.
+func TestSequentialRetriedDrawsBySimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,000 runs of the engine; -short skips them")
+	}
+	t.Parallel()
+	const runs = 2000
+	e := slowFailures(200, 0.6, 0.75, 10*time.Millisecond)
+	wrong := 0
+	for k := range runs {
+		if gatedRun(t, e, uint64(k)).Sequential.Decision == report.DecidedPass {
+			wrong++
+		}
+	}
+	t.Logf("%d false decisions (pass) in %d runs", wrong, runs)
+	require.LessOrEqual(t, wrong, int(report.DefaultAlpha*runs))
+}
+
+// TestSequentialResumeDoesNotDrawErrorsAgain: a resume ran a log's errored
+// episodes again, a second draw of each; under a gate their records are
+// final, and a resume of an undecided log runs nothing it holds.
+func TestSequentialResumeDoesNotDrawErrorsAgain(t *testing.T) {
+	t.Parallel()
+	e := bernoulli(200, 0.6, 0, 0, func() (string, error) { return "", errors.New("grader unreachable") })
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Seed: 1, Concurrency: 4, Quiet: true, Retries: -1, MaxErrorRate: -1, Sequential: &report.Sequential{Bar: 0.7}}
+	first, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, report.Undecided, first.Sequential.Decision)
+	require.Positive(t, first.Errored)
+
+	var ran atomic.Int64
+	again := *e
+	again.Harness = harness.Func[string, string](func(ctx context.Context, ep *harness.Episode[string]) (string, error) {
+		ran.Add(1)
+		return e.Harness.Run(ctx, ep)
+	})
+	second, err := again.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Zero(t, ran.Load(), "no episode of the log ran again")
+	require.Equal(t, first.Errored, second.Errored)
+	require.Equal(t, first.Sequential, second.Sequential)
 }

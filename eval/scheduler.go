@@ -112,6 +112,10 @@ type job struct {
 	// retry judges it again instead of running the agent again.
 	kept      *kept
 	permanent bool // the latest attempt's error must not be retried
+	// notRun is set when the latest attempt ended before the agent ran
+	// (its sandbox could not be had): under a sequential gate, the only
+	// error retried, since retrying it draws nothing again.
+	notRun bool
 
 	spans episodeSpans // OpenTelemetry (otel.go)
 
@@ -463,7 +467,8 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job) *job {
 	rec := j.rec()
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
-		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load()
+		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load() &&
+		(s.cfg.Sequential == nil || j.notRun)
 	if retry {
 		d := min(s.cfg.Backoff<<j.attempt, maxBackoff)
 		t := time.NewTimer(rand.N(d) + 1)
