@@ -73,7 +73,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		// A resumed log may hold the decision already: learn it before
 		// claiming anything.
 		<-run.rec.ingested
-		sc.order, sc.decided = run.agg.ClaimOrder(), run.decided
+		sc.order, sc.decided, sc.window = run.agg.ClaimOrder(), run.decided, run.rec.window
 	}
 	tracker := newProgressTracker(run, &setup.cfg)
 	prog := newProgressReporter(tracker, &setup.cfg)
@@ -160,6 +160,9 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	}
 	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
+	if cfg.Sequential != nil {
+		r.rec.window = newClaimWindow(cfg.Concurrency)
+	}
 
 	// Episodes this run does not own count as done: those of other shards,
 	// and those a rejudge does not judge again.

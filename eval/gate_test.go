@@ -35,7 +35,7 @@ import (
 // the failures finishing, the run and the report agree.
 func TestSequentialReportOfACutLogNeverDecidesAheadOfTheRun(t *testing.T) {
 	t.Parallel()
-	const concurrency = 32
+	const concurrency = 64
 	log := filepath.Join(t.TempDir(), "run.jsonl")
 	cfg := eval.Config{Log: log, Seed: 11, Concurrency: concurrency, Quiet: true, Sequential: &report.Sequential{Bar: 0.7}}
 	e := bernoulli(400, 0.5, 0, 0, nil)
@@ -49,18 +49,27 @@ func TestSequentialReportOfACutLogNeverDecidesAheadOfTheRun(t *testing.T) {
 		if out == "ok" {
 			return out, err
 		}
-		if hung.Add(1) == concurrency {
-			// Every worker holds a failing episode: the log will not grow.
+		if hung.Add(1) == 1 {
+			// Report the log while the run goes on: once it stops growing
+			// (every claim the run may make is in flight or recorded), or
+			// as soon as the report decides.
 			go func() {
 				defer cancel()
-				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-					res, err := readDecision(log)
-					if err == nil && (res.Waiting != "" || res.Decision != report.Undecided) {
-						running <- res
-						return
+				var res *report.SequentialResult
+				size, still := int64(-1), 0
+				for deadline := time.Now().Add(10 * time.Second); still < 100 && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+					var err error
+					if res, err = readDecision(log); err == nil && res.Decision != report.Undecided {
+						break
+					}
+					st, err := os.Stat(log)
+					if err == nil && st.Size() == size && size > 0 {
+						still++
+					} else if err == nil {
+						size, still = st.Size(), 0
 					}
 				}
-				running <- nil
+				running <- res
 			}()
 		}
 		<-ctx.Done()
@@ -278,4 +287,28 @@ func TestSequentialResumeDoesNotDrawErrorsAgain(t *testing.T) {
 	require.Zero(t, ran.Load(), "no episode of the log ran again")
 	require.Equal(t, first.Errored, second.Errored)
 	require.Equal(t, first.Sequential, second.Sequential)
+}
+
+// TestSequentialClaimsStopNearTheDecision: with instant episodes the run
+// claimed its whole dataset (2,000 of 2,000) before the recorder's decision
+// caught up, and at 100 µs per episode 400–1,100 more than it needed. The
+// claims beyond the finished prefix are bounded: the episodes run beyond
+// the decision are at most the concurrency plus 5%, at any latency.
+func TestSequentialClaimsStopNearTheDecision(t *testing.T) {
+	t.Parallel()
+	for _, latency := range []time.Duration{0, 100 * time.Microsecond} {
+		for _, concurrency := range []int{8, 64} {
+			t.Run(fmt.Sprintf("%v/%d", latency, concurrency), func(t *testing.T) {
+				t.Parallel()
+				e := bernoulli(2000, 0.82, latency, latency, nil)
+				rep, err := e.Run(context.Background(), eval.Config{Seed: 5, Concurrency: concurrency, Quiet: true,
+					Sequential: &report.Sequential{Bar: 0.7}})
+				require.NoError(t, err)
+				require.Equal(t, report.DecidedPass, rep.Sequential.Decision)
+				beyond := rep.Episodes - rep.Sequential.Episodes
+				t.Logf("decided after %d episodes, %d run beyond", rep.Sequential.Episodes, beyond)
+				require.LessOrEqual(t, beyond, concurrency+(concurrency+19)/20)
+			})
+		}
+	}
 }

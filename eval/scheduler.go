@@ -64,6 +64,7 @@ type scheduler[T, O any] struct {
 	// closed once the gate is decided; nil without one.
 	order   []int32
 	decided <-chan struct{}
+	window  *claimWindow
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -156,6 +157,7 @@ type schedule[T, O any] struct {
 	// decided; nil without one.
 	order   []int32
 	decided <-chan struct{}
+	window  *claimWindow // bounds the claims beyond the finished prefix
 	// stream, when set, reads a streamed dataset for a worker's feed
 	// (work.go); Run's scheduler makes its own.
 	stream *sampleStream[T]
@@ -165,7 +167,7 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window,
 		progressClock: sc.progressClock, stream: sc.stream}
 	if cfg.Sandbox != nil {
 		s.newPool()
@@ -434,6 +436,9 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if i >= s.total {
 			return nil
 		}
+		if s.window != nil && (!s.window.wait(i, ctx.Done(), s.decided) || s.stopped.Load()) {
+			return nil
+		}
 		if s.order != nil {
 			i = int64(s.order[i/epochs])*epochs + i%epochs
 		}
@@ -584,6 +589,7 @@ func (*LimitError) Permanent() bool { return true }
 // finish (the budget: what is paid for is recorded).
 func (s *scheduler[T, O]) stop(cause error, abort bool) {
 	s.stopped.Store(true)
+	s.window.open()
 	if abort {
 		s.cancel(cause)
 	}
