@@ -23,6 +23,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/cli"
 	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
 )
 
 // WorkerOptions tune a worker. Join is required.
@@ -233,6 +234,10 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 	if d := compareManifests(m, mine); len(d) > 0 {
 		return cfg, &MismatchError{Diffs: d}
 	}
+	cfg, err := adoptGate(cfg, m)
+	if err != nil {
+		return cfg, fmt.Errorf("cluster: run %s: %w", w.runID, err)
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = eval.DefaultConcurrency
 	}
@@ -246,6 +251,22 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 		return cfg, stop
 	}
 	w.log.Info("proctor: joined run "+w.runID, "eval", m.Eval, "server", redactURL(w.join), "worker", w.id, "concurrency", cfg.Concurrency)
+	return cfg, nil
+}
+
+// adoptGate gives a worker the run's sequential gate when its own config
+// has none: under a gate an episode is drawn once (an error is not
+// retried unless the agent never ran), and a worker started without the
+// gate's flags would retry as an ungated run does.
+func adoptGate(cfg eval.Config, m *manifest.Manifest) (eval.Config, error) {
+	if cfg.Sequential != nil {
+		return cfg, nil
+	}
+	seq, err := report.SequentialOf(m)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Sequential = seq
 	return cfg, nil
 }
 
