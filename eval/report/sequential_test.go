@@ -103,6 +103,8 @@ func FuzzSequentialOf(f *testing.F) {
 	f.Add([]byte(`{"bar":0.7,"method":"empirical-bernstein"}`), "18446744073709551615", 3)
 	f.Add([]byte(`{"bar":1e308,"alpha":-1}`), "x", -2)
 	f.Add([]byte(`{"baseline":"","margin":0.5}`), "0", 0)
+	f.Add([]byte(`{"bar":0.7,"order":["s1","s0","s1","nope"]}`), "7", 1)
+	f.Add([]byte(`{"baseline":"b.jsonl","margin":0.1,"base":{"s0":[0,1],"s1":[0.5,0.25]},"order":["s0","s1"]}`), "7", 2)
 	f.Fuzz(func(t *testing.T, raw []byte, seed string, epochs int) {
 		m := &manifest.Manifest{Seed: seed, Epochs: epochs, Sequential: raw}
 		seq, err := report.SequentialOf(m)
