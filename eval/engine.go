@@ -406,7 +406,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		m.CreatedAt, m.Dataset = old.CreatedAt, old.Dataset
 	}
 	m.RunID = l.runID
-	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) {
+	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) || cfg.Sequential != nil {
 		if err := writeManifest(cfg.Log, m); err != nil {
 			return fail(err)
 		}

@@ -6,6 +6,7 @@ package eval_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -311,4 +312,26 @@ func TestSequentialClaimsStopNearTheDecision(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSequentialLogOfAnOlderProctorResumes: a gated log whose manifest
+// does not hold the claim order (written before it was on record) resumes,
+// and the resume puts the order there, so that its report decides again.
+func TestSequentialLogOfAnOlderProctorResumes(t *testing.T) {
+	t.Parallel()
+	e := bernoulli(300, 0.9, 0, 0, nil)
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Seed: 2, Quiet: true, Sequential: &report.Sequential{Bar: 0.7}}
+	first, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	m, err := manifest.Read(log)
+	require.NoError(t, err)
+	m.Sequential = json.RawMessage(`{"bar":0.7,"alpha":0.05}`)
+	require.NoError(t, manifest.Write(log, m))
+	require.NotEmpty(t, decisionOfLog(t, log).Problem, "without its order the log decides nothing")
+
+	again, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, first.Sequential, again.Sequential)
+	require.Equal(t, first.Sequential, decisionOfLog(t, log))
 }

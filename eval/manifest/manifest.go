@@ -215,10 +215,13 @@ func (m *Manifest) GateDiff(old *Manifest) []string {
 	}
 	was, now := gateParts(old.Sequential), gateParts(m.Sequential)
 	add("sequential gate", was.rest, now.rest)
-	if was.order != now.order {
+	// A log written before the order and the base figures were on record
+	// has neither: the resume puts them there (the order follows from the
+	// seed and the dataset, checked here).
+	if was.order != "" && was.order != now.order {
 		d = append(d, "the gate's claim order: the dataset's samples, the selection or the seed changed")
 	}
-	if was.base != now.base {
+	if was.base != "" && was.base != now.base {
 		d = append(d, "the gate's baseline: its per-sample figures changed")
 	}
 	add("epochs", fmt.Sprint(old.Epochs), fmt.Sprint(m.Epochs))
