@@ -25,6 +25,11 @@ func TestWorkerAdoptsTheRunsGate(t *testing.T) {
 	if cfg, _ = adoptGate(eval.Config{Sequential: own}, m); cfg.Sequential != own {
 		t.Errorf("the worker's own gate was replaced: %+v", cfg.Sequential)
 	}
+	// Against a baseline the workers' copy has no figures: no file is read.
+	m.Sequential = json.RawMessage(`{"baseline":"/nowhere/base.jsonl","margin":0.05}`)
+	if cfg, err = adoptGate(eval.Config{}, m); err != nil || cfg.Sequential == nil || cfg.Sequential.Load() != nil {
+		t.Errorf("a baseline gate: %+v, %v", cfg.Sequential, err)
+	}
 	if cfg, _ = adoptGate(eval.Config{}, &manifest.Manifest{Seed: "3"}); cfg.Sequential != nil {
 		t.Errorf("an ungated run gave its worker a gate: %+v", cfg.Sequential)
 	}

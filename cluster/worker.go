@@ -263,8 +263,14 @@ func adoptGate(cfg eval.Config, m *manifest.Manifest) (eval.Config, error) {
 		return cfg, nil
 	}
 	seq, err := report.SequentialOf(m)
-	if err != nil {
+	if err != nil || seq == nil {
 		return cfg, err
+	}
+	if seq.Baseline != "" && seq.Base == nil {
+		// The workers' copy leaves the baseline's figures out: a worker
+		// decides nothing, it needs the gate's retry rule only, and the
+		// baseline's file need not be where it runs.
+		seq.Base = map[string][2]float64{}
 	}
 	cfg.Sequential = seq
 	return cfg, nil

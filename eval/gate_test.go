@@ -335,3 +335,24 @@ func TestSequentialLogOfAnOlderProctorResumes(t *testing.T) {
 	require.Equal(t, first.Sequential, again.Sequential)
 	require.Equal(t, first.Sequential, decisionOfLog(t, log))
 }
+
+// TestSequentialWorkersManifestIsSmall: the manifest a coordinator gives
+// its workers (in one NATS message) leaves out the gate's claim order and
+// baseline figures, which grow with the dataset; the log's keeps them.
+func TestSequentialWorkersManifestIsSmall(t *testing.T) {
+	t.Parallel()
+	e := bernoulli(300, 0.9, 0, 0, nil)
+	log := filepath.Join(t.TempDir(), "coord.jsonl")
+	cfg := eval.Config{Log: log, Seed: 2, Quiet: true, Sequential: &report.Sequential{Bar: 0.7}}
+	rec, err := e.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	_, err = rec.Close(context.Background())
+	require.NoError(t, err)
+	require.NotContains(t, string(rec.Manifest().Sequential), `"order"`)
+	workers, err := e.Manifest(context.Background(), cfg)
+	require.NoError(t, err)
+	require.NotContains(t, string(workers.Sequential), `"order"`)
+	m, err := manifest.Read(log)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Sequential), `"order"`)
+}

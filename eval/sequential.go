@@ -8,12 +8,27 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"sync"
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/report"
 )
+
+// workersGate is a gate as the manifest workers check theirs against
+// holds it: without its claim order and its baseline's figures, which only
+// a report of the log needs and which grow with the dataset (a manifest
+// travels to workers in one NATS message).
+func workersGate(s *report.Sequential) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	g := *s
+	g.Order, g.Base = nil, nil
+	b, _ := json.Marshal(&g) // a struct of numbers and strings
+	return b
+}
 
 // claimWindow bounds a sequential run's claims beyond the claim order's
 // finished prefix (the samples the decision has taken in) to the
