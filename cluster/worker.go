@@ -24,6 +24,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/cli"
 	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
 )
 
 // WorkerOptions tune a worker. Join is required.
@@ -235,6 +236,10 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 	if d := compareManifests(m, mine); len(d) > 0 {
 		return cfg, &MismatchError{Diffs: d}
 	}
+	cfg, err := adoptGate(cfg, m)
+	if err != nil {
+		return cfg, fmt.Errorf("cluster: run %s: %w", w.runID, err)
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = eval.DefaultConcurrency
 	}
@@ -248,6 +253,28 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 		return cfg, stop
 	}
 	w.log.Info("proctor: joined run "+w.runID, "eval", m.Eval, "server", redactURL(w.join), "worker", w.id, "concurrency", cfg.Concurrency)
+	return cfg, nil
+}
+
+// adoptGate gives a worker the run's sequential gate when its own config
+// has none: under a gate an episode is drawn once (an error is not
+// retried unless the agent never ran), and a worker started without the
+// gate's flags would retry as an ungated run does.
+func adoptGate(cfg eval.Config, m *manifest.Manifest) (eval.Config, error) {
+	if cfg.Sequential != nil {
+		return cfg, nil
+	}
+	seq, err := report.SequentialOf(m)
+	if err != nil || seq == nil {
+		return cfg, err
+	}
+	if seq.Baseline != "" && seq.Base == nil {
+		// The workers' copy leaves the baseline's figures out: a worker
+		// decides nothing, it needs the gate's retry rule only, and the
+		// baseline's file need not be where it runs.
+		seq.Base = map[string][2]float64{}
+	}
+	cfg.Sequential = seq
 	return cfg, nil
 }
 

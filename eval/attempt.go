@@ -61,6 +61,7 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 	// Read before the attempt is published: once it runs, the watchdog may
 	// abandon it and drop j.kept while the abandoned call still reads it.
 	k = j.kept
+	j.notRun = false
 	sbCtx := runCtx
 	if s.tel.tracer != nil {
 		sbCtx, base = s.startAttempt(runCtx, base, j, ep, k == nil && s.cfg.Sandbox != nil)
@@ -72,6 +73,7 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 		sb, kind, err := s.openSandbox(sbCtx, j, smp)
 		if err != nil {
 			s.conclude(j, ep, opened, &outcome[O]{fault: kind, err: err})
+			j.notRun = true
 			return nil, nil, nil, time.Time{}, 0
 		}
 		ep.Sandbox = sb

@@ -74,7 +74,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		// A resumed log may hold the decision already: learn it before
 		// claiming anything.
 		<-run.rec.ingested
-		sc.order, sc.decided = run.agg.ClaimOrder(), run.decided
+		sc.order, sc.decided, sc.window = run.agg.ClaimOrder(), run.decided, run.rec.window
 	}
 	tracker := newProgressTracker(run, &setup.cfg)
 	prog := newProgressReporter(tracker, &setup.cfg)
@@ -155,9 +155,15 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	if cfg.Sequential != nil {
 		r.decided = make(chan struct{})
 		r.agg.OnDecided(func() { close(r.decided) })
+		if err := pinGate(ctx, setup, r.agg.ClaimOrder()); err != nil {
+			return nil, err
+		}
 	}
 	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
+	if cfg.Sequential != nil {
+		r.rec.window = newClaimWindow(cfg.Concurrency)
+	}
 
 	// Episodes this run does not own count as done: those of other shards,
 	// and those a rejudge does not judge again.
@@ -348,6 +354,9 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	m := newManifest(setup)
 	var d []string
 	if old != nil {
+		if d := m.GateDiff(old); len(d) > 0 {
+			return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d, Gate: true}
+		}
 		d = m.Diff(old)
 	} else {
 		d = recordsDiff(cfg.Log, setup.e.Name, cfg.Seed)
@@ -357,9 +366,12 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	epochs := int64(cfg.Epochs)
 	// An episode ended at its cap is final unless the caps changed (or
-	// the caller asks): run again, it would spend as much again.
+	// the caller asks): run again, it would spend as much again. Any
+	// error is final under a sequential gate: running it again would draw
+	// it a second time (docs/stopping-early.md).
 	keepLimits := !cfg.RetryLimited && (old == nil || old.Budget.Episode() == m.Budget.Episode())
-	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: true, KeepLimits: keepLimits, Visit: func(id []byte, epoch int) {
+	gated := cfg.Sequential != nil
+	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: !gated, KeepLimits: keepLimits, ErrorsFinal: gated, Visit: func(id []byte, epoch int) {
 		if i, ok := setup.samples.index.getBytes(id); ok && int64(epoch) < epochs {
 			done.add(int64(i)*epochs + int64(epoch))
 		}
@@ -395,7 +407,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		m.CreatedAt, m.Dataset = old.CreatedAt, old.Dataset
 	}
 	m.RunID = l.runID
-	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) {
+	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) || cfg.Sequential != nil {
 		if err := writeManifest(cfg.Log, m); err != nil {
 			return fail(err)
 		}
@@ -458,6 +470,9 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	}
 	if setup.cfg.Sequential != nil {
 		m.Sequential, _ = json.Marshal(setup.cfg.Sequential) // a struct of numbers and strings
+		if setup.identity != nil {
+			m.Dataset = *setup.identity // part of what the gate rests on (pinGate)
+		}
 	}
 	return m
 }

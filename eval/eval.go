@@ -242,6 +242,8 @@ func (c Config) validate() error {
 		return bad("Report.MaxFailures", c.Report.MaxFailures, "a positive count, or 0 for the default")
 	case c.Subset.PerValue < 0:
 		return bad("Subset.PerValue", c.Subset.PerValue, "a positive count, or 0 for no subset")
+	case c.Report.Sequential != nil:
+		return bad("Report.Sequential", "set", "nil: the gate is set in one place, Config.Sequential, which puts it in the manifest with its claim order, seed and epochs")
 	case c.Sequential != nil && c.Shard.Count > 1:
 		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
 	}
@@ -326,6 +328,9 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 		s := *cfg.Sequential
 		if err := s.Load(); err != nil {
 			return cfg, nil, &ConfigError{"Config.Sequential: " + strings.TrimPrefix(err.Error(), "report: ")}
+		}
+		if s.BaselineEval != "" && s.BaselineEval != e.Name {
+			return cfg, nil, &ConfigError{fmt.Sprintf("Config.Sequential.Baseline %s is a run of eval %q, not %q: a baseline is a run of the same eval", s.Baseline, s.BaselineEval, e.Name)}
 		}
 		cfg.Sequential = &s
 	}

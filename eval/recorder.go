@@ -42,6 +42,9 @@ type recorder struct {
 	stopped chan struct{} // the goroutine has drained everything
 
 	ingested chan struct{} // closed once a resumed log's records are folded in
+	// window, for a sequential gate, learns how far the claim order's
+	// finished prefix reaches (sequential.go); nil without one.
+	window *claimWindow
 
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
@@ -104,6 +107,7 @@ func (r *recorder) start(ingest func()) {
 		if ingest != nil {
 			ingest()
 		}
+		r.window.advance(r.agg, r.epochs)
 		close(r.ingested)
 		r.loop()
 	}()
@@ -270,6 +274,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
+	r.window.advance(r.agg, r.epochs)
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
 	if f.rec.Status == sink.Error {

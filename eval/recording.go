@@ -64,6 +64,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	m := newManifest(setup)
 	m.RunID = run.runID
 	m.Dataset, _ = setup.hashDataset(ctx)
+	m.Sequential = workersGate(setup.cfg.Sequential)
 	r.manifest = m
 	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, &cfg)
@@ -81,6 +82,7 @@ func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*manifest.Manife
 	}
 	m := newManifest(&runSetup[T, O]{e: e, cfg: cfg, samples: samples})
 	m.RunID = cfg.RunID
+	m.Sequential = workersGate(cfg.Sequential)
 	if m.Dataset, err = identityOf(ctx, samples, nil); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Sequential != nil {
+		return nil, &ConfigError{"Rejudge takes no Config.Sequential: a gate claims samples in its own order; gate a run instead"}
+	}
 	cfg = cfg.withDefaults()
 	cfg.Sandbox = nil
 	// One open file for the index and every read of an output: a log

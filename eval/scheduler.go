@@ -66,6 +66,7 @@ type scheduler[T, O any] struct {
 	// closed once the gate is decided; nil without one.
 	order   []int32
 	decided <-chan struct{}
+	window  *claimWindow
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -121,6 +122,10 @@ type job struct {
 	// retry judges it again instead of running the agent again.
 	kept      *kept
 	permanent bool // the latest attempt's error must not be retried
+	// notRun is set when the latest attempt ended before the agent ran
+	// (its sandbox could not be had): under a sequential gate, the only
+	// error retried, since retrying it draws nothing again.
+	notRun bool
 
 	spans episodeSpans // OpenTelemetry (otel.go)
 
@@ -161,6 +166,7 @@ type schedule[T, O any] struct {
 	// decided; nil without one.
 	order   []int32
 	decided <-chan struct{}
+	window  *claimWindow // bounds the claims beyond the finished prefix
 	// stream, when set, reads a streamed dataset for a worker's feed
 	// (work.go); Run's scheduler makes its own.
 	stream *sampleStream[T]
@@ -170,7 +176,7 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window,
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
@@ -442,6 +448,9 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if i >= s.total {
 			return nil
 		}
+		if s.window != nil && (!s.window.wait(i, ctx.Done(), s.decided) || s.stopped.Load()) {
+			return nil
+		}
 		if s.order != nil {
 			i = int64(s.order[i/epochs])*epochs + i%epochs
 		}
@@ -475,7 +484,8 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job) *job {
 	rec := j.rec()
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
-		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load()
+		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load() &&
+		(s.cfg.Sequential == nil || j.notRun)
 	if retry {
 		d := min(s.cfg.Backoff<<j.attempt, maxBackoff)
 		t := time.NewTimer(rand.N(d) + 1)
@@ -591,6 +601,7 @@ func (*LimitError) Permanent() bool { return true }
 // finish (the budget: what is paid for is recorded).
 func (s *scheduler[T, O]) stop(cause error, abort bool) {
 	s.stopped.Store(true)
+	s.window.open()
 	if abort {
 		s.cancel(cause)
 	}

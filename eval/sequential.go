@@ -7,8 +7,129 @@ package eval
 // the same point.
 
 import (
+	"context"
+	"encoding/json"
 	"iter"
+	"sync"
+	"sync/atomic"
+
+	"github.com/proctor-evals/proctor/eval/report"
 )
+
+// workersGate is a gate as the manifest workers check theirs against
+// holds it: without its claim order and its baseline's figures, which only
+// a report of the log needs and which grow with the dataset (a manifest
+// travels to workers in one NATS message).
+func workersGate(s *report.Sequential) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	g := *s
+	g.Order, g.Base = nil, nil
+	b, _ := json.Marshal(&g) // a struct of numbers and strings
+	return b
+}
+
+// claimWindow bounds a sequential run's claims beyond the claim order's
+// finished prefix (the samples the decision has taken in) to the
+// concurrency plus 5%: once decided, at most that many episodes run that
+// the decision did not need, whatever the episodes' latency. Without it,
+// instant episodes outran the recorder and the run claimed its whole
+// dataset before the decision caught up. The price: a slow sample at the
+// head of the prefix holds back new claims until it finishes.
+type claimWindow struct {
+	fed     atomic.Int64 // episodes of the finished prefix
+	width   int64
+	waiters atomic.Int64
+	mu      sync.Mutex
+	moved   chan struct{} // closed, and replaced, when fed moves or the window opens
+}
+
+func newClaimWindow(concurrency int) *claimWindow {
+	c := int64(concurrency)
+	return &claimWindow{width: c + (c+19)/20, moved: make(chan struct{})}
+}
+
+// advance is called by the recorder's goroutine after each record: it
+// learns the prefix from the aggregator, and wakes the workers waiting
+// when it moved. O(1), nothing without a window.
+func (w *claimWindow) advance(agg *report.Aggregator, epochs int64) {
+	if w == nil {
+		return
+	}
+	_, samples := agg.Decided()
+	if n := int64(samples) * epochs; n > w.fed.Load() {
+		w.fed.Store(n) // before looking for waiters, who register before looking at fed
+		w.wake()
+	}
+}
+
+// open lifts the bound (the run stops: what was claimed is let go).
+func (w *claimWindow) open() {
+	if w != nil {
+		w.fed.Store(1 << 62)
+		w.wake()
+	}
+}
+
+func (w *claimWindow) wake() {
+	if w.waiters.Load() > 0 {
+		w.mu.Lock()
+		close(w.moved)
+		w.moved = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+// wait returns true once the episode at claim position i is within the
+// window, false when done or decided closes first.
+func (w *claimWindow) wait(i int64, done <-chan struct{}, decided <-chan struct{}) bool {
+	for {
+		if i < w.fed.Load()+w.width {
+			return true
+		}
+		w.mu.Lock()
+		w.waiters.Add(1)
+		moved := w.moved
+		w.mu.Unlock()
+		if i < w.fed.Load()+w.width {
+			w.waiters.Add(-1)
+			return true
+		}
+		select {
+		case <-moved:
+		case <-done:
+		case <-decided:
+		}
+		w.waiters.Add(-1)
+		select {
+		case <-done:
+			return false
+		case <-decided:
+			return false
+		default:
+		}
+	}
+}
+
+// pinGate puts on record what a sequential run's gate rests on, in the
+// manifest: the claim order (every sample the run may claim, so that a
+// report of a log cut short sees a claimed sample without a record as the
+// end of the prefix, as the engine does) and the dataset's identity,
+// hashed now rather than at the end, so that a resume over other data is
+// refused before it runs anything.
+func pinGate[T, O any](ctx context.Context, setup *runSetup[T, O], order []int32) error {
+	ids := make([]string, len(order))
+	for k, i := range order {
+		ids[k] = setup.samples.id(int(i))
+	}
+	setup.cfg.Sequential.Order = ids
+	if setup.cfg.Log == "" {
+		return nil
+	}
+	_, err := setup.hashDataset(ctx)
+	return err
+}
 
 // isDecided reports whether the sequential gate, if any, is decided.
 func (s *scheduler[T, O]) isDecided() bool {

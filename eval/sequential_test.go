@@ -20,6 +20,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
 )
@@ -55,14 +56,43 @@ func bernoulli(n int, rate float64, fast, slow time.Duration, fail func() (strin
 // gate from its manifest, the outcomes from its records.
 func decisionOfLog(t *testing.T, log string) *report.SequentialResult {
 	t.Helper()
+	res, err := readDecision(log)
+	require.NoError(t, err)
+	return res
+}
+
+func readDecision(log string) (*report.SequentialResult, error) {
 	m, err := manifest.Read(log)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	seq, err := report.SequentialOf(m)
-	require.NoError(t, err)
-	require.NotNil(t, seq, "the manifest holds the gate")
-	rep, err := report.FromRecords(jsonl.Records(log), &report.Options{Sequential: seq, Resamples: -1})
-	require.NoError(t, err)
-	return rep.Sequential
+	if err != nil {
+		return nil, err
+	}
+	if seq == nil {
+		return nil, errors.New("the manifest holds no gate")
+	}
+	rep, err := report.FromRecords(committedRecords(log), &report.Options{Sequential: seq, Resamples: -1})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Sequential, nil
+}
+
+// committedRecords are the records of a log, up to a torn tail: what a
+// report of a log still being written reads.
+func committedRecords(log string) func(yield func(sink.Record, error) bool) {
+	return func(yield func(sink.Record, error) bool) {
+		for r, err := range jsonl.Records(log) {
+			if torn := (*jsonl.TornTailError)(nil); errors.As(err, &torn) {
+				return
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
 }
 
 // replayDecision decides the gate by hand, independently of the engine:

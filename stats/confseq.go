@@ -113,6 +113,13 @@ func checkRange(fn string, lo, hi float64) {
 // with the plug-in bets λ_i above truncated at 1/2. It is computed in
 // closed form: O(1) time and memory per observation. The zero value is not
 // usable: call [NewEmpiricalBernstein].
+//
+// The cap at 1/2 is what makes [EmpiricalBernstein.AddRange] valid: an
+// observation known only to lie in [lo, hi] enters each side's term
+// λX − v·ψ_E(λ) as its end (lo below, hi above), which bounds the term of
+// the true X only while the term is monotone in X, that is while
+// λ ≥ 8ψ_E(λ): up to λ ≈ 0.58. With bets above that, counting an error as a
+// failure could raise the lower bound.
 type EmpiricalBernstein struct {
 	p      plugIn
 	logTwo float64 // log(2/α)
@@ -130,7 +137,9 @@ func NewEmpiricalBernstein(alpha float64) *EmpiricalBernstein {
 	return &EmpiricalBernstein{p: newPlugIn("NewEmpiricalBernstein", alpha), logTwo: math.Log(2 / alpha), alpha: alpha, hi: 1}
 }
 
-// ebTruncation caps the empirical-Bernstein bets (the paper's c = 1/2).
+// ebTruncation caps the empirical-Bernstein bets (the paper's c = 1/2);
+// AddRange's ranges are valid only under a cap of at most about 0.58 (see
+// EmpiricalBernstein).
 const ebTruncation = 0.5
 
 // Add adds an observation in [0, 1]. It panics outside [0, 1].

@@ -309,8 +309,44 @@ func TestPPISampleSize(t *testing.T) {
 	assert.Equal(t, 101, stats.PPISampleSize(0.01, 0.5, 0.9, 100, 0.95))
 	// A perfect judge needs the minimum.
 	assert.Equal(t, 2, stats.PPISampleSize(0.1, 0.5, 1, 10_000, 0.95))
+	// A judge that disagrees with people gets no weight (λ is clipped to
+	// [0, 1]): it plans what the labels alone need, 1,537 for ±0.025 at
+	// σ = 0.5, not the 334 a weight of −0.9 would need.
+	assert.Equal(t, 1537, stats.PPISampleSize(0.05, 0.5, -0.9, 10_000, 0.95))
 	require.Panics(t, func() { stats.PPISampleSize(0, 0.5, 0, 10, 0.95) })
 	require.Panics(t, func() { stats.PPISampleSize(0.1, 0.5, 1.5, 10, 0.95) })
+}
+
+// TestPPISampleSizeOfAContraryJudge: a judge whose verdicts are the
+// opposite of people's grades 95% of the time (ρ = −0.9), 10,000 items at a
+// true rate of 0.5. The reviews PPISampleSize plans for a width of 0.05 give
+// PPIMean intervals that wide on average over 200 draws (it planned 334,
+// whose intervals are twice as wide).
+func TestPPISampleSizeOfAContraryJudge(t *testing.T) {
+	t.Parallel()
+	const N, runs, width = 10_000, 200, 0.05
+	rng := rand.New(rand.NewPCG(31, 1))
+	n := stats.PPISampleSize(width, 0.5, -0.9, N, 0.95)
+	pred, y := make([]float64, N), make([]float64, N)
+	var sum float64
+	for range runs {
+		for i := range N {
+			y[i] = float64(rng.IntN(2))
+			pred[i] = 1 - y[i]
+			if rng.Float64() < 0.05 {
+				pred[i] = y[i]
+			}
+		}
+		labels := make([]stats.Label, 0, n)
+		for _, i := range rng.Perm(N)[:n] {
+			labels = append(labels, stats.Label{Index: i, Value: y[i], Prob: float64(n) / N})
+		}
+		iv := stats.PPIMean(pred, labels, nil, 0.95).Interval
+		sum += iv.Hi - iv.Lo
+	}
+	got := sum / runs
+	t.Logf("%d reviews planned: mean width %.4f over %d draws", n, got, runs)
+	assert.InDelta(t, width, got, 0.05*width)
 }
 
 // TestPPIMeanClustered: 1,000 samples × 5 epochs, where a sample is either

@@ -54,8 +54,9 @@ func TestCompareFailsOnTheWorstCase(t *testing.T) {
 	code, out, errs = cli("compare", "-fail-on-regression", "-exclude-errors", "-margin", "0.05", base, head)
 	require.Zero(t, code, out+errs)
 
-	code, out, _ = cli("report", head)
-	require.Zero(t, code)
+	code, out, errs = cli("report", head)
+	require.Equal(t, exitError, code, "20%% without a verdict is over -max-no-verdict")
+	require.Contains(t, errs, "over -max-no-verdict")
 	require.Contains(t, out, "pass rate 100.0% [89.3%, 100.0%] of scored episodes — 8 errored of 40: between 80.0% [")
 	require.Contains(t, out, "judge/cascade.expensive/rubric")
 }

@@ -260,11 +260,15 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 	}, nil
 }
 
-func reportOf(path string, stderr io.Writer) (*report.Report, error) {
+func reportOf(path string, stderr io.Writer, maxNoVerdict float64) (*report.Report, error) {
 	opts, err := sequentialOptions(path)
 	if err != nil {
 		return nil, err
 	}
+	if opts == nil {
+		opts = &report.Options{}
+	}
+	opts.MaxNoVerdict = maxNoVerdict
 	if endsLine(path) {
 		// A whole log, read on every core: a torn tail would be a warning
 		// in the report, which the command prints on stderr instead.
@@ -330,9 +334,15 @@ merged into one report: two logs may hold the same episode (a copy, a
 resumed run), which a merged report would count twice. Shards of one run
 are merged into one log first, where each episode is kept once. A RUN that
 is the transcript store, manifest or lock of a log that exists (what
-runs/*.jsonl matches) is skipped, with a note on stderr.`,
+runs/*.jsonl matches) is skipped, with a note on stderr.
+
+It exits with status 1, as the run did, when a RUN fails the gates its log
+carries: its sequential gate did not decide "pass", more of its episodes
+than -max-no-verdict had no verdict, or its judge gave no verdict on any
+call. So CI can gate a log it did not run.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print JSON")
+		maxNoVerdict := fs.Float64("max-no-verdict", 0, "exit 1 when more than this `fraction` of a run's episodes errored or were unscored (0: 0.05, negative: never)")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
 		htmlOut := fs.String("html", "", "write the run page of one LOG to `file` as self-contained HTML (as proctor view shows it)")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
@@ -346,8 +356,9 @@ runs/*.jsonl matches) is skipped, with a note on stderr.`,
 			if err != nil {
 				return 0, err
 			}
+			code := 0
 			for i, path := range pos {
-				rep, err := reportOf(path, stderr)
+				rep, err := reportOf(path, stderr, *maxNoVerdict)
 				if err != nil {
 					return 0, fmt.Errorf("%s: %w", path, err)
 				}
@@ -370,8 +381,14 @@ runs/*.jsonl matches) is skipped, with a note on stderr.`,
 				if !*asJSON {
 					noteReviews(stdout, path)
 				}
+				if why := rep.GateFailure(); why != "" {
+					for _, line := range strings.Split(why, "\n") {
+						fmt.Fprintf(stderr, "%s: %s\n", path, line)
+					}
+					code = exitError
+				}
 			}
-			return 0, nil
+			return code, nil
 		}
 	},
 }
@@ -421,11 +438,11 @@ exists.`,
 			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
 				return 0, err
 			}
-			base, err := reportOf(pos[0], stderr)
+			base, err := reportOf(pos[0], stderr, 0)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[0], err)
 			}
-			head, err := reportOf(pos[1], stderr)
+			head, err := reportOf(pos[1], stderr, 0)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[1], err)
 			}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/report"
@@ -149,12 +150,10 @@ func PrintOutcome(stdout, stderr io.Writer, rep *report.Report, err error, asJSO
 		}
 		fmt.Fprintf(stderr, "%s: stopped%s: %s is spent; run again with a larger one and the same log to finish\n", prog(), done, what)
 		return 1
-	case rep.Sequential != nil && !rep.Sequential.Passed():
-		fmt.Fprintf(stderr, "%s: the sequential gate did not pass: %s\n", prog(), rep.Sequential.Decision)
-		return 1
-	case rep.WorstCase != nil && rep.WorstCase.Over:
-		fmt.Fprintf(stderr, "%s: %s\n%s: %d of %d episodes errored or were unscored, over -max-no-verdict (Config.Report.MaxNoVerdict)\n",
-			prog(), rep.Headline(), prog(), rep.WorstCase.NoVerdict, rep.Episodes)
+	case rep.GateFailure() != "":
+		for _, line := range strings.Split(rep.GateFailure(), "\n") {
+			fmt.Fprintf(stderr, "%s: %s\n", prog(), line)
+		}
 		return 1
 	}
 	return 0

@@ -36,7 +36,10 @@ type Gate struct {
 	ExcludeErrors bool
 	// MaxErrorRate fails the test when more than this fraction of episodes
 	// ended in error or unscored: infrastructure that broke must not pass
-	// a gate by shrinking its denominator. Default 0.1; 1 disables.
+	// a gate by shrinking its denominator. Default
+	// report.DefaultMaxNoVerdict (5%), the command line's -max-no-verdict
+	// default; 1 disables. A judge that gave no verdict on any of its calls
+	// fails the test whatever the share (report.Report.BrokenJudge).
 	MaxErrorRate float64
 	// Sequential makes the gate sequential (eval.Config.Sequential, unless
 	// the config sets its own): the run claims samples in a seeded random
@@ -124,7 +127,7 @@ func reuseSummary(rep *report.Report) string {
 func Check(t testing.TB, rep *report.Report, g Gate) {
 	t.Helper()
 	if g.MaxErrorRate == 0 {
-		g.MaxErrorRate = 0.1
+		g.MaxErrorRate = report.DefaultMaxNoVerdict
 	}
 	var problems []string
 	if s := rep.Sequential; s != nil {
@@ -148,6 +151,9 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 			problems = append(problems, fmt.Sprintf("%d errored and %d unscored of %d episodes (%.1f%%): over the gate's %.1f%%",
 				rep.Errored, rep.Unscored, rep.Episodes, 100*bad, 100*g.MaxErrorRate))
 		}
+	}
+	if src := rep.BrokenJudge(); src != "" {
+		problems = append(problems, fmt.Sprintf("the judge gave no verdict on any of its calls (%s)", src))
 	}
 	if len(problems) == 0 {
 		return

@@ -2,6 +2,7 @@ package evaltest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/evaltest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/scorer"
 )
 
@@ -200,4 +202,32 @@ func TestRunKeepsOnlyTheLogsOfFailures(t *testing.T) {
 			require.Empty(t, after, "a passing test leaves nothing")
 		}
 	}
+}
+
+// TestGateNoVerdictDefaultIsTheCommandLines: the gate allowed 10% of
+// episodes without a verdict where the command line allows 5%: one default,
+// report.DefaultMaxNoVerdict. 8% unscored fails the gate; a judge that
+// gave no verdict on any call fails it even when the share is not checked.
+func TestGateNoVerdictDefaultIsTheCommandLines(t *testing.T) {
+	t.Parallel()
+	e := arithmetic(adder(-1))
+	e.Judge = judge.Func[question, string](func(_ context.Context, ep *harness.Episode[question], _ string) (judge.Verdict, error) {
+		if ep.Sample.Input.A%25 < 2 {
+			return judge.Verdict{}, judge.ErrUnscored
+		}
+		return judge.Pass("right"), nil
+	})
+	rec := &recorder{TB: t}
+	rep := evaltest.Run(rec, e, eval.Config{Quiet: true}, evaltest.Gate{MinLowerBound: 0.5, ExcludeErrors: true})
+	require.Equal(t, 16, rep.Unscored)
+	require.Len(t, rec.errors, 1, "8%% without a verdict is over the 5%% default")
+	require.Contains(t, rec.errors[0], "over the gate's 5.0%")
+
+	e.Judge = judge.Func[question, string](func(context.Context, *harness.Episode[question], string) (judge.Verdict, error) {
+		return judge.Verdict{}, errors.New("grader unreachable")
+	})
+	rec = &recorder{TB: t}
+	evaltest.Run(rec, e, eval.Config{Quiet: true, Retries: -1, MaxErrorRate: -1}, evaltest.Gate{MinLowerBound: 0, ExcludeErrors: true, MaxErrorRate: 1})
+	require.Len(t, rec.errors, 1)
+	require.Contains(t, rec.errors[0], "the judge gave no verdict on any of its calls (judge)")
 }

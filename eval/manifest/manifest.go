@@ -65,9 +65,10 @@ type Manifest struct {
 	// Proctor is the module version that wrote the manifest.
 	Proctor string `json:"proctor,omitempty"`
 	// Sequential is the run's sequential gate, as package eval/report
-	// writes it (report.Sequential): a report of the log decides it
-	// again. A run resumed with another gate is refused, since choosing
-	// a gate after seeing results voids its error rate.
+	// writes it (report.Sequential, with its claim order and pinned
+	// baseline): a report of the log decides it again. A run resumed with
+	// another gate, or with other data under it, is refused (GateDiff),
+	// since choosing a gate after seeing results voids its error rate.
 	Sequential json.RawMessage `json:"sequential,omitempty"`
 	// Budget is the run's budgets as its latest start set them, for the
 	// viewer; nil without any. It is not part of what a run is: a resumed
@@ -158,9 +159,16 @@ func Write(log string, m *Manifest) error {
 type MismatchError struct {
 	Log   string
 	Diffs []string // "judge version: \"v1\" in the log, \"v2\" now"
+	// Gate is set when what differs is what a sequential gate rests on
+	// (GateDiff), which no resume may change.
+	Gate bool
 }
 
 func (e *MismatchError) Error() string {
+	if e.Gate {
+		return fmt.Sprintf("manifest: the log %s holds a sequential gate over other data (%s); a gate's data is fixed before it runs: use a new log",
+			e.Log, strings.Join(e.Diffs, "; "))
+	}
 	return fmt.Sprintf("manifest: the log %s was written by a different run (%s); use a new log, or allow the change (eval.Config.AllowChanged) to resume it anyway",
 		e.Log, strings.Join(e.Diffs, "; "))
 }
@@ -183,8 +191,63 @@ func (m *Manifest) Diff(old *Manifest) []string {
 	add("judge version", old.Versions.Judge, m.Versions.Judge)
 	add("sandbox version", old.Versions.Sandbox, m.Versions.Sandbox)
 	add("shard", old.Shard, m.Shard)
-	add("sequential gate", compact(old.Sequential), compact(m.Sequential))
 	return d
+}
+
+// GateDiff lists what differs between the manifest a log holds (old) and
+// this run's (m) in what a sequential gate's decision rests on: the gate
+// (bar or baseline and margin, α, method), its claim order (the dataset's
+// samples after any subset or selection, drawn with the seed), the pinned
+// baseline's figures, the epochs and the dataset's identity. Any of them
+// changed makes another gate over the same results, a second look at α:
+// no resume may change them, not even one allowed to change versions.
+func (m *Manifest) GateDiff(old *Manifest) []string {
+	if len(old.Sequential) == 0 && len(m.Sequential) == 0 {
+		return nil
+	}
+	var d []string
+	add := func(what, was, now string) {
+		if was != now {
+			d = append(d, fmt.Sprintf("%s: %s in the log, %s now", what, was, now))
+		}
+	}
+	was, now := gateParts(old.Sequential), gateParts(m.Sequential)
+	add("sequential gate", was.rest, now.rest)
+	// A log written before the order and the base figures were on record
+	// has neither: the resume puts them there (the order follows from the
+	// seed and the dataset, checked here).
+	if was.order != "" && was.order != now.order {
+		d = append(d, "the gate's claim order: the dataset's samples, the selection or the seed changed")
+	}
+	if was.base != "" && was.base != now.base {
+		d = append(d, "the gate's baseline: its per-sample figures changed")
+	}
+	add("epochs", fmt.Sprint(old.Epochs), fmt.Sprint(m.Epochs))
+	add("seed", old.Seed, m.Seed)
+	if old.Dataset.Comparable(m.Dataset) {
+		add("dataset", fmt.Sprintf("%d samples %s", old.Dataset.Samples, old.Dataset.Hash), fmt.Sprintf("%d samples %s", m.Dataset.Samples, m.Dataset.Hash))
+	}
+	return d
+}
+
+// gate is a gate's JSON in parts: its order, its baseline's figures and
+// the rest, each compact.
+type gate struct{ order, base, rest string }
+
+func gateParts(raw json.RawMessage) gate {
+	if len(raw) == 0 {
+		return gate{rest: "none"}
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return gate{rest: compact(raw)}
+	}
+	g := gate{order: compact(fields["order"]), base: compact(fields["base"])}
+	delete(fields, "order")
+	delete(fields, "base")
+	rest, _ := json.Marshal(fields) // sorted keys
+	g.rest = string(rest)
+	return g
 }
 
 // A Difference is a field in which two manifests of what should be one

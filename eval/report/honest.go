@@ -119,6 +119,51 @@ func (a *Aggregator) honest(r *Report) {
 	r.ByModel = a.spend.report()
 }
 
+// BrokenJudge returns where a judge that gave no verdict on any of its
+// calls failed (the error source of its errors and unscored verdicts:
+// "judge", "judge/rubric"…), "" when it gave one: every episode that
+// reached the judge ended without a verdict from it. A gate fails on it
+// whatever the share of episodes without a verdict (MaxNoVerdict, which
+// may be set to never). A stage called on some episodes only (a cascade's
+// expensive judge, a subsample's) is not told apart: the log does not
+// record its calls that succeeded.
+func (r *Report) BrokenJudge() string {
+	if r.Passed+r.Failed > 0 {
+		return ""
+	}
+	for _, s := range r.ErrorSources { // the most frequent first
+		if s.Source == "judge" || strings.HasPrefix(s.Source, "judge/") {
+			return s.Source
+		}
+	}
+	return ""
+}
+
+// GateFailure says why the report fails the gates a log carries on its
+// own, "" when it passes them: its sequential gate did not decide "pass";
+// more of its episodes than Options.MaxNoVerdict allows had no verdict
+// (WorstCase.Over); or its judge gave no verdict on any call
+// (BrokenJudge). A run from the command line (eval/cli) and `proctor
+// report` of its log exit non-zero on it, so that CI can gate a log it did
+// not run.
+func (r *Report) GateFailure() string {
+	switch {
+	case r.Sequential != nil && !r.Sequential.Passed():
+		why := string(r.Sequential.Decision)
+		if r.Sequential.Problem != "" {
+			why += ": " + r.Sequential.Problem
+		}
+		return "the sequential gate did not pass: " + why
+	case r.WorstCase != nil && r.WorstCase.Over:
+		return fmt.Sprintf("%s\n%d of %d episodes errored or were unscored, over -max-no-verdict (Options.MaxNoVerdict)",
+			r.Headline(), r.WorstCase.NoVerdict, r.Episodes)
+	}
+	if src := r.BrokenJudge(); src != "" {
+		return fmt.Sprintf("the judge gave no verdict on any of its calls (%s): no share of episodes without a verdict passes a gate with a broken judge", src)
+	}
+	return ""
+}
+
 // GateBound is the bound a gate compares with its bar: the lower bound of
 // the worst case (errored and unscored episodes counted as failures), or
 // with excludeErrors the lower bound of the pass rate over scored

@@ -226,7 +226,9 @@ type Options struct {
 	// for never.
 	MaxNoVerdict float64
 	// Sequential, when set, decides a sequential gate over the records
-	// ([Sequential]); the report's Sequential says what it decided.
+	// ([Sequential]); the report's Sequential says what it decided. A run
+	// does not take it from eval.Config.Report (which refuses it): its
+	// gate is eval.Config.Sequential, which the manifest keeps.
 	Sequential *Sequential
 }
 

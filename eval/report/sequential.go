@@ -65,7 +65,23 @@ type Sequential struct {
 	Epochs  int    `json:"-"`
 	Samples int    `json:"-"`
 
-	base map[string]span // per-sample pass-rate range of the base run; set by Load
+	// Order is the claim frontier on record: the IDs of every sample the
+	// run may claim, in claim order. The engine sets it and the log's
+	// manifest keeps it, so that a report of the log knows the samples
+	// that left no record: one claimed whose episodes are in flight, were
+	// cancelled or never ran ends the prefix as it does in the engine.
+	// Without it, a report of records alone cannot tell such a sample from
+	// one the run never had, and decides nothing unless the records hold
+	// every sample of the dataset (Samples).
+	Order []string `json:"order,omitempty"`
+	// Base pins the baseline: the base run's per-sample pass-rate ranges,
+	// sample ID → [lo, hi] (its errored and unscored episodes anywhere in
+	// between), and BaselineEval its eval. Load fills them from
+	// Baseline's log; the manifest keeps them, so that the gate is decided
+	// from the run's log alone, whatever becomes of the baseline's file,
+	// and a resume against a changed baseline is refused.
+	Base         map[string][2]float64 `json:"base,omitempty"`
+	BaselineEval string                `json:"baseline_eval,omitempty"`
 }
 
 // Methods of [Sequential.Method].
@@ -111,17 +127,29 @@ func (s *Sequential) Load() error {
 	case s.Epochs < 0 || s.Samples < 0:
 		return fmt.Errorf("report: sequential epochs %d, samples %d: want counts", s.Epochs, s.Samples)
 	}
-	if s.Baseline == "" || s.base != nil {
+	if s.Baseline == "" {
+		if s.Base != nil {
+			return errors.New("report: a sequential gate's base figures without a baseline")
+		}
+		return nil
+	}
+	if s.Base != nil {
+		for id, b := range s.Base {
+			if !(0 <= b[0] && b[0] <= b[1] && b[1] <= 1) {
+				return fmt.Errorf("report: the baseline's range of sample %q is %v: want 0 ≤ lo ≤ hi ≤ 1", id, b)
+			}
+		}
 		return nil
 	}
 	base, err := FromLog(s.Baseline, &Options{Resamples: -1})
 	if err != nil {
 		return fmt.Errorf("report: sequential baseline: %w", err)
 	}
-	s.base = make(map[string]span, len(base.SampleResults()))
+	s.BaselineEval = base.Eval
+	s.Base = make(map[string][2]float64, len(base.SampleResults()))
 	for _, r := range base.SampleResults() {
 		n := float64(r.Passed + r.Failed + r.Errored + r.Unscored)
-		s.base[r.ID] = span{float64(r.Passed) / n, 1 - float64(r.Failed)/n}
+		s.Base[r.ID] = [2]float64{float64(r.Passed) / n, 1 - float64(r.Failed)/n}
 	}
 	return nil
 }
@@ -153,8 +181,11 @@ type SequentialResult struct {
 	NotRun          int     `json:"episodes_not_run,omitempty"`
 	CostNotSpentUSD float64 `json:"cost_not_spent_usd,omitempty"`
 	// Problem says why nothing could be decided, when something was wrong
-	// (an unreadable baseline).
+	// (an unreadable baseline, a log that does not record its claim order).
 	Problem string `json:"problem,omitempty"`
+	// Waiting, while undecided, names the sample that ends the finished
+	// prefix: the one the decision waits for.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Passed reports whether the gate passed: decided, and decided pass.
@@ -298,8 +329,8 @@ func (q *sequential) index(n int, meta func(i int) (string, map[string]string)) 
 }
 
 func (s *Sequential) baseOf(id string) span {
-	if b, ok := s.base[id]; ok {
-		return b
+	if b, ok := s.Base[id]; ok {
+		return span{b[0], b[1]}
 	}
 	return span{0, 1}
 }
@@ -404,13 +435,16 @@ func (a *Aggregator) sequentialResult(episodes int, costUSD float64) *Sequential
 	}
 	order := q.order
 	if order == nil || len(order) != len(a.samples) {
-		order = ClaimOrder(s.Seed, len(a.samples), func(i int) string { id, _ := a.sampleMeta(i); return id })
+		if order, res.Problem = a.recordedOrder(s); res.Problem != "" {
+			return res
+		}
 	}
 	d := newDecider(s)
 	var los, his []float64 // the observations fed, for the betting bounds
 	eb := stats.NewEmpiricalBernstein(2 * s.Alpha)
-	for _, j := range order {
-		if int(j) >= len(q.seen) || q.seen[j] < epochs {
+	for k, j := range order {
+		if j < 0 || int(j) >= len(q.seen) || q.seen[j] < epochs {
+			res.Waiting = a.waiting(s, order, k, epochs)
 			break
 		}
 		var b span
@@ -441,6 +475,42 @@ func (a *Aggregator) sequentialResult(episodes int, costUSD float64) *Sequential
 	return res
 }
 
+// recordedOrder is the claim order of a report built from records alone
+// (positions of the aggregator's samples; -1 for a sample of the order
+// without a record): the manifest's order (Sequential.Order), else the
+// order of the samples recorded when they are the whole dataset. Else it
+// says why nothing can be decided.
+func (a *Aggregator) recordedOrder(s *Sequential) ([]int32, string) {
+	if len(s.Order) == 0 {
+		if s.Samples == 0 || len(a.samples) < s.Samples {
+			return nil, fmt.Sprintf("the log does not record its claim order (written by an older proctor?), and holds records of %d of the dataset's %d samples: a sample claimed but not finished (in flight, cancelled) cannot be told from one never claimed", len(a.samples), s.Samples)
+		}
+		return ClaimOrder(s.Seed, len(a.samples), func(i int) string { id, _ := a.sampleMeta(i); return id }), ""
+	}
+	order := make([]int32, 0, len(s.Order))
+	for _, id := range s.Order {
+		i, ok := a.Index(id)
+		if !ok {
+			return append(order, -1), "" // the prefix ends here
+		}
+		order = append(order, int32(i))
+	}
+	return order, ""
+}
+
+// waiting says which sample ends the finished prefix at claim position k.
+func (a *Aggregator) waiting(s *Sequential, order []int32, k int, epochs int32) string {
+	j := order[k]
+	if j < 0 {
+		return fmt.Sprintf("%s (claim position %d) has no record: in flight, cancelled, or not claimed yet", s.Order[k], k+1)
+	}
+	id, _ := a.sampleMeta(int(j))
+	if int(j) >= len(a.seq.seen) {
+		return fmt.Sprintf("%s (claim position %d) has no record", id, k+1)
+	}
+	return fmt.Sprintf("%s (claim position %d) has %d of its %d episodes", id, k+1, a.seq.seen[j], epochs)
+}
+
 // summary is the sequential gate's rows of the report's first table: what
 // was decided and where, then what was not spent.
 func (r *SequentialResult) summary() []SummaryRow {
@@ -457,6 +527,9 @@ func (r *SequentialResult) summary() []SummaryRow {
 		v = "undecided: " + r.Problem
 	case r.Decision == Undecided:
 		v = fmt.Sprintf("undecided after %d samples (%d episodes) in claim order: the gate does not pass; %s", r.Samples, r.Episodes, bounds)
+		if r.Waiting != "" {
+			v += "; the next sample, " + r.Waiting
+		}
 	default:
 		verdict := "PASS"
 		if r.Decision == DecidedFail {

@@ -26,6 +26,11 @@ type OpenOptions struct {
 	// (an episode stopped at its per-episode cap): they are final, since
 	// running them again would spend as much again.
 	KeepLimits bool
+	// ErrorsFinal counts error records as final, as any other: they are
+	// kept, and visited (Done, Visit), so that their episodes do not run
+	// again. A sequential gate's resume needs it: running an errored
+	// episode again is a second draw of it. Not with DropErrors.
+	ErrorsFinal bool
 	// Visit, when set, receives the key of every kept record instead of
 	// Recovery.Done being filled: a caller with its own index of episodes
 	// (the engine's bitset over the dataset) saves a map of every key.
@@ -37,7 +42,7 @@ type OpenOptions struct {
 type Recovery struct {
 	RunID   string                // the run the log belongs to; "" for an empty log
 	Records int                   // committed records kept
-	Done    map[sink.Key]struct{} // episodes with a final record (any status but error); nil with OpenOptions.Visit
+	Done    map[sink.Key]struct{} // episodes with a final record (any status but error, unless OpenOptions.ErrorsFinal); nil with OpenOptions.Visit
 	Dropped int                   // error records removed so that their episodes run again
 	Torn    *TornTailError        // the torn tail that was cut off, if any
 	// TraceEnd is one past the largest transcript offset a record links
@@ -95,7 +100,7 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 		visit = func(id []byte, epoch int) { rec.Done[sink.Key{SampleID: string(id), Epoch: epoch}] = struct{}{} }
 	}
 	keepLimits := opts.DropErrors && opts.KeepLimits
-	err := scanIndex(path, rec, keepLimits, visit)
+	err := scanIndex(path, rec, keepLimits, opts.ErrorsFinal && !opts.DropErrors, visit)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, err
 	}
@@ -170,7 +175,7 @@ func looksLikeRecord(b []byte) bool {
 }
 
 // scanIndex reads every line, validates it and visits its key.
-func scanIndex(path string, rec *Recovery, keepLimits bool, visit func([]byte, int)) error {
+func scanIndex(path string, rec *Recovery, keepLimits, errorsFinal bool, visit func([]byte, int)) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
@@ -201,7 +206,7 @@ func scanIndex(path string, rec *Recovery, keepLimits bool, visit func([]byte, i
 		if off := linkOffset(k.Transcript); off >= rec.TraceEnd {
 			rec.TraceEnd = off + 1
 		}
-		if dropped(k, keepLimits) {
+		if !errorsFinal && dropped(k, keepLimits) {
 			rec.Dropped++
 			return nil
 		}
