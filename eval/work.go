@@ -65,7 +65,13 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 		sc.stream = newFedStream(ctx, samples, cfg.Concurrency)
 		defer sc.stream.close()
 	}
+	modelsURL, stopModels, err := serveModels(&cfg)
+	if err != nil {
+		return err
+	}
+	defer stopModels()
 	s := newScheduler(e, cfg, samples, sc)
+	s.modelsURL = modelsURL
 
 	var feedErr error
 	go func() {
