@@ -137,3 +137,31 @@ func TestDatasetsImportNothingAbove(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReportImportsNoHarness: the report folds records, and a record's
+// usage is a usage.Usage; eval/report has no reason to link the harness
+// (the episode, its transcript and its sandbox). Tests may.
+func TestReportImportsNoHarness(t *testing.T) {
+	t.Parallel()
+	const harness = "github.com/proctor-evals/proctor/harness"
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir("eval/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		p := filepath.Join("eval/report", e.Name())
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if path := strings.Trim(imp.Path.Value, `"`); path == harness || strings.HasPrefix(path, harness+"/") {
+				t.Errorf("%s imports %s: the report speaks usage.Usage, not the harness", p, path)
+			}
+		}
+	}
+}

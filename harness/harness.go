@@ -12,6 +12,7 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // Episode is one run of an agent on one sample: sample × epoch. The engine
@@ -31,29 +32,9 @@ type Episode[T any] struct {
 	events  []Event
 }
 
-// Usage is what an episode consumed from model providers.
-type Usage struct {
-	InputTokens  int64   `json:"input_tokens,omitempty"`
-	OutputTokens int64   `json:"output_tokens,omitempty"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-	// Model names the model the usage was spent on ("gpt-4o"), when the
-	// one recording it knows: the report splits cost by model with it.
-	// A sum keeps the last name given.
-	Model string `json:"model,omitempty"`
-}
-
-// Add returns the sum of u and v, named as v when v names a model, else
-// as u.
-func (u Usage) Add(v Usage) Usage {
-	model := u.Model
-	if v.Model != "" {
-		model = v.Model
-	}
-	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CostUSD + v.CostUSD, model}
-}
-
-// Tokens is the input and output tokens together.
-func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+// Usage is what an episode consumed from model providers: the type of
+// package usage, kept here so that harness.Usage keeps working.
+type Usage = usage.Usage
 
 // Event is one step of an episode's transcript.
 type Event struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // Model is a language model a model-graded judge calls. Implementations
@@ -52,7 +52,7 @@ type Response struct {
 	Text string `json:"text"`
 	// Usage is the call's tokens and cost, from the provider's usage
 	// fields and the provider package's price table.
-	Usage harness.Usage `json:"usage,omitzero"`
+	Usage usage.Usage `json:"usage,omitzero"`
 	// StopReason is why the model stopped, normalized by the provider
 	// package to one of the Stop constants when it maps, else the
 	// provider's own value.
@@ -106,38 +106,11 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Price is what a model costs, in US dollars per million tokens.
-type Price struct {
-	Input  float64 // per million input (prompt) tokens
-	Output float64 // per million output (completion) tokens
-}
+// Price is what a model costs, in US dollars per million tokens: the type
+// of package usage, which holds the price table the judges' clients and the
+// model gateway share.
+type Price = usage.Price
 
-// Prices maps model names to prices. A model is looked up by its exact name,
-// else by the longest key that is a prefix of it followed by "-" (so
-// "gpt-4o" prices "gpt-4o-2024-08-06" but not "gpt-4o-mini", which needs its
-// own entry and has one).
-type Prices map[string]Price
-
-// Lookup returns the price of model and whether it is known.
-func (p Prices) Lookup(model string) (Price, bool) {
-	if pr, ok := p[model]; ok {
-		return pr, true
-	}
-	best, found := "", false
-	for k := range p {
-		if len(k) > len(best) && strings.HasPrefix(model, k+"-") {
-			best, found = k, true
-		}
-	}
-	return p[best], found
-}
-
-// Cost returns the cost of u's tokens on model; 0 for an unknown model:
-// a price is never guessed.
-func (p Prices) Cost(model string, in, out int64) float64 {
-	pr, ok := p.Lookup(model)
-	if !ok {
-		return 0
-	}
-	return (float64(in)*pr.Input + float64(out)*pr.Output) / 1e6
-}
+// Prices maps model names to prices; see [usage.Prices] for the lookup
+// (exact name, else the longest prefix followed by "-") and the cost.
+type Prices = usage.Prices

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
+	"github.com/proctor-evals/proctor/usage"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -64,12 +64,12 @@ type Aggregator struct {
 	weighted   bool
 	scoreSum   float64
 	latency    histogram
-	usage      harness.Usage
-	reused     int           // records with reused_from
-	rejudged   int           // records with parent_run_id and no reused_from
-	reusedCost harness.Usage // usage of the reused records
-	spend      spending      // usage by role and model (honest.go)
-	sources    errorSources  // errors and unscored verdicts by where they came from (honest.go)
+	usage      usage.Usage
+	reused     int          // records with reused_from
+	rejudged   int          // records with parent_run_id and no reused_from
+	reusedCost usage.Usage  // usage of the reused records
+	spend      spending     // usage by role and model (honest.go)
+	sources    errorSources // errors and unscored verdicts by where they came from (honest.go)
 	failures   failureList
 	warnings   []string
 	seq        *sequential // the sequential gate (sequential.go); nil without one
@@ -193,7 +193,7 @@ func (a *Aggregator) Add(r *sink.Record) {
 func (a *Aggregator) Warn(msg string) { a.warnings = append(a.warnings, msg) }
 
 // Usage returns the tokens and cost of the records folded in so far.
-func (a *Aggregator) Usage() harness.Usage { return a.usage }
+func (a *Aggregator) Usage() usage.Usage { return a.usage }
 
 // AddAt folds in a record of the sample at index i, for callers (the
 // engine) that know the index and need not hash the sample ID; i must be
@@ -243,7 +243,7 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		s.scoreSum += r.Score
 	}
 	a.latency.add(r.DurationMS)
-	a.usage = a.usage.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+	a.usage = a.usage.Add(usage.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
 	s.cost += r.CostUSD
 	a.spend.add(r)
 	if r.Status == sink.Error || r.Status == sink.Unscored && r.ErrorKind != sink.KindNotSampled {
@@ -252,7 +252,7 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	switch {
 	case r.ReusedFrom != "":
 		a.reused++
-		a.reusedCost = a.reusedCost.Add(harness.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
+		a.reusedCost = a.reusedCost.Add(usage.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
 	case r.ParentRunID != "":
 		a.rejudged++
 	}

@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/natural"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/stats"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // DefaultMaxNoVerdict is Options.MaxNoVerdict's default: a run with more
@@ -66,11 +66,11 @@ type ErrorSource struct {
 }
 
 // ModelUsage is what one model spent in one role ("agent" or "judge"),
-// for the models the harness and the judge named (harness.Usage.Model).
+// for the models the harness and the judge named (usage.Usage.Model).
 type ModelUsage struct {
-	Role  string        `json:"role"`
-	Model string        `json:"model"`
-	Usage harness.Usage `json:"usage"`
+	Role  string      `json:"role"`
+	Model string      `json:"model"`
+	Usage usage.Usage `json:"usage"`
 }
 
 // noVerdictAs says what errored and unscored episodes count as in a pass
@@ -225,17 +225,17 @@ func (e *errorSources) report() []ErrorSource {
 // spending adds up the judge's part of the usage and what each named
 // model spent in each role.
 type spending struct {
-	judge   harness.Usage
-	byModel map[modelKey]*harness.Usage
+	judge   usage.Usage
+	byModel map[modelKey]*usage.Usage
 }
 
 type modelKey struct{ role, model string }
 
 func (s *spending) add(r *sink.Record) {
-	judge := harness.Usage{InputTokens: r.JudgeInputTokens, OutputTokens: r.JudgeOutputTokens, CostUSD: r.JudgeCostUSD}
+	judge := usage.Usage{InputTokens: r.JudgeInputTokens, OutputTokens: r.JudgeOutputTokens, CostUSD: r.JudgeCostUSD}
 	s.judge = s.judge.Add(judge)
 	if r.Model != "" {
-		s.addModel(modelKey{"agent", r.Model}, harness.Usage{InputTokens: r.InputTokens - judge.InputTokens,
+		s.addModel(modelKey{"agent", r.Model}, usage.Usage{InputTokens: r.InputTokens - judge.InputTokens,
 			OutputTokens: r.OutputTokens - judge.OutputTokens, CostUSD: r.CostUSD - judge.CostUSD})
 	}
 	if r.JudgeModel != "" {
@@ -243,15 +243,15 @@ func (s *spending) add(r *sink.Record) {
 	}
 }
 
-func (s *spending) addModel(k modelKey, u harness.Usage) {
+func (s *spending) addModel(k modelKey, u usage.Usage) {
 	if v, ok := s.byModel[k]; ok {
 		*v = v.Add(u) // through the pointer: assigning to the map would store k, which may share a reader's buffer
 		return
 	}
 	if s.byModel == nil {
-		s.byModel = map[modelKey]*harness.Usage{}
+		s.byModel = map[modelKey]*usage.Usage{}
 	}
-	v := harness.Usage{}.Add(u)
+	v := usage.Usage{}.Add(u)
 	s.byModel[modelKey{k.role, strings.Clone(k.model)}] = &v
 }
 

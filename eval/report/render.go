@@ -11,9 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/stats"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // WriteText prints the report as a readable table.
@@ -96,14 +96,14 @@ func (r *Report) Summary() []SummaryRow {
 		row("pass-hat-k", "pass^k", strings.Join(hat, "  "))
 	}
 	row("latency", "latency", fmt.Sprintf("p50 %s  p95 %s  max %s", ms(r.Latency.P50MS), ms(r.Latency.P95MS), ms(r.Latency.MaxMS)))
-	if r.Usage != (harness.Usage{}) {
+	if r.Usage != (usage.Usage{}) {
 		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, %s", r.Usage.InputTokens, r.Usage.OutputTokens, usd(r.Usage.CostUSD)))
 	}
-	if j := r.JudgeUsage; j != (harness.Usage{}) {
+	if j := r.JudgeUsage; j != (usage.Usage{}) {
 		row("usage-by-role", "by role", fmt.Sprintf("agent %d tokens $%.4f, judge %d tokens $%.4f",
 			r.Usage.Tokens()-j.Tokens(), r.Usage.CostUSD-j.CostUSD, j.Tokens(), j.CostUSD))
 	}
-	if r.ReusedUsage != (harness.Usage{}) {
+	if r.ReusedUsage != (usage.Usage{}) {
 		u := r.ReusedUsage
 		row("reused-usage", "of which reused", fmt.Sprintf("%d input + %d output tokens, %s: spent by earlier runs; this run spent %s",
 			u.InputTokens, u.OutputTokens, usd(u.CostUSD), usd(max(0, r.Usage.CostUSD-u.CostUSD))))
@@ -414,7 +414,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 }
 
 type usageJSON struct {
-	harness.Usage
+	usage.Usage
 	CostUSD stats.Float `json:"cost_usd,omitempty"`
 }
 

@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/stats"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // Report is the standard summary of a run. Every eval reports in this shape,
@@ -79,14 +79,14 @@ type Report struct {
 
 	ByTag []TagBreakdown `json:"by_tag,omitempty"`
 
-	Latency Latency       `json:"latency"`
-	Usage   harness.Usage `json:"usage"`
+	Latency Latency     `json:"latency"`
+	Usage   usage.Usage `json:"usage"`
 	// ReusedUsage is the part of Usage that reused records carry: spent by
 	// the earlier runs that produced them, not by this one.
-	ReusedUsage harness.Usage `json:"reused_usage,omitzero"`
+	ReusedUsage usage.Usage `json:"reused_usage,omitzero"`
 	// JudgeUsage is the judge's part of Usage (the agent's is the rest),
 	// from records that split it (judge_* fields).
-	JudgeUsage harness.Usage `json:"judge_usage,omitzero"`
+	JudgeUsage usage.Usage `json:"judge_usage,omitzero"`
 	// ByModel is Usage by role and model, for the models the harness and
 	// the judge named; usage of unnamed models is in none.
 	ByModel []ModelUsage `json:"by_model,omitempty"`

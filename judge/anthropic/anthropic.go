@@ -27,9 +27,9 @@
 //
 // The answer is the concatenation of the response's text content blocks
 // (thinking and tool blocks are skipped). Usage comes from usage.input_tokens
-// (plus the cache_creation_input_tokens and cache_read_input_tokens, priced
-// as input: an upper bound when caching is on) and usage.output_tokens; the
-// cost from [DefaultPrices] (or [Options].Prices). stop_reason end_turn and
+// (plus the cache_creation_input_tokens and cache_read_input_tokens, which
+// are priced as cache writes and reads) and usage.output_tokens; the cost
+// from [DefaultPrices] (or [Options].Prices). stop_reason end_turn and
 // stop_sequence normalize to [judge.StopEnd], max_tokens to
 // [judge.StopMaxTokens], refusal to [judge.StopRefusal]. Streaming is off.
 //
@@ -50,9 +50,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/judge/internal/httpapi"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // DefaultBaseURL is the API's base when neither an option nor
@@ -66,20 +66,11 @@ const Version = "2023-06-01"
 // requires one).
 const DefaultMaxTokens = 1024
 
-// DefaultPrices are list prices in USD per million tokens (no caching or
-// batch discounts), as published in 2025. Prices change: override with
-// [Options].Prices. Models missing here cost 0, they are never guessed. Dated
-// model IDs ("claude-sonnet-4-20250514") match by prefix.
-var DefaultPrices = judge.Prices{
-	"claude-opus-4-5":   {Input: 5, Output: 25},
-	"claude-opus-4-1":   {Input: 15, Output: 75},
-	"claude-opus-4":     {Input: 15, Output: 75},
-	"claude-sonnet-4-5": {Input: 3, Output: 15},
-	"claude-sonnet-4":   {Input: 3, Output: 15},
-	"claude-3-7-sonnet": {Input: 3, Output: 15},
-	"claude-haiku-4-5":  {Input: 1, Output: 5},
-	"claude-3-5-haiku":  {Input: 0.80, Output: 4},
-}
+// DefaultPrices is the built-in price table, [usage.DefaultPrices], shared
+// with the other provider's client and the model gateway (its date and
+// source are stated there). Prices change: override with [Options].Prices.
+// Models missing there cost 0, they are never guessed.
+var DefaultPrices = usage.DefaultPrices
 
 // Client is a Messages API model. It is safe for concurrent use.
 type Client struct {
@@ -209,8 +200,9 @@ func (c *Client) decode(raw []byte) (judge.Response, error) {
 	out.Text = text.String()
 	if r.Usage != nil {
 		in := r.Usage.InputTokens + r.Usage.CacheCreationInputTokens + r.Usage.CacheReadInputTokens
-		out.Usage = harness.Usage{InputTokens: in, OutputTokens: r.Usage.OutputTokens}
-		out.Usage.CostUSD = c.prices.Cost(out.Model, in, r.Usage.OutputTokens)
+		out.Usage = usage.Usage{InputTokens: in, OutputTokens: r.Usage.OutputTokens,
+			CacheReadTokens: r.Usage.CacheReadInputTokens, CacheWriteTokens: r.Usage.CacheCreationInputTokens}
+		out.Usage.CostUSD = c.prices.Cost(out.Model, out.Usage)
 	}
 	return out, nil
 }

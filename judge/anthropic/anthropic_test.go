@@ -12,10 +12,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/judge/anthropic"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 const okBody = `{
@@ -99,8 +101,25 @@ func TestCompleteSendsTheWireFormatAndReadsUsage(t *testing.T) {
 	require.Equal(t, "claude-sonnet-4-20250514", resp.Model)
 	require.EqualValues(t, 1000, resp.Usage.InputTokens, "input plus cache tokens")
 	require.EqualValues(t, 200, resp.Usage.OutputTokens)
-	// claude-sonnet-4: $3 in, $15 out per million.
-	require.InDelta(t, (1000*3+200*15)/1e6, resp.Usage.CostUSD, 1e-12)
+	// claude-sonnet-4: $3 in, $0.30 cache read, $15 out per million.
+	require.InDelta(t, (900*3+100*0.30+200*15)/1e6, resp.Usage.CostUSD, 1e-12)
+}
+
+// TestCacheTokensArePricedAsSuch: cache reads cost a tenth of input and
+// cache writes 1.25 times it; the client once priced both at the input price.
+func TestCacheTokensArePricedAsSuch(t *testing.T) {
+	t.Parallel()
+	s, _ := server(t, reply(200, `{"type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn",`+
+		`"usage":{"input_tokens":100,"cache_creation_input_tokens":2000,"cache_read_input_tokens":50000,"output_tokens":300}}`))
+	resp, err := client(s.URL).Complete(context.Background(), req)
+	require.NoError(t, err)
+	want := usage.Usage{InputTokens: 52100, CacheReadTokens: 50000, CacheWriteTokens: 2000, OutputTokens: 300,
+		CostUSD: (100*3 + 50000*0.30 + 2000*3.75 + 300*15) / 1e6}
+	require.InDelta(t, want.CostUSD, resp.Usage.CostUSD, 1e-12)
+	want.CostUSD = resp.Usage.CostUSD
+	if d := cmp.Diff(want, resp.Usage); d != "" {
+		t.Errorf("usage (-want +got):\n%s", d)
+	}
 }
 
 func TestPricesOverride(t *testing.T) {

@@ -29,8 +29,9 @@
 // [Options].MaxResponseBytes is an unscored error ("response too large"),
 // never a cut body.
 //
-// Usage comes from the response's usage.prompt_tokens and
-// usage.completion_tokens; the cost from [DefaultPrices] (or
+// Usage comes from the response's usage.prompt_tokens (of which
+// prompt_tokens_details.cached_tokens are priced as cache reads) and
+// usage.completion_tokens (reasoning_tokens among them); the cost from [DefaultPrices] (or
 // [Options].Prices) by the model the response names. Streaming is off.
 //
 // # Why net/http and not github.com/openai/openai-go
@@ -54,9 +55,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/judge/internal/httpapi"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // DefaultBaseURL is the API's base when neither an option nor
@@ -66,21 +67,11 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // DefaultMaxTokens is the answer bound when a request sets none.
 const DefaultMaxTokens = 1024
 
-// DefaultPrices are list prices in USD per million tokens (standard tier,
-// no caching), as published in 2025. Prices change: override with
-// [Options].Prices. Models missing here cost 0, they are never guessed.
-var DefaultPrices = judge.Prices{
-	"gpt-4o":       {Input: 2.50, Output: 10},
-	"gpt-4o-mini":  {Input: 0.15, Output: 0.60},
-	"gpt-4.1":      {Input: 2, Output: 8},
-	"gpt-4.1-mini": {Input: 0.40, Output: 1.60},
-	"gpt-4.1-nano": {Input: 0.10, Output: 0.40},
-	"gpt-5":        {Input: 1.25, Output: 10},
-	"gpt-5-mini":   {Input: 0.25, Output: 2},
-	"gpt-5-nano":   {Input: 0.05, Output: 0.40},
-	"o3":           {Input: 2, Output: 8},
-	"o4-mini":      {Input: 1.10, Output: 4.40},
-}
+// DefaultPrices is the built-in price table, [usage.DefaultPrices], shared
+// with the other provider's client and the model gateway (its date and
+// source are stated there). Prices change: override with [Options].Prices.
+// Models missing there cost 0, they are never guessed.
+var DefaultPrices = usage.DefaultPrices
 
 // Client is a Chat Completions model. It is safe for concurrent use.
 type Client struct {
@@ -166,8 +157,14 @@ type response struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 }
 
@@ -232,8 +229,10 @@ func (c *Client) decode(raw []byte) (judge.Response, error) {
 		out.Text, out.StopReason = *ch.Message.Refusal, judge.StopRefusal
 	}
 	if r.Usage != nil {
-		out.Usage = harness.Usage{InputTokens: r.Usage.PromptTokens, OutputTokens: r.Usage.CompletionTokens}
-		out.Usage.CostUSD = c.prices.Cost(out.Model, out.Usage.InputTokens, out.Usage.OutputTokens)
+		out.Usage = usage.Usage{InputTokens: r.Usage.PromptTokens, OutputTokens: r.Usage.CompletionTokens,
+			CacheReadTokens: r.Usage.PromptTokensDetails.CachedTokens,
+			ReasoningTokens: r.Usage.CompletionTokensDetails.ReasoningTokens}
+		out.Usage.CostUSD = c.prices.Cost(out.Model, out.Usage)
 	}
 	return out, nil
 }

@@ -109,6 +109,20 @@ func TestCompleteSendsTheWireFormatAndReadsUsage(t *testing.T) {
 	require.InDelta(t, (1000*0.15+200*0.60)/1e6, resp.Usage.CostUSD, 1e-12)
 }
 
+// TestCachedTokensArePricedAsCacheReads: cached prompt tokens cost half (or
+// less) of input; the client once priced them at the input price.
+func TestCachedTokensArePricedAsCacheReads(t *testing.T) {
+	t.Parallel()
+	s, _ := server(t, reply(200, `{"object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":10000,"completion_tokens":500,"prompt_tokens_details":{"cached_tokens":8000},"completion_tokens_details":{"reasoning_tokens":100}}}`))
+	resp, err := client(s.URL).Complete(context.Background(), req)
+	require.NoError(t, err)
+	require.EqualValues(t, 8000, resp.Usage.CacheReadTokens)
+	require.EqualValues(t, 100, resp.Usage.ReasoningTokens)
+	// gpt-4o-mini: $0.15 in, $0.075 cached, $0.60 out per million.
+	require.InDelta(t, (2000*0.15+8000*0.075+500*0.60)/1e6, resp.Usage.CostUSD, 1e-12)
+}
+
 func TestPricesOverrideAndMaxTokensField(t *testing.T) {
 	t.Parallel()
 	var body map[string]any
