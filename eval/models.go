@@ -10,6 +10,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/harness"
@@ -62,22 +63,34 @@ type modelMeter struct {
 	spent                   func() (usd float64, tokens int64)
 	live                    *liveSpend
 	cancel                  context.CancelCauseFunc
-	stopRun                 func() // stops scheduling: the run's budget is spent
+	stopRun                 func()              // stops scheduling: the run's budget is spent
+	spend                   func(harness.Usage) // counts a call that ends after the record
+	end                     func()
+
+	mu     sync.Mutex
+	closed bool // the attempt's record is made: its calls count only in spend
 	// What this attempt's calls used, counted in live until its record.
-	tokens, nanoUSD atomic.Int64
-	end             func()
+	tokens, nanoUSD int64
 }
 
 // liveSpend is what the attempts in flight spent through the gateway, not
 // yet in their records.
 type liveSpend struct{ tokens, nanoUSD atomic.Int64 }
 
-// AddEvent implements harness.Meter.
+// AddEvent implements harness.Meter. A call that ends after the
+// attempt's record (the gateway lets calls in flight finish) is not in
+// it, but what it spent counts against the run's budget.
 func (m *modelMeter) AddEvent(ev harness.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		m.spend(ev.Usage)
+		return
+	}
 	m.ep.AddEvent(ev)
 	n, usd := ev.Usage.Tokens(), int64(ev.Usage.CostUSD*1e9)
-	m.tokens.Add(n)
-	m.nanoUSD.Add(usd)
+	m.tokens += n
+	m.nanoUSD += usd
 	m.live.tokens.Add(n)
 	m.live.nanoUSD.Add(usd)
 }
@@ -119,7 +132,7 @@ func (m *modelMeter) Remaining() (tokens int64, costUSD float64, capped bool) {
 // openModels opens the gateway to the attempt ep is about to run, in its
 // sandbox.
 func (s *scheduler[T, O]) openModels(j *job, ep *harness.Episode[T], cancel context.CancelCauseFunc) {
-	m := &modelMeter{ep: ep, earlier: j.usage, cancel: cancel, live: &s.live, spent: s.spent,
+	m := &modelMeter{ep: ep, earlier: j.usage, cancel: cancel, live: &s.live, spent: s.spent, spend: s.spend,
 		maxTokens: s.cfg.MaxEpisodeTokens, maxUSD: s.cfg.MaxEpisodeCostUSD,
 		maxRunTokens: s.cfg.MaxTokens, maxRunUSD: s.cfg.MaxCostUSD,
 		stopRun: func() {
@@ -133,15 +146,17 @@ func (s *scheduler[T, O]) openModels(j *job, ep *harness.Episode[T], cancel cont
 	j.models = m
 }
 
-// closeModels revokes the attempt's token before its record is made: no
-// call is recorded into it after. Its calls leave the live count, as the
-// record's usage counts them.
+// closeModels revokes the attempt's token before its record is made.
+// Its calls leave the live count, as the record's usage counts them.
 func (j *job) closeModels(live *liveSpend) {
 	m := j.models
 	j.models = nil
 	m.end()
-	live.tokens.Add(-m.tokens.Load())
-	live.nanoUSD.Add(-m.nanoUSD.Load())
+	m.mu.Lock()
+	m.closed = true
+	live.tokens.Add(-m.tokens)
+	live.nanoUSD.Add(-m.nanoUSD)
+	m.mu.Unlock()
 }
 
 // stoppedByModels returns the *LimitError of an attempt the gateway

@@ -205,10 +205,11 @@ func (p *Provider) ServeGateway(h http.Handler) (url string, stop func() error, 
 	if !ok {
 		return "", nil, fmt.Errorf("sandbox: the %T driver cannot serve a model gateway: %w", p.d, errors.ErrUnsupported)
 	}
-	if err := call(func() (err error) { url, stop, err = gs.ServeGateway(h); return err }); err != nil {
+	var stopDriver func() error
+	if err := call(func() (err error) { url, stopDriver, err = gs.ServeGateway(h); return err }); err != nil {
 		return "", nil, &PathError{Op: "serve gateway", Err: err}
 	}
-	return url, func() error { return call(stop) }, nil
+	return url, func() error { return call(stopDriver) }, nil
 }
 
 // Provision builds the environment spec describes, running its Setup. A

@@ -78,7 +78,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,7 +138,7 @@ type Driver struct {
 	run   string       // this process's directory inside dir
 	count atomic.Int64 // names environments uniquely
 
-	gateway atomic.Pointer[gatewayns.Gateway] // ServeGateway's, while it serves
+	gateways gatewayns.Gateways // ServeGateway's
 }
 
 // NewDriver returns a local driver; opts may be nil.
@@ -228,18 +227,11 @@ func (d *Driver) Guarantees() sandbox.Guarantees {
 // [sandbox.Guarantees].Gateway: the gateway keeps the provider key out of
 // the sandbox, but not the agent off the network.
 func (d *Driver) ServeGateway(h http.Handler) (string, func() error, error) {
-	g, err := gatewayns.NewGateway(h, true)
+	url, stop, err := d.gateways.Serve(h, true)
 	if err != nil {
 		return "", nil, fmt.Errorf("local: gateway: %w", err)
 	}
-	if !d.gateway.CompareAndSwap(nil, g) {
-		g.Close()
-		return "", nil, errors.New("local: a gateway is served already")
-	}
-	return g.URL(), func() error {
-		d.gateway.CompareAndSwap(g, nil)
-		return g.Close()
-	}, nil
+	return url, stop, nil
 }
 
 // Cleanup removes what dead processes left in dir (the default directory
@@ -345,8 +337,8 @@ func (e *environment) fork(dir string) (*sandboxImpl, error) {
 		return nil, err
 	}
 	s.box = b
-	if g := e.d.gateway.Load(); g != nil && b.ns != nil {
-		if s.gateway, err = g.ServeIn(b.ns.fd); err != nil {
+	if b.ns != nil {
+		if s.gateways, err = e.d.gateways.ServeIn(b.ns.fd); err != nil {
 			b.Close()
 			s.unmount()
 			return nil, fmt.Errorf("local: gateway in the sandbox's network namespace: %w: %w", sandbox.ErrUnavailable, err)
@@ -362,9 +354,9 @@ func (e *environment) Close() error { return os.RemoveAll(e.dir) }
 // sandboxImpl is one fork.
 type sandboxImpl struct {
 	*box
-	dir     string
-	mounts  []string     // innermost last
-	gateway net.Listener // the gateway's, in the sandbox's network namespace
+	dir      string
+	mounts   []string            // innermost last
+	gateways gatewayns.Listeners // in the sandbox's network namespace
 }
 
 func (s *sandboxImpl) unmount() error {
@@ -380,9 +372,7 @@ func (s *sandboxImpl) unmount() error {
 // unmounts and removes the fork.
 func (s *sandboxImpl) Close() error {
 	s.box.Close()
-	if s.gateway != nil {
-		s.gateway.Close()
-	}
+	s.gateways.Close()
 	err := s.unmount()
 	if rerr := os.RemoveAll(s.dir); rerr != nil && err == nil {
 		err = rerr
