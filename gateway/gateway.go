@@ -226,7 +226,7 @@ type Call struct {
 	// else nil. A streamed response is kept as a JSON string of its
 	// server-sent events. The digests are always set for a body that was
 	// read (hex SHA-256 of the bytes on the wire).
-	Request, Response              json.RawMessage
+	Request, Response             json.RawMessage
 	RequestSHA256, ResponseSHA256 string
 	// Cut says why a response ended early: "cap" (the gateway cut a
 	// stream that crossed the episode's budget), "upstream" (the provider

@@ -1,27 +1,35 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // tokenPrefix marks a gateway token, so that one pasted in the wrong place
 // is recognisable; what follows is an id and a secret.
 const tokenPrefix = "proctor-gw-"
 
-// episode is one open episode: its meter and the secret half of its token.
+// episode is one open episode: its meter, the secret half of its token,
+// and its calls in flight, which end cancels and waits for.
 type episode struct {
-	meter  Meter
-	secret []byte
+	meter    Meter
+	secret   []byte
+	ctx      context.Context
+	cancel   context.CancelFunc
+	inflight sync.WaitGroup
 }
 
 // Open admits one episode: it returns the token the episode's sandbox
-// presents as its API key, and end, which revokes it (later calls with it
-// are refused with 401; calls in flight finish and are recorded). end may be
-// called more than once.
+// presents as its API key, and end, which revokes it: later calls with it
+// are refused with 401, calls in flight are cancelled (recorded with Cut
+// "client"), and end returns once every call of the episode is recorded, so
+// that the episode's record holds them all. end may be called more than
+// once.
 //
 // A token is "proctor-gw-" + a 64-bit id + "." + a 256-bit secret, from
 // crypto/rand: the id finds the episode, the secret is compared in
@@ -31,6 +39,7 @@ func (g *Gateway) Open(m Meter) (token string, end func()) {
 	rand.Read(raw[:]) // never fails (crypto/rand: it panics rather)
 	id := base64.RawURLEncoding.EncodeToString(raw[:8])
 	ep := &episode{meter: m, secret: []byte(base64.RawURLEncoding.EncodeToString(raw[8:]))}
+	ep.ctx, ep.cancel = context.WithCancel(context.Background())
 	g.mu.Lock()
 	g.tokens[id] = ep
 	g.mu.Unlock()
@@ -40,12 +49,16 @@ func (g *Gateway) Open(m Meter) (token string, end func()) {
 			delete(g.tokens, id)
 		}
 		g.mu.Unlock()
+		ep.cancel()
+		ep.inflight.Wait()
 	}
 	return tokenPrefix + id + "." + string(ep.secret), end
 }
 
 // lookup returns the episode of the token r presents (Authorization:
-// Bearer, or x-api-key), or nil.
+// Bearer, or x-api-key), or nil. A call found is counted in flight (under
+// the lock end takes to revoke, so that end waits for it): the caller
+// calls ep.inflight.Done when the call is recorded.
 func (g *Gateway) lookup(r *http.Request) *episode {
 	tok := r.Header.Get("x-api-key")
 	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && (tok == "" || !strings.HasPrefix(tok, tokenPrefix)) {
@@ -60,10 +73,11 @@ func (g *Gateway) lookup(r *http.Request) *episode {
 		return nil
 	}
 	g.mu.RLock()
+	defer g.mu.RUnlock()
 	ep := g.tokens[id]
-	g.mu.RUnlock()
 	if ep == nil || subtle.ConstantTimeCompare(ep.secret, []byte(secret)) != 1 {
 		return nil
 	}
+	ep.inflight.Add(1)
 	return ep
 }
