@@ -164,18 +164,21 @@ func defaultTransport() *http.Transport {
 // sandbox that reaches the gateway at baseURL ("http://10.0.0.1:8080", no
 // trailing path) with token: OPENAI_BASE_URL (baseURL + "/v1", as the
 // OpenAI SDKs and Codex CLI expect), OPENAI_API_KEY, ANTHROPIC_BASE_URL
-// (baseURL: the Anthropic SDKs append /v1), ANTHROPIC_API_KEY (sent as
-// x-api-key) and ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer, which
-// Claude Code prefers when set). The gateway accepts the token from either
-// header.
+// (baseURL: the Anthropic SDKs and Claude Code append /v1) and
+// ANTHROPIC_API_KEY (sent as x-api-key).
+//
+// ANTHROPIC_AUTH_TOKEN is left unset on purpose: with both it and
+// ANTHROPIC_API_KEY set, the Anthropic SDKs log a warning and Claude Code
+// reports an authentication conflict. The gateway accepts the token as
+// Authorization: Bearer too, so a sandbox that sets ANTHROPIC_AUTH_TOKEN
+// to it instead works the same.
 func Env(baseURL, token string) map[string]string {
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return map[string]string{
-		"OPENAI_BASE_URL":      baseURL + "/v1",
-		"OPENAI_API_KEY":       token,
-		"ANTHROPIC_BASE_URL":   baseURL,
-		"ANTHROPIC_API_KEY":    token,
-		"ANTHROPIC_AUTH_TOKEN": token,
+		"OPENAI_BASE_URL":    baseURL + "/v1",
+		"OPENAI_API_KEY":     token,
+		"ANTHROPIC_BASE_URL": baseURL,
+		"ANTHROPIC_API_KEY":  token,
 	}
 }
 
@@ -183,8 +186,12 @@ func Env(baseURL, token string) map[string]string {
 // concurrently (an agent may make several calls at once) and must not
 // block for long: they are on the path of every call.
 type Meter interface {
-	// Remaining is what the episode may still spend, asked before each
-	// call is forwarded and read again to cut a stream that crosses it.
+	// Remaining is what the episode may still spend, asked once per call
+	// before it is forwarded: the call is refused when nothing is left, its
+	// answer bound clamped to what is, and its stream cut when it crosses
+	// it. Calls of one episode in flight together each see what was left
+	// when they started, so together they may overshoot by what they
+	// answer; the engine's own check after each Record ends the episode.
 	Remaining() Budget
 	// Record takes one finished, refused or cut call: the engine makes it
 	// a "model" transcript event and adds its usage under the agent's

@@ -214,6 +214,12 @@ func (cl *call) refuse(w http.ResponseWriter, m Meter, kind, msg string) {
 		}
 	}
 	cl.rec.Duration = cl.g.nowFunc().Sub(cl.rec.Start)
+	if t, ok := m.(Tracer); ok && cl.rt.up != nil {
+		cl.startSpan(t.Span())
+		if cl.span != nil {
+			endSpan(cl.span, &cl.rec)
+		}
+	}
 	m.Record(cl.rec)
 }
 
@@ -244,9 +250,6 @@ func rewriteOut(pr *httputil.ProxyRequest) {
 	pr.Out.Body = io.NopCloser(bytes.NewReader(cl.out))
 	pr.Out.ContentLength = int64(len(cl.out))
 	pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cl.out)), nil }
-	if len(cl.out) != len(cl.in) || cl.in == nil {
-		h.Del("Content-Length")
-	}
 }
 
 func modifyResponse(resp *http.Response) error {
@@ -257,7 +260,8 @@ func modifyResponse(resp *http.Response) error {
 	if cl.rt.metered {
 		cl.rec.Stream = stream
 	}
-	mb := &meteredBody{rc: resp.Body, cl: cl, stream: stream && cl.rt.metered && resp.StatusCode/100 == 2,
+	metered := cl.rt.metered && resp.StatusCode/100 == 2
+	mb := &meteredBody{rc: resp.Body, cl: cl, stream: stream && metered, whole: !stream && metered,
 		hash: sha256.New(), keep: cl.g.o.KeepBytes}
 	mb.sse.dispatch = mb.dispatch
 	cl.body = mb
@@ -391,7 +395,8 @@ type meteredBody struct {
 	keep      int
 	kept      []byte
 	keepOver  bool
-	json      []byte // a non-streamed answer, to read its usage at the end
+	whole     bool   // a non-streamed metered answer: kept in json to read its usage
+	json      []byte // at the end
 	jsonOver  bool
 	firstByte time.Duration
 	pending   []byte // the error event of a cut stream, still to send
@@ -423,7 +428,7 @@ func (mb *meteredBody) Read(p []byte) (int, error) {
 				mb.pending = errorEvent(mb.cl.rt.api, "the episode's budget is spent: the answer was cut")
 				mb.rc.Close() // the provider stops generating
 			}
-		} else if !mb.jsonOver {
+		} else if mb.whole && !mb.jsonOver {
 			if len(mb.json)+n > maxMeteredJSON {
 				mb.json, mb.jsonOver = nil, true
 			} else {
