@@ -82,7 +82,7 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 		w.capped.Store(&cappedAttempt[T]{ep: ep, earlier: j.usage, cancel: cancel})
 	}
 	if s.cfg.Models != nil && ep.Sandbox != nil {
-		s.openModels(j, ep, cancel)
+		s.openModels(actx, j, ep, cancel)
 	}
 	if s.cfg.Timeout > 0 {
 		deadline := start.Add(s.cfg.Timeout)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/proctor-evals/proctor/harness"
 )
 
@@ -66,6 +68,7 @@ type modelMeter struct {
 	stopRun                 func()              // stops scheduling: the run's budget is spent
 	spend                   func(harness.Usage) // counts a call that ends after the record
 	end                     func()
+	span                    trace.Span // the attempt's: the gateway's call spans are its children
 
 	mu     sync.Mutex
 	closed bool // the attempt's record is made: its calls count only in spend
@@ -94,6 +97,9 @@ func (m *modelMeter) AddEvent(ev harness.Event) {
 	m.live.tokens.Add(n)
 	m.live.nanoUSD.Add(usd)
 }
+
+// Span is the attempt's span (package gateway's optional Tracer).
+func (m *modelMeter) Span() trace.Span { return m.span }
 
 // Remaining implements harness.Meter. Reporting nothing left also stops
 // the attempt: its agent's calls are refused from then on, so it ends as
@@ -131,8 +137,8 @@ func (m *modelMeter) Remaining() (tokens int64, costUSD float64, capped bool) {
 
 // openModels opens the gateway to the attempt ep is about to run, in its
 // sandbox.
-func (s *scheduler[T, O]) openModels(j *job, ep *harness.Episode[T], cancel context.CancelCauseFunc) {
-	m := &modelMeter{ep: ep, earlier: j.usage, cancel: cancel, live: &s.live, spent: s.spent, spend: s.spend,
+func (s *scheduler[T, O]) openModels(ctx context.Context, j *job, ep *harness.Episode[T], cancel context.CancelCauseFunc) {
+	m := &modelMeter{ep: ep, span: trace.SpanFromContext(ctx), earlier: j.usage, cancel: cancel, live: &s.live, spent: s.spent, spend: s.spend,
 		maxTokens: s.cfg.MaxEpisodeTokens, maxUSD: s.cfg.MaxEpisodeCostUSD,
 		maxRunTokens: s.cfg.MaxTokens, maxRunUSD: s.cfg.MaxCostUSD,
 		stopRun: func() {

@@ -10,11 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +23,7 @@ import (
 	"github.com/proctor-evals/proctor/gateway"
 	"github.com/proctor-evals/proctor/gateway/gatewaytest"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/agentbin"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/docker"
@@ -43,43 +41,11 @@ const engineKey = "sk-provider-ZX81-never-in-a-sandbox"
 var enginePrices = usage.Prices{"gpt-4o-mini": {Input: 0.15, Output: 0.60, CacheRead: 0.075},
 	"claude-haiku-4-5": {Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25}}
 
-var engineAgentBuild = sync.OnceValues(func() (string, error) {
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", err
-	}
-	_, file, _, _ := runtime.Caller(0)
-	dir, err := os.MkdirTemp("", "proctor-testagent-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "testagent")
-	cmd := exec.Command(gocmd, "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "internal", "testagent")
-	// Static: it runs in a scratch image too.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out}
-	}
-	return dir, nil
-})
-
-// engineAgent returns a directory holding the built testagent: a
+// engineAgent returns a directory holding only the built testagent: a
 // sandbox's template.
 func engineAgent(t *testing.T) string {
 	t.Helper()
-	dir, err := engineAgentBuild()
-	if err != nil {
-		msg := "building testagent: " + err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg += ": " + string(ee.Stderr)
-		}
-		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + " (set PROCTOR_REQUIRE_TOOLS=1 to fail instead)")
-	}
-	return dir
+	return filepath.Dir(agentbin.Build(t))
 }
 
 // agentTask is a sample: the testagent's arguments.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/proctor-evals/proctor/harness"
 )
 
@@ -26,6 +28,15 @@ func (h harnessMeter) Remaining() Budget {
 }
 
 func (h harnessMeter) Record(c Call) { h.m.AddEvent(Event(c)) }
+
+// Span implements Tracer for a harness.Meter that has the method (the
+// engine's, when the episode is traced).
+func (h harnessMeter) Span() trace.Span {
+	if t, ok := h.m.(Tracer); ok {
+		return t.Span()
+	}
+	return nil
+}
 
 // Event is c as a transcript event of kind "model", named for its model:
 // its usage (priced, the model named) is the event's, so the episode
