@@ -301,3 +301,84 @@ func TestAgentStoppedAtItsCapDocker(t *testing.T) {
 	spec := sandbox.Spec{Image: engineImage, Template: engineAgent(t)}
 	checkAgentStoppedAtItsCap(t, dockerProvider(t), spec)
 }
+
+// shellAgent calls Chat Completions CALLS times (forever when 0) with
+// busybox wget, as any HTTP client in a sandbox would, from the variables
+// the gateway gives it; it exits 3 on an API error.
+const shellAgent = `n=0; while [ "${CALLS:-0}" = 0 ] || [ $n -lt $CALLS ]; do
+  $WGET -q -O- --header "Authorization: Bearer $OPENAI_API_KEY" --header "Content-Type: application/json" \
+    --post-data '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there, how are you"}]}' \
+    "$OPENAI_BASE_URL/chat/completions" >/dev/null || exit 3
+  n=$((n+1)); done; echo "{\"calls\":$n}"`
+
+// checkShellAgents runs the shell agent behind the gateway, in sandboxes
+// of sp: one that makes 2 calls (recorded as served, priced), one that
+// keeps calling under a cap of 500 tokens per episode (refused at it,
+// ended as limit with what it spent).
+func checkShellAgents(t *testing.T, sp *sandbox.Provider, spec sandbox.Spec, wget string) {
+	prov := newProvider(t)
+	gw := newGateway(t, prov)
+	e := &eval.Eval[string, harness.CommandOutput]{Name: "shell-agent",
+		Dataset: dataset.Slice[string]{{ID: "two", Input: "2"}, {ID: "forever", Input: "0"}},
+		Harness: harness.Command[string]{Cmd: func(ep *harness.Episode[string]) sandbox.Cmd {
+			return sandbox.Cmd{Args: []string{"sh", "-c", shellAgent}, Env: map[string]string{"CALLS": ep.Sample.Input, "WGET": wget}, Timeout: time.Minute}
+		}},
+		Judge: judge.Func[string, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[string], out harness.CommandOutput) (judge.Verdict, error) {
+			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
+		}),
+		Sandbox: func(dataset.Sample[string]) sandbox.Spec { return spec },
+	}
+	const maxTokens = 500
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	_, err := e.Run(context.Background(), eval.Config{Sandbox: sp, Models: gw, Log: log, Quiet: true, MaxEpisodeTokens: maxTokens})
+	require.NoError(t, err)
+	recs, events := logOf(t, log)
+	two := recs["two"]
+	require.Equal(t, sink.Pass, two.Status, "%s %s", two.Error, two.Output)
+	require.Len(t, events["two"], 3, "two model events and the command's")
+	forever := recs["forever"]
+	require.Equal(t, sink.Error, forever.Status)
+	require.Equal(t, sink.KindLimit, forever.ErrorKind, forever.Error)
+	require.Greater(t, forever.InputTokens+forever.OutputTokens, int64(maxTokens*8/10), "stopped well before its cap")
+	// Stopped by the gateway (its next call refused, 429) or by the
+	// watchdog once over the cap, whichever came first.
+	var last harness.Event
+	forwarded := 0
+	for _, ev := range append(events["two"], events["forever"]...) {
+		if ev.Kind == "model" {
+			last = ev
+			if strings.Contains(string(ev.Output), `"status":200`) {
+				forwarded++
+			}
+		}
+	}
+	refused := strings.Contains(string(last.Output), `"status":429`)
+	require.True(t, refused || forever.InputTokens+forever.OutputTokens > maxTokens, "neither refused at its cap nor over it: %s", last.Output)
+	var served usage.Usage
+	cost := 0.0
+	for _, s := range prov.Served() {
+		require.Equal(t, engineKey, s.Key)
+		served = served.Add(s.Usage)
+		cost += enginePrices.Cost(s.Model, s.Usage)
+	}
+	require.Len(t, prov.Served(), forwarded, "every call recorded as answered reached the provider, once")
+	require.Equal(t, served.InputTokens, two.InputTokens+forever.InputTokens, "input tokens recorded = served")
+	require.Equal(t, served.OutputTokens, two.OutputTokens+forever.OutputTokens, "output tokens recorded = served")
+	require.InDelta(t, cost, two.CostUSD+forever.CostUSD, 1e-12, "cost recorded = the served usage priced")
+}
+
+func TestShellAgentBehindTheGatewayLocal(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(docker.BusyboxPath); err != nil {
+		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no busybox at %s (set PROCTOR_REQUIRE_TOOLS=1 to fail instead): %v", docker.BusyboxPath, err)
+	}
+	checkShellAgents(t, local.New(&local.Options{Dir: t.TempDir()}), sandbox.Spec{}, docker.BusyboxPath+" wget")
+}
+
+func TestShellAgentBehindTheGatewayDocker(t *testing.T) {
+	t.Parallel()
+	checkShellAgents(t, dockerProvider(t), sandbox.Spec{Image: engineImage}, "wget")
+}
