@@ -165,3 +165,38 @@ func TestReportImportsNoHarness(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayImportsNoEngine: the model gateway knows an episode only
+// through its Meter; it imports nothing of proctor but package usage and
+// the semantic-convention names (tests and the test agent aside).
+func TestGatewayImportsNoEngine(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/proctor-evals/proctor/"
+	allowed := []string{module + "usage", module + "internal/semconv", module + "gateway"}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("gateway", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "testagent" {
+			return filepath.SkipDir // a module of its own, a program
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if strings.HasPrefix(path, module) && !slices.Contains(allowed, path) && !strings.HasPrefix(path, module+"gateway/") {
+				t.Errorf("%s imports %s: the gateway imports nothing of the engine", p, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -131,4 +132,49 @@ func TestAnUnreachableProviderIsA502InItsShape(t *testing.T) {
 	require.Equal(t, 502, code)
 	require.Contains(t, body, `"type":"api_error"`)
 	require.Contains(t, m.Calls()[0].Err, "could not be reached")
+}
+
+func TestAnAgentGoingAwayMidStreamIsRecordedAsCutByTheClient(t *testing.T) {
+	t.Parallel()
+	p, g, s := setup(t)
+	p.Chunks, p.ChunkDelay = 50, 20*time.Millisecond
+	m := &meter{}
+	token, end := g.Open(m)
+	req, _ := http.NewRequest("POST", s.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","stream":true,"messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	buf := make([]byte, 100)
+	_, err = io.ReadFull(resp.Body, buf)
+	require.NoError(t, err)
+	resp.Body.Close() // the agent goes away
+	end()
+	c := m.Calls()[0]
+	require.Equal(t, "client", c.Cut, c.Err)
+	require.Contains(t, c.Err, "usage estimated")
+	require.Positive(t, c.Usage.InputTokens)
+	require.Less(t, len(p.Served()[0].Body), 1000)
+}
+
+func TestEndingAnEpisodeCancelsItsCallsAndWaitsForTheirRecords(t *testing.T) {
+	t.Parallel()
+	p, g, s := setup(t)
+	p.Chunks, p.ChunkDelay = 1000, 10*time.Millisecond
+	m := &meter{}
+	token, end := g.Open(m)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest("POST", s.URL+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":9,"stream":true,"messages":[]}`))
+		req.Header.Set("x-api-key", token)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return len(p.Served()) == 1 }, 5*time.Second, time.Millisecond)
+	end() // the stream would take 10 s
+	require.Len(t, m.Calls(), 1, "end returned after the call was recorded")
+	require.Equal(t, "client", m.Calls()[0].Cut)
+	<-done
 }

@@ -18,12 +18,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/openai/openai-go/v3"
 )
 
 // conversation is one agent loop: the model's calls and the tool runs
@@ -51,7 +55,7 @@ func main() {
 	stream := flag.Bool("stream", false, "stream the answers")
 	model := flag.String("model", "gpt-4o-mini", "the model to ask")
 	n := flag.Int("conversations", 1, "conversations to hold; 0: until an API error")
-	search := flag.String("search", "", "look for this string in the environment, the workspace and /proc instead of talking")
+	search := flag.Bool("search", false, "read a string from stdin and look for it in the environment, the workspace and /proc instead of talking (stdin, so that it is not in this process's own command line)")
 	dumpEnv := flag.Bool("dump-env", false, "print the environment in the summary")
 	flag.Parse()
 
@@ -60,8 +64,13 @@ func main() {
 	if *dumpEnv {
 		sum.Env = os.Environ()
 	}
-	if *search != "" {
-		sum.Found, sum.Searched = find([]byte(*search))
+	if *search {
+		s, err := io.ReadAll(os.Stdin)
+		if err != nil || len(s) == 0 {
+			fmt.Fprintln(os.Stderr, "testagent: -search reads a non-empty string from stdin")
+			os.Exit(2)
+		}
+		sum.Found, sum.Searched = find(s)
 		out.Encode(sum)
 		return
 	}
@@ -82,7 +91,7 @@ func main() {
 		c, err := talk(ctx, *stream, *model)
 		sum.Calls += c.Calls
 		if err != nil {
-			sum.Error = err.Error()
+			sum.Error = describe(err)
 			out.Encode(sum)
 			os.Exit(3)
 		}
@@ -90,6 +99,15 @@ func main() {
 		out.Encode(c)
 	}
 	out.Encode(sum)
+}
+
+// describe is an API error as an agent CLI shows it: the status and the
+// provider's message (openai-go's Error() gives only the status).
+func describe(err error) string {
+	if e, ok := errors.AsType[*openai.Error](err); ok {
+		return fmt.Sprintf("%s: %s: %s", e.Error(), e.Code, e.Message)
+	}
+	return err.Error()
 }
 
 const prompt = "List the files of the workspace, then say which one is the largest."

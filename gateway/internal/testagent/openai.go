@@ -104,7 +104,7 @@ func respond(ctx context.Context, stream bool, model string) (conversation, erro
 				fc := item.AsFunctionCall()
 				c.ToolCalls++
 				outputs = append(outputs, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-					CallID: fc.CallID,
+					CallID: openai.String(fc.CallID),
 					Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(listFiles(fc.Arguments))},
 				}})
 			}
