@@ -48,8 +48,11 @@ func engineAgent(t *testing.T) string {
 	return filepath.Dir(agentbin.Build(t))
 }
 
-// agentTask is a sample: the testagent's arguments.
-type agentTask struct{ Args []string }
+// agentTask is a sample: the testagent's arguments and standard input.
+type agentTask struct {
+	Args  []string
+	Stdin string
+}
 
 // agentEval runs testagent with each sample's arguments in a sandbox made
 // by spec, judged pass when it exits 0.
@@ -58,7 +61,7 @@ func agentEval(samples []dataset.Sample[agentTask], spec sandbox.Spec) *eval.Eva
 		Name:    "gateway-engine",
 		Dataset: dataset.Slice[agentTask](samples),
 		Harness: harness.Command[agentTask]{Cmd: func(ep *harness.Episode[agentTask]) sandbox.Cmd {
-			return sandbox.Cmd{Args: append([]string{"./testagent"}, ep.Sample.Input.Args...), Timeout: time.Minute}
+			return sandbox.Cmd{Args: append([]string{"./testagent"}, ep.Sample.Input.Args...), Stdin: []byte(ep.Sample.Input.Stdin), Timeout: time.Minute}
 		}},
 		Judge: judge.Func[agentTask, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[agentTask], out harness.CommandOutput) (judge.Verdict, error) {
 			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
@@ -125,12 +128,12 @@ func checkAgentsBehindTheGateway(t *testing.T, sp *sandbox.Provider, spec sandbo
 	prov := newProvider(t)
 	gw := newGateway(t, prov)
 	samples := []dataset.Sample[agentTask]{
-		{ID: "chat", Input: agentTask{[]string{"-api", "chat", "-conversations", "2"}}},
-		{ID: "chat-stream", Input: agentTask{[]string{"-api", "chat", "-stream"}}},
-		{ID: "responses-stream", Input: agentTask{[]string{"-api", "responses", "-stream"}}},
-		{ID: "messages", Input: agentTask{[]string{"-api", "messages", "-model", "claude-haiku-4-5"}}},
-		{ID: "messages-stream", Input: agentTask{[]string{"-api", "messages", "-stream", "-model", "claude-haiku-4-5"}}},
-		{ID: "search", Input: agentTask{[]string{"-search", engineKey, "-dump-env"}}},
+		{ID: "chat", Input: agentTask{[]string{"-api", "chat", "-conversations", "2"}, ""}},
+		{ID: "chat-stream", Input: agentTask{[]string{"-api", "chat", "-stream"}, ""}},
+		{ID: "responses-stream", Input: agentTask{[]string{"-api", "responses", "-stream"}, ""}},
+		{ID: "messages", Input: agentTask{[]string{"-api", "messages", "-model", "claude-haiku-4-5"}, ""}},
+		{ID: "messages-stream", Input: agentTask{[]string{"-api", "messages", "-stream", "-model", "claude-haiku-4-5"}, ""}},
+		{ID: "search", Input: agentTask{[]string{"-search", "-dump-env"}, engineKey}},
 	}
 	log := filepath.Join(t.TempDir(), "run.jsonl")
 	rep, err := agentEval(samples, spec).Run(context.Background(), eval.Config{
@@ -214,8 +217,8 @@ func checkAgentStoppedAtItsCap(t *testing.T, sp *sandbox.Provider, spec sandbox.
 	gw := newGateway(t, prov)
 	const maxTokens = 2000
 	samples := []dataset.Sample[agentTask]{
-		{ID: "forever", Input: agentTask{[]string{"-api", "chat", "-stream", "-conversations", "0"}}},
-		{ID: "forever-messages", Input: agentTask{[]string{"-api", "messages", "-model", "claude-haiku-4-5", "-conversations", "0"}}},
+		{ID: "forever", Input: agentTask{[]string{"-api", "chat", "-stream", "-conversations", "0"}, ""}},
+		{ID: "forever-messages", Input: agentTask{[]string{"-api", "messages", "-model", "claude-haiku-4-5", "-conversations", "0"}, ""}},
 	}
 	log := filepath.Join(t.TempDir(), "run.jsonl")
 	_, err := agentEval(samples, spec).Run(context.Background(), eval.Config{
