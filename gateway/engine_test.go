@@ -186,7 +186,7 @@ func checkAgentsBehindTheGateway(t *testing.T, sp *sandbox.Provider, spec sandbo
 
 	// The key is nowhere in the sandbox; the token is, and is dead.
 	search := summaryOf(t, recs["search"])
-	require.Greater(t, search.Searched, 10, "the search read files")
+	require.GreaterOrEqual(t, search.Searched, 3, "the search read files: the workspace, its own environ and cmdline")
 	require.Empty(t, search.Found, "the provider key's bytes were found in the sandbox")
 	env := map[string]string{}
 	for _, kv := range search.Env {
