@@ -85,6 +85,9 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 	if s.capped() {
 		w.capped.Store(&cappedAttempt[T]{ep: ep, earlier: j.usage, cancel: cancel})
 	}
+	if s.cfg.Models != nil && ep.Sandbox != nil {
+		s.openModels(actx, j, ep, cancel)
+	}
 	if s.cfg.Timeout > 0 {
 		deadline := start.Add(s.cfg.Timeout)
 		a.ctx = attemptCtx{Context: actx, deadline: deadline}
@@ -176,7 +179,11 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		res.span = span
 		out, err := s.harness.Run(hctx, ep)
 		res.span = nil
-		if capErr := s.overCap(ep, j); capErr != nil {
+		capErr := s.overCap(ep, j)
+		if capErr == nil && s.cfg.Models != nil {
+			capErr = s.stoppedByModels(ctx, ep, j)
+		}
+		if capErr != nil {
 			// Stopped at its cap by the watchdog, or past it on return.
 			res.fault, res.err = sink.KindLimit, capErr
 			endStage(span, res.fault, capErr)
@@ -211,8 +218,12 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 	} else {
 		endStage(span, "", nil)
 	}
-	if err := s.overCap(ep, j); err != nil {
-		res.fault, res.err = sink.KindLimit, err
+	capErr := s.overCap(ep, j)
+	if capErr == nil && s.cfg.Models != nil {
+		capErr = s.stoppedByModels(ctx, ep, j)
+	}
+	if capErr != nil {
+		res.fault, res.err = sink.KindLimit, capErr
 	}
 }
 
@@ -237,6 +248,9 @@ func (s *scheduler[T, O]) classify(ctx context.Context, err error, def sink.Erro
 //
 //go:noinline
 func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Time, res *outcome[O]) {
+	if j.models != nil {
+		j.closeModels(&s.live)
+	}
 	// An input or output nested deeper than a record holds would be a
 	// record no reader takes back (or, with sink's fallback, not the value
 	// judged): the episode is an error, as it would be on every attempt.

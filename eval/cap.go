@@ -37,16 +37,22 @@ func (s *scheduler[T, O]) overCap(ep *harness.Episode[T], j *job) error {
 	if !s.capped() {
 		return nil
 	}
-	agent, jdg := ep.UsageByRole()
-	earlier := j.usage
-	earlier.InputTokens -= j.judgeUsage.InputTokens
-	earlier.OutputTokens -= j.judgeUsage.OutputTokens
-	earlier.CostUSD -= j.judgeUsage.CostUSD
-	agent, jdg = earlier.Add(agent), j.judgeUsage.Add(jdg)
+	agent, jdg := s.usageSoFar(ep, j)
 	if s.over(agent.Add(jdg)) {
 		return &LimitError{Agent: agent, Judge: jdg, MaxTokens: s.cfg.MaxEpisodeTokens, MaxCostUSD: s.cfg.MaxEpisodeCostUSD}
 	}
 	return nil
+}
+
+// usageSoFar is the episode's usage over all its attempts so far, split
+// between the agent and the judge.
+func (s *scheduler[T, O]) usageSoFar(ep *harness.Episode[T], j *job) (agent, jdg harness.Usage) {
+	agent, jdg = ep.UsageByRole()
+	earlier := j.usage
+	earlier.InputTokens -= j.judgeUsage.InputTokens
+	earlier.OutputTokens -= j.judgeUsage.OutputTokens
+	earlier.CostUSD -= j.judgeUsage.CostUSD
+	return earlier.Add(agent), j.judgeUsage.Add(jdg)
 }
 
 func (s *scheduler[T, O]) over(total harness.Usage) bool {

@@ -54,6 +54,11 @@ func (s *runSetup[T, O]) hashDataset(ctx context.Context) (manifest.DatasetIdent
 // execute runs the episodes of setup and returns the report: a run on
 // one machine is an open run fed by a scheduler.
 func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Report, error) {
+	modelsURL, stopModels, err := serveModels(&setup.cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer stopModels()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	run, err := openRun(ctx, setup, func(err error) { cancel(err) })
@@ -82,6 +87,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		sc.progressClock = &tracker.clock
 	}
 	s := newScheduler(setup.e, setup.cfg, setup.samples, sc)
+	s.modelsURL = modelsURL
 	tracker.setRunning(s.running)
 	tracker.spent = s.spent
 	s.announceAll()

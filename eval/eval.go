@@ -71,6 +71,20 @@ type Config struct {
 	// provisioned once and each of its episodes gets an isolated fork.
 	// Nil means episodes have no sandbox.
 	Sandbox *sandbox.Provider
+	// Models, when set, is the model gateway (package gateway) through
+	// which the agents in the sandboxes call their models: the engine
+	// serves it to the sandboxes (the driver says where: see
+	// sandbox.Provider.ServeGateway), one per process, and gives every
+	// command of an attempt's sandbox the gateway's variables
+	// (OPENAI_BASE_URL, ANTHROPIC_BASE_URL…) with a token of the attempt's
+	// own as the API key, valid from the attempt's start until its
+	// record; the provider keys stay with the gateway. Each call is a
+	// "model" event of the episode's transcript and its usage counts as
+	// the agent's (the judge's once judging), so the caps and budgets
+	// above hold for agent CLIs: a call that would start with nothing
+	// left is refused, a stream that passes a cap is cut, and the episode
+	// ends as an error of kind limit with what it spent. Needs Sandbox.
+	Models Models
 
 	// Log is the path of the JSONL log: the durable record of the run and
 	// what resume reads. Running again with the same log resumes the run it
@@ -244,6 +258,8 @@ func (c Config) validate() error {
 		return bad("Subset.PerValue", c.Subset.PerValue, "a positive count, or 0 for no subset")
 	case c.Report.Sequential != nil:
 		return bad("Report.Sequential", "set", "nil: the gate is set in one place, Config.Sequential, which puts it in the manifest with its claim order, seed and epochs")
+	case c.Models != nil && c.Sandbox == nil:
+		return bad("Models", "set", "a Config.Sandbox too: the gateway is served to sandboxes")
 	case c.Sequential != nil && c.Shard.Count > 1:
 		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
 	}

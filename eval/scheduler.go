@@ -90,6 +90,11 @@ type scheduler[T, O any] struct {
 
 	tel telemetry // OpenTelemetry (otel.go): nil fields when off
 
+	// The model gateway's (models.go): where sandboxes reach it, and what
+	// attempts in flight spent through it.
+	modelsURL string
+	live      liveSpend
+
 	clock time.Time // when the scheduler was made; see now
 
 	// The dataset's identity, hashed by workers as they commit (identity.go);
@@ -126,6 +131,9 @@ type job struct {
 	// (its sandbox could not be had): under a sequential gate, the only
 	// error retried, since retrying it draws nothing again.
 	notRun bool
+	// models is the latest attempt's opening of the model gateway, until
+	// its record (models.go).
+	models *modelMeter
 
 	spans episodeSpans // OpenTelemetry (otel.go)
 
@@ -581,16 +589,24 @@ type LimitError struct {
 	Agent, Judge harness.Usage
 	MaxTokens    int64
 	MaxCostUSD   float64
+	// Run: the cap is the run's budget (Config.MaxTokens, MaxCostUSD),
+	// which the model gateway (Config.Models) found spent when the
+	// episode's agent called a model.
+	Run bool
 }
 
 func (e *LimitError) Error() string {
 	total := e.Agent.Add(e.Judge)
-	what := fmt.Sprintf("%d tokens over Config.MaxEpisodeTokens %d", total.Tokens(), e.MaxTokens)
-	if e.MaxTokens <= 0 || total.Tokens() <= e.MaxTokens {
-		what = fmt.Sprintf("$%.4f over Config.MaxEpisodeCostUSD $%.4f", total.CostUSD, e.MaxCostUSD)
+	tokens, usd, cap := "Config.MaxEpisodeTokens", "Config.MaxEpisodeCostUSD", "its cap"
+	if e.Run {
+		tokens, usd, cap = "Config.MaxTokens", "Config.MaxCostUSD", "the run's budget"
 	}
-	return fmt.Sprintf("eval: episode stopped at its cap: %s (agent %d tokens $%.4f, judge %d tokens $%.4f)",
-		what, e.Agent.Tokens(), e.Agent.CostUSD, e.Judge.Tokens(), e.Judge.CostUSD)
+	what := fmt.Sprintf("%d tokens over %s %d", total.Tokens(), tokens, e.MaxTokens)
+	if e.MaxTokens <= 0 || total.Tokens() < e.MaxTokens {
+		what = fmt.Sprintf("$%.4f over %s $%.4f", total.CostUSD, usd, e.MaxCostUSD)
+	}
+	return fmt.Sprintf("eval: episode stopped at %s: %s (agent %d tokens $%.4f, judge %d tokens $%.4f)",
+		cap, what, e.Agent.Tokens(), e.Agent.CostUSD, e.Judge.Tokens(), e.Judge.CostUSD)
 }
 
 // Permanent reports true: an episode over its cap is not retried.

@@ -41,7 +41,9 @@ type Finished struct {
 // Work returns when assignments is closed and every episode has settled,
 // or when ctx is done: episodes in flight then end as cancelled and are not
 // given to done. The stops a coordinator decides for the whole run
-// (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here. An assignment of
+// (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here;
+// with cfg.Models the worker serves its own gateway to its sandboxes, and
+// the per-episode caps hold on its wire. An assignment of
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's. A streamed dataset (any but
 // a dataset.Slice) stays streamed, as in Run: the worker keeps its IDs,
@@ -65,7 +67,13 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 		sc.stream = newFedStream(ctx, samples, cfg.Concurrency)
 		defer sc.stream.close()
 	}
+	modelsURL, stopModels, err := serveModels(&cfg)
+	if err != nil {
+		return err
+	}
+	defer stopModels()
 	s := newScheduler(e, cfg, samples, sc)
+	s.modelsURL = modelsURL
 
 	var feedErr error
 	go func() {

@@ -138,6 +138,20 @@ func (ep *Episode[T]) Events() []Event {
 	return append([]Event(nil), ep.events...)
 }
 
+// Meter is an episode as a model gateway sees it (package gateway, which
+// the engine serves through eval.Config.Models): where each model call of
+// the episode's agent is recorded, as an event of kind "model" whose
+// usage the episode counts (*Episode[T] records it so), and what the
+// episode may still spend. Its methods may be called concurrently.
+type Meter interface {
+	AddEvent(Event)
+	// Remaining is what the episode may still spend before a cap or a
+	// budget stops it, in tokens and in US dollars; a bound that does not
+	// apply is math.MaxInt64 or +Inf, and capped is false when none does.
+	// Zero or less: a call must not start, and one under way is cut.
+	Remaining() (tokens int64, costUSD float64, capped bool)
+}
+
 // Harness runs an agent on one episode and returns its output. An error
 // means the episode could not be carried out (infrastructure: a provider
 // outage, a dead sandbox); the engine retries it. An agent that ran and got

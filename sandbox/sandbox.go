@@ -55,6 +55,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"net/http"
 	"path"
 	"runtime/debug"
 	"slices"
@@ -190,6 +192,24 @@ func (p *Provider) Guarantees() Guarantees {
 		}
 	}
 	return Guarantees{}
+}
+
+// ServeGateway serves h (a model gateway, package gateway) to the
+// sandboxes the provider forks from then on, through the driver's
+// [driver.GatewayServer]: url is where their commands reach it; stop
+// stops serving. A driver that cannot serve one is an error wrapping
+// [errors.ErrUnsupported]. Where it sees [Guarantees].Gateway, a sandbox
+// whose Spec.Network is false reaches h and nothing else.
+func (p *Provider) ServeGateway(h http.Handler) (url string, stop func() error, err error) {
+	gs, ok := p.d.(driver.GatewayServer)
+	if !ok {
+		return "", nil, fmt.Errorf("sandbox: the %T driver cannot serve a model gateway: %w", p.d, errors.ErrUnsupported)
+	}
+	var stopDriver func() error
+	if err := call(func() (err error) { url, stopDriver, err = gs.ServeGateway(h); return err }); err != nil {
+		return "", nil, &PathError{Op: "serve gateway", Err: err}
+	}
+	return url, func() error { return call(stopDriver) }, nil
 }
 
 // Provision builds the environment spec describes, running its Setup. A
@@ -426,6 +446,19 @@ type Sandbox struct {
 
 	mu     sync.Mutex
 	closed bool
+	env    map[string]string // SetEnv's
+}
+
+// SetEnv sets variables that every command run in s from then on gets,
+// over Spec.Env and its own Cmd.Env; nil clears them. The engine gives an
+// episode's sandbox its model gateway's variables this way (the base URLs
+// and the episode's token), so that every command of the episode, the
+// agent's or a judge's, reaches the gateway and none carries another key
+// under those names.
+func (s *Sandbox) SetEnv(env map[string]string) {
+	s.mu.Lock()
+	s.env = env
+	s.mu.Unlock()
 }
 
 func (s *Sandbox) isClosed() bool {
@@ -472,6 +505,14 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	if err := s.begin(ctx, "exec", name); err != nil {
 		return Result{}, err
 	}
+	s.mu.Lock()
+	if s.env != nil {
+		env := make(map[string]string, len(cmd.Env)+len(s.env))
+		maps.Copy(env, cmd.Env)
+		maps.Copy(env, s.env)
+		cmd.Env = env
+	}
+	s.mu.Unlock()
 	if err := checkCmd(&cmd); err != nil {
 		return Result{}, &PathError{Op: "exec", Path: name, Err: err}
 	}

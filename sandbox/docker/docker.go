@@ -11,6 +11,9 @@
 //
 //   - Network: with Spec.Network false the containers have network mode
 //     "none" (loopback only), Setup included; otherwise the default bridge.
+//     A model gateway ([Driver.ServeGateway]) is served on each fork's own
+//     loopback, from this process, so with Spec.Network false it is the
+//     one address a fork reaches.
 //   - Limits: CPUs (NanoCPUs), MemoryBytes (Memory) and Pids (PidsLimit)
 //     are set on every container, Setup included. Whether the engine
 //     enforces them depends on its cgroup setup (a daemon without the
@@ -77,6 +80,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/proctor-evals/proctor/internal/netns"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/driver"
 )
@@ -133,6 +137,7 @@ type Driver struct {
 	runID     string
 	keepAlive []string
 	capacity  int
+	gateways  netns.Gateways // ServeGateway's
 }
 
 // NewDriver returns a Docker driver over cli; opts may be nil.
@@ -161,7 +166,7 @@ func (p *Driver) RunID() string { return p.runID }
 // cannot mount a fork's size-limited workspace fails the fork: a disk
 // limit is never silently dropped.
 func (p *Driver) Guarantees() sandbox.Guarantees {
-	return sandbox.Guarantees{Network: true, CPUs: true, Memory: true, Pids: true, Disk: true}
+	return sandbox.Guarantees{Network: true, Gateway: p.localEngine(), CPUs: true, Memory: true, Pids: true, Disk: true}
 }
 
 func (p *Driver) labels(role string) map[string]string {
@@ -325,6 +330,10 @@ func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {
 		return nil, err
 	}
 	f := &forked{box: &box{p: e.p, id: id, ws: workDir(e.spec), spec: e.spec}}
+	if f.gateways, err = e.p.serveGateways(ctx, id); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if e.spec.Limits.DiskBytes > 0 {
 		if err := f.must(ctx, "fork: fill the workspace (Limits.DiskBytes)", sandbox.Cmd{Args: []string{"cp", "-a", seedDir + "/.", f.ws}}); err != nil {
 			f.Close()
@@ -348,6 +357,7 @@ func (e *environment) Close() error {
 
 type forked struct {
 	*box
+	gateways netns.Listeners // in the container's network namespace
 }
 
 // Close implements [driver.Sandbox]: it removes the container (force).
@@ -355,6 +365,7 @@ func (f *forked) Close() error {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
+	f.gateways.Close()
 	return f.p.remove(f.id)
 }
 

@@ -47,6 +47,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net/http"
 	"time"
 )
 
@@ -98,6 +99,19 @@ type Sandbox interface {
 // nothing.
 type GuaranteeReporter interface {
 	Guarantees() Guarantees
+}
+
+// GatewayServer is an optional interface of a [Provider]: it serves an
+// HTTP handler (a model gateway, package gateway) to its sandboxes. What
+// the handler must listen on is the driver's to decide (a host loopback
+// port, a port inside each sandbox's own network namespace, the worker
+// pod's address), so the driver listens and serves h itself, on every
+// sandbox it forks from then on, whatever Spec.Network says; url is where
+// a command in any of them reaches it. stop stops serving. A provider
+// that also claims [Guarantees].Gateway keeps, with Spec.Network false,
+// the handler the only address a sandbox reaches.
+type GatewayServer interface {
+	ServeGateway(h http.Handler) (url string, stop func() error, err error)
 }
 
 // Spec describes the environment one sample needs. The zero Spec is an
@@ -190,6 +204,10 @@ type Guarantees struct {
 	// host's IP addresses or beyond (implied by Network). Unix sockets on
 	// the host's filesystem may still be reachable.
 	IPNetwork bool
+	// Gateway: with Spec.Network false, a sandbox reaches the handler the
+	// provider serves ([GatewayServer]) and nothing else: no other
+	// address of the host or beyond, no host Unix socket.
+	Gateway bool
 	// CPUs, Memory, Pids and Disk: the corresponding field of [Limits] is
 	// enforced on every sandbox when set.
 	CPUs, Memory, Pids, Disk bool

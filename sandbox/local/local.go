@@ -78,12 +78,14 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	gatewayns "github.com/proctor-evals/proctor/internal/netns"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/driver"
 )
@@ -135,6 +137,8 @@ type Driver struct {
 	iso   isolation
 	run   string       // this process's directory inside dir
 	count atomic.Int64 // names environments uniquely
+
+	gateways gatewayns.Gateways // ServeGateway's
 }
 
 // NewDriver returns a local driver; opts may be nil.
@@ -212,6 +216,22 @@ func (d *Driver) Guarantees() sandbox.Guarantees {
 	c := d.iso.cgroup != cgroupNone
 	return sandbox.Guarantees{IPNetwork: d.iso.root, CPUs: c, Memory: c, Pids: c,
 		Disk: d.method == Overlay && d.iso.root}
+}
+
+// ServeGateway implements [driver.GatewayServer]: h is served on the
+// host's loopback at a free port and, in every sandbox forked from then on
+// that has a network namespace of its own (root, Spec.Network false), on
+// that namespace's loopback at the same port: url is the same for all.
+// This driver does not isolate the network (host Unix sockets, and
+// without root every address, stay reachable), so it never claims
+// [sandbox.Guarantees].Gateway: the gateway keeps the provider key out of
+// the sandbox, but not the agent off the network.
+func (d *Driver) ServeGateway(h http.Handler) (string, func() error, error) {
+	url, stop, err := d.gateways.Serve(h, true)
+	if err != nil {
+		return "", nil, fmt.Errorf("local: gateway: %w", err)
+	}
+	return url, stop, nil
 }
 
 // Cleanup removes what dead processes left in dir (the default directory
@@ -317,6 +337,13 @@ func (e *environment) fork(dir string) (*sandboxImpl, error) {
 		return nil, err
 	}
 	s.box = b
+	if b.ns != nil {
+		if s.gateways, err = e.d.gateways.ServeIn(b.ns.fd); err != nil {
+			b.Close()
+			s.unmount()
+			return nil, fmt.Errorf("local: gateway in the sandbox's network namespace: %w: %w", sandbox.ErrUnavailable, err)
+		}
+	}
 	return s, nil
 }
 
@@ -327,8 +354,9 @@ func (e *environment) Close() error { return os.RemoveAll(e.dir) }
 // sandboxImpl is one fork.
 type sandboxImpl struct {
 	*box
-	dir    string
-	mounts []string // innermost last
+	dir      string
+	mounts   []string            // innermost last
+	gateways gatewayns.Listeners // in the sandbox's network namespace
 }
 
 func (s *sandboxImpl) unmount() error {
@@ -344,6 +372,7 @@ func (s *sandboxImpl) unmount() error {
 // unmounts and removes the fork.
 func (s *sandboxImpl) Close() error {
 	s.box.Close()
+	s.gateways.Close()
 	err := s.unmount()
 	if rerr := os.RemoveAll(s.dir); rerr != nil && err == nil {
 		err = rerr

@@ -35,9 +35,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -809,13 +811,7 @@ var baseCases = []testCase{
 			var accepted atomic.Int64
 			go greet(ln, &accepted)
 			port := ln.Addr().(*net.TCPAddr).Port
-			addrs := []string{"127.0.0.1"}
-			ifaddrs, _ := net.InterfaceAddrs()
-			for _, a := range ifaddrs {
-				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
-					addrs = append(addrs, ipn.IP.String())
-				}
-			}
+			addrs := hostAddrs()
 			probe := func(sb *sandbox.Sandbox) (reached []string) {
 				p := s.probe(t, sb)
 				for _, a := range addrs {
@@ -855,6 +851,41 @@ var baseCases = []testCase{
 		},
 	},
 	{
+		name: "GatewayReached", needs: []Feature{Binaries},
+		rule: "a provider that serves a model gateway (sandbox.Provider.ServeGateway) has every sandbox reach it at its URL, with Spec.Network false or true",
+		run: func(t T, s *suite) {
+			url, secret := serveGateway(t, s)
+			for _, network := range []bool{false, true} {
+				sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = network })
+				res := run(t, sb, sandbox.Cmd{Args: []string{s.probe(t, sb), "dial", "tcp", strings.TrimPrefix(url, "http://"), "GET / HTTP/1.0\r\n\r\n"}, Timeout: 15 * time.Second})
+				isTrue(t, strings.Contains(string(res.Stdout), secret), "the gateway at %s not reached with Network %v: %q %q", url, network, res.Stdout, res.Stderr)
+			}
+		},
+	},
+	{
+		name: "GatewayOnly", needs: []Feature{Binaries},
+		guarantee: func(g sandbox.Guarantees) bool { return g.Gateway },
+		rule:      "with a gateway served and Spec.Network false, a sandbox reaches the gateway and no other server of the host, at any of its addresses",
+		run: func(t T, s *suite) {
+			url, secret := serveGateway(t, s)
+			ln, err := net.Listen("tcp", ":0")
+			noError(t, err)
+			defer ln.Close()
+			var accepted atomic.Int64
+			go greet(ln, &accepted)
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Network = false })
+			p := s.probe(t, sb)
+			res := run(t, sb, sandbox.Cmd{Args: []string{p, "dial", "tcp", strings.TrimPrefix(url, "http://"), "GET / HTTP/1.0\r\n\r\n"}, Timeout: 15 * time.Second})
+			isTrue(t, strings.Contains(string(res.Stdout), secret), "the gateway at %s not reached: %q %q", url, res.Stdout, res.Stderr)
+			for _, a := range hostAddrs() {
+				res := run(t, sb, sandbox.Cmd{Args: []string{p, "dial", "tcp", net.JoinHostPort(a, port)}, Timeout: 15 * time.Second})
+				notContainsText(t, string(res.Stdout), "proctor-ok", "a second server of the host reached at "+a)
+			}
+			zero(t, accepted.Load(), "connections accepted by a second server of the host")
+		},
+	},
+	{
 		name: "PidsLimit", needs: []Feature{Shell},
 		guarantee: func(g sandbox.Guarantees) bool { return g.Pids },
 		rule:      "Limits.Pids bounds a fork bomb",
@@ -882,6 +913,35 @@ var baseCases = []testCase{
 				"200 MB held under a 32 MB limit")
 		},
 	},
+}
+
+// hostAddrs is the host's loopback and every IPv4 address of its
+// interfaces.
+func hostAddrs() []string {
+	addrs := []string{"127.0.0.1"}
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, a := range ifaddrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			addrs = append(addrs, ipn.IP.String())
+		}
+	}
+	return addrs
+}
+
+// serveGateway serves a stand-in gateway through the provider, answering
+// every request with a secret, for the case's duration; it skips the case
+// when the provider cannot serve one.
+func serveGateway(t T, s *suite) (url, secret string) {
+	secret = "proctor-gateway-" + rand.Text()
+	url, stop, err := s.p.ServeGateway(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, secret)
+	}))
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("provider serves no gateway: %v", err)
+	}
+	noError(t, err, "ServeGateway")
+	t.Cleanup(func() { stop() })
+	return url, secret
 }
 
 func greet(ln net.Listener, accepted *atomic.Int64) {

@@ -5,7 +5,7 @@
 //
 //	probe yes [N]              write "y\n" to stdout forever, or N bytes
 //	probe yes-err N            write N bytes to stderr
-//	probe dial NETWORK ADDR    connect (tcp or unix) and copy what comes back
+//	probe dial NETWORK ADDR [SEND]  connect (tcp or unix), send SEND, copy what comes back
 //	probe sparse NAME SIZE     make a sparse file of SIZE bytes
 //	probe mkfifo NAME          make a FIFO
 //	probe fill NAME N          write N bytes to NAME
@@ -64,8 +64,8 @@ func run(args []string) error {
 		}
 		return nil
 	case "dial":
-		if len(args) != 3 {
-			return fmt.Errorf("dial NETWORK ADDR")
+		if len(args) != 3 && len(args) != 4 {
+			return fmt.Errorf("dial NETWORK ADDR [SEND]")
 		}
 		c, err := net.DialTimeout(args[1], args[2], 3*time.Second)
 		if err != nil {
@@ -73,6 +73,11 @@ func run(args []string) error {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(3 * time.Second))
+		if len(args) == 4 {
+			if _, err := io.WriteString(c, args[3]); err != nil {
+				return err
+			}
+		}
 		_, err = io.Copy(os.Stdout, c)
 		return err
 	case "sparse":

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/proctor-evals/proctor/harness"
+)
+
+// OpenEpisode is [Gateway.Open] for the engine (package eval's
+// Config.Models, which a *Gateway satisfies): the episode is m, the
+// returned env is [Env] for baseURL and the episode's token, and end
+// revokes it. Each call becomes one event of kind "model" recorded into m
+// (see [Event]).
+func (g *Gateway) OpenEpisode(baseURL string, m harness.Meter) (env map[string]string, end func()) {
+	token, end := g.Open(harnessMeter{m})
+	return Env(baseURL, token), end
+}
+
+// harnessMeter is a harness.Meter as a Meter.
+type harnessMeter struct{ m harness.Meter }
+
+func (h harnessMeter) Remaining() Budget {
+	tokens, usd, capped := h.m.Remaining()
+	return Budget{Tokens: tokens, CostUSD: usd, Capped: capped}
+}
+
+func (h harnessMeter) Record(c Call) { h.m.AddEvent(Event(c)) }
+
+// Span implements Tracer for a harness.Meter that has the method (the
+// engine's, when the episode is traced).
+func (h harnessMeter) Span() trace.Span {
+	if t, ok := h.m.(Tracer); ok {
+		return t.Span()
+	}
+	return nil
+}
+
+// Event is c as a transcript event of kind "model", named for its model:
+// its usage (priced, the model named) is the event's, so the episode
+// counts it; its input is the request (or, when larger than the gateway
+// keeps, its digest) with the provider and API, its output the status,
+// the response (or its digest), whether it streamed, when its first byte
+// came and why it was cut; a call that did not complete has its Err.
+func Event(c Call) harness.Event {
+	type in struct {
+		Provider      string          `json:"provider"`
+		API           string          `json:"api,omitempty"`
+		Request       json.RawMessage `json:"request,omitempty"`
+		RequestSHA256 string          `json:"request_sha256,omitempty"`
+	}
+	type out struct {
+		Status         int             `json:"status"`
+		Stream         bool            `json:"stream,omitempty"`
+		FirstByteNS    int64           `json:"first_byte_ns,omitempty"`
+		Cut            string          `json:"cut,omitempty"`
+		Response       json.RawMessage `json:"response,omitempty"`
+		ResponseSHA256 string          `json:"response_sha256,omitempty"`
+	}
+	u := c.Usage
+	if u.Model == "" {
+		u.Model = c.Model
+	}
+	ev := harness.Event{Time: c.Start, Kind: "model", Name: c.Model, Duration: c.Duration, Usage: u, Error: c.Err}
+	ev.Input, _ = json.Marshal(in{c.Provider, c.API, validJSON(c.Request), c.RequestSHA256})
+	ev.Output, _ = json.Marshal(out{c.Status, c.Stream, int64(c.FirstByte), c.Cut, validJSON(c.Response), c.ResponseSHA256})
+	if ev.Name == "" {
+		ev.Name = c.Provider
+	}
+	if c.Err == "" && c.Status >= 400 {
+		ev.Error = "status " + strconv.Itoa(c.Status)
+	}
+	return ev
+}
+
+// validJSON is b when it is a JSON value, else b as a JSON string (an
+// agent's malformed request is still what it sent), nil for none.
+func validJSON(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || json.Valid(b) {
+		return b
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
