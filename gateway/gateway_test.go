@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -249,4 +251,77 @@ func TestRequestBodyIsForwardedAsSentWhenNothingIsClamped(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Equal(t, body, string(p.Served()[0].Body))
 	require.Equal(t, body, string(m.Calls()[0].Request))
+}
+
+// slowMeter records a call only once the next call asked its budget (or
+// after 5 s): the agent has read the answer, and sent its next call,
+// before the gateway recorded the answer.
+type slowMeter struct {
+	budgetMeter
+	asked   atomic.Int32
+	release chan struct{}
+}
+
+func (m *slowMeter) Remaining() gateway.Budget {
+	if m.asked.Add(1) == 2 {
+		close(m.release)
+	}
+	return m.budgetMeter.Remaining()
+}
+
+func (m *slowMeter) Record(c gateway.Call) {
+	select {
+	case <-m.release:
+	case <-time.After(5 * time.Second):
+	}
+	m.budgetMeter.Record(c)
+}
+
+// answerEnds reads resp's body up to the end of the answer, as an SDK
+// does: a whole JSON object, or a stream's last event; not to the body's
+// end, which comes only once the gateway is done with the call.
+func answerEnds(t *testing.T, resp *http.Response) {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		s := string(got)
+		if json.Valid(got) || strings.Contains(s, "[DONE]") || strings.Contains(s, "message_stop") || strings.Contains(s, "response.completed") {
+			return
+		}
+		require.NoError(t, err, "the answer ended early: %s", got)
+	}
+}
+
+// TestAnAnswerNotYetRecordedCountsAgainstTheNextCall: an agent may send
+// its next call as soon as it read an answer, before the gateway recorded
+// that answer's usage; the next call's budget counts it all the same, so a
+// budget the first answer spent refuses the second call (before the fix it
+// was forwarded: the meter did not know of the first answer yet).
+func TestAnAnswerNotYetRecordedCountsAgainstTheNextCall(t *testing.T) {
+	t.Parallel()
+	p, g, s := setup(t)
+	p.Usage = func(gatewaytest.Request) usage.Usage { return usage.Usage{InputTokens: 900, OutputTokens: 100} }
+	for _, a := range apis {
+		for _, stream := range []string{"false", "true"} {
+			m := &slowMeter{budgetMeter: budgetMeter{left: 1000}, release: make(chan struct{})}
+			token, end := g.Open(m)
+			body := strings.Replace(a.body, "{stream}", stream, 1)
+			req, err := http.NewRequest("POST", s.URL+a.path, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode, "%s stream=%s", a.api, stream)
+			answerEnds(t, resp)
+			code, answer := post(t, s.URL, a.path, token, body)
+			resp.Body.Close()
+			require.NotEqual(t, 200, code, "%s stream=%s: the second call was forwarded though the first spent the budget", a.api, stream)
+			require.Contains(t, answer, "budget is spent", "%s stream=%s", a.api, stream)
+			end()
+		}
+	}
 }

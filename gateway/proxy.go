@@ -103,6 +103,22 @@ type call struct {
 	body     *meteredBody // the response's, once it came
 	span     trace.Span   // nil: not traced
 	wrote    bool         // the gateway answered itself (refusal, upstream error)
+	ep       *episode
+	held     usage.Usage // held against ep's budget until recorded (hold)
+	holding  bool
+}
+
+// hold counts the answer's usage against the episode's budget once the
+// provider's usage for it came, before the bytes that carry it go on to
+// the agent.
+func (cl *call) hold() {
+	if cl.holding || !cl.c.final {
+		return
+	}
+	cl.held = cl.c.estimate()
+	cl.held.CostUSD = cl.g.o.Prices.Cost(cl.c.model, cl.held)
+	cl.holding = true
+	cl.ep.hold(cl.held)
 }
 
 func (g *Gateway) newProxy() *httputil.ReverseProxy {
@@ -132,7 +148,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(ep.ctx, cancel)()
 	r = r.WithContext(ctx)
-	cl := &call{g: g, rt: rt, provider: provider, rec: Call{Provider: provider, API: rt.api, Start: start}}
+	cl := &call{g: g, rt: rt, provider: provider, rec: Call{Provider: provider, API: rt.api, Start: start}, ep: ep}
 	cl.c.api = rt.api
 	if !known {
 		cl.refuse(w, ep.meter, kindNotFound, fmt.Sprintf("%s %s is not served: the gateway serves /v1/chat/completions, /v1/responses and /v1/messages", r.Method, r.URL.Path))
@@ -156,7 +172,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		cl.rec.Model, cl.rec.Stream, cl.c.model = req.Model, req.Stream, req.Model
 		cl.c.inputEstimate = int64(len(in)+bytesPerToken-1) / bytesPerToken
-		cl.budget = ep.meter.Remaining()
+		cl.budget = ep.remaining()
 		cl.price, cl.priced = g.o.Prices.Lookup(req.Model)
 		if cl.budget.exhausted() {
 			cl.refuse(w, ep.meter, kindBudget, "the episode's budget is spent")
@@ -174,6 +190,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		p := recover()
 		ep.meter.Record(cl.finish(r.Context(), p != nil))
+		if cl.holding {
+			ep.release(cl.held)
+		}
 		if p != nil {
 			panic(p)
 		}
@@ -321,7 +340,7 @@ func (cl *call) meterResponse(rec *Call, ctx context.Context, aborted bool) {
 	if !mb.stream {
 		if mb.jsonOver {
 			cl.c.fail(errors.New("the response is over 16 MiB: not metered"))
-		} else if mb.readErr == nil && !aborted {
+		} else if mb.readErr == nil && !aborted && !mb.decoded {
 			cl.c.decodeJSON(mb.json)
 		}
 	}
@@ -398,6 +417,7 @@ type meteredBody struct {
 	whole     bool   // a non-streamed metered answer: kept in json to read its usage
 	json      []byte // at the end
 	jsonOver  bool
+	decoded   bool // json is whole and was decoded
 	firstByte time.Duration
 	pending   []byte // the error event of a cut stream, still to send
 	cut       string
@@ -428,11 +448,19 @@ func (mb *meteredBody) Read(p []byte) (int, error) {
 				mb.pending = errorEvent(mb.cl.rt.api, "the episode's budget is spent: the answer was cut")
 				mb.rc.Close() // the provider stops generating
 			}
+			mb.cl.hold()
 		} else if mb.whole && !mb.jsonOver {
 			if len(mb.json)+n > maxMeteredJSON {
 				mb.json, mb.jsonOver = nil, true
 			} else {
 				mb.json = append(mb.json, p[:n]...)
+				if !mb.decoded && wholeJSON(mb.json) {
+					// The answer is all here: meter it before its last
+					// bytes go on (hold).
+					mb.cl.c.decodeJSON(mb.json)
+					mb.decoded = true
+					mb.cl.hold()
+				}
 			}
 		}
 		mb.pass(p[:n])
@@ -441,6 +469,13 @@ func (mb *meteredBody) Read(p []byte) (int, error) {
 		mb.readErr = err
 	}
 	return n, err
+}
+
+// wholeJSON reports whether b is a whole JSON object (checked only once
+// it ends as one could).
+func wholeJSON(b []byte) bool {
+	b = bytes.TrimRight(b, " \t\r\n")
+	return len(b) > 0 && b[len(b)-1] == '}' && json.Valid(b)
 }
 
 // pass hashes and keeps bytes on their way to the agent.

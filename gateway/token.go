@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // tokenPrefix marks a gateway token, so that one pasted in the wrong place
@@ -22,6 +25,47 @@ type episode struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	inflight sync.WaitGroup
+
+	mu   sync.Mutex
+	held usage.Usage // answers the agent may already have read, not yet recorded
+}
+
+// hold counts u, the usage of an answer on its way to the agent, against
+// the episode's budget until its call is recorded: an agent may send its
+// next call as soon as it has read the answer, before the gateway
+// recorded it, and that call's budget must not count the answer as
+// unspent.
+func (ep *episode) hold(u usage.Usage) {
+	ep.mu.Lock()
+	ep.held = ep.held.Add(u)
+	ep.mu.Unlock()
+}
+
+// release ends a hold once its call is recorded.
+func (ep *episode) release(u usage.Usage) {
+	ep.mu.Lock()
+	ep.held.InputTokens -= u.InputTokens
+	ep.held.OutputTokens -= u.OutputTokens
+	ep.held.CostUSD -= u.CostUSD
+	ep.mu.Unlock()
+}
+
+// remaining is the meter's budget less what is held.
+func (ep *episode) remaining() Budget {
+	b := ep.meter.Remaining()
+	if !b.Capped {
+		return b
+	}
+	ep.mu.Lock()
+	held := ep.held
+	ep.mu.Unlock()
+	if b.Tokens < math.MaxInt64 {
+		b.Tokens -= held.Tokens()
+	}
+	if !math.IsInf(b.CostUSD, 1) {
+		b.CostUSD -= held.CostUSD
+	}
+	return b
 }
 
 // Open admits one episode: it returns the token the episode's sandbox
