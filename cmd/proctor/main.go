@@ -260,7 +260,7 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 	}, nil
 }
 
-func reportOf(path string, stderr io.Writer, maxNoVerdict float64) (*report.Report, error) {
+func reportOf(path string, stderr io.Writer, maxNoVerdict float64, maxFailures int) (*report.Report, error) {
 	opts, err := sequentialOptions(path)
 	if err != nil {
 		return nil, err
@@ -269,6 +269,7 @@ func reportOf(path string, stderr io.Writer, maxNoVerdict float64) (*report.Repo
 		opts = &report.Options{}
 	}
 	opts.MaxNoVerdict = maxNoVerdict
+	opts.MaxFailures = maxFailures
 	if endsLine(path) {
 		// A whole log, read on every core: a torn tail would be a warning
 		// in the report, which the command prints on stderr instead.
@@ -345,6 +346,7 @@ call. So CI can gate a log it did not run.`,
 		maxNoVerdict := fs.Float64("max-no-verdict", 0, "exit 1 when more than this `fraction` of a run's episodes errored or were unscored (0: 0.05, negative: never)")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
 		htmlOut := fs.String("html", "", "write the run page of one LOG to `file` as self-contained HTML (as proctor view shows it)")
+		ciOut := ciFlags(fs)
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			if *htmlOut != "" {
 				return writeHTMLReport(pos, *htmlOut)
@@ -356,11 +358,17 @@ call. So CI can gate a log it did not run.`,
 			if err != nil {
 				return 0, err
 			}
+			if err := ciOut.check(pos); err != nil {
+				return 0, err
+			}
 			code := 0
 			for i, path := range pos {
-				rep, err := reportOf(path, stderr, *maxNoVerdict)
+				rep, err := reportOf(path, stderr, *maxNoVerdict, ciOut.maxFailures())
 				if err != nil {
 					return 0, fmt.Errorf("%s: %w", path, err)
+				}
+				if err := ciOut.write(stdout, path, rep); err != nil {
+					return 0, err
 				}
 				if rep.Episodes == 0 {
 					fmt.Fprintf(stderr, "warning: %s holds no records\n", path)
@@ -434,20 +442,26 @@ exists.`,
 		failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior (in the worst case: its errored and unscored episodes as failures, the base's as passes)")
 		excludeErrors := fs.Bool("exclude-errors", false, "with -fail-on-regression, decide on the samples both runs scored, leaving errored and unscored episodes out, not on the worst case")
 		level := fs.Float64("level", 0.95, "confidence `level`")
+		comment := commentFlags(fs)
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
 				return 0, err
 			}
-			base, err := reportOf(pos[0], stderr, 0)
+			base, err := reportOf(pos[0], stderr, 0, 0)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[0], err)
 			}
-			head, err := reportOf(pos[1], stderr, 0)
+			head, err := reportOf(pos[1], stderr, 0, 0)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[1], err)
 			}
 			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
-			if err := write(stdout, c, *asJSON, *asMarkdown); err != nil {
+			if comment.on {
+				err = comment.write(stdout, c, pos[1])
+			} else {
+				err = write(stdout, c, *asJSON, *asMarkdown)
+			}
+			if err != nil {
 				return 0, err
 			}
 			if c.Paired < 2 {
