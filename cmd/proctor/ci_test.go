@@ -33,7 +33,7 @@ func TestReportJUnitAndAnnotations(t *testing.T) {
 		Suites []struct {
 			Tests    int `xml:"tests,attr"`
 			Failures int `xml:"failures,attr"`
-			Cases           []struct {
+			Cases    []struct {
 				Name    string `xml:"name,attr"`
 				Failure *struct {
 					Message string `xml:"message,attr"`
