@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/moby/moby/client"
+
+	"github.com/proctor-evals/proctor/sandbox/driver"
 )
 
 // BusyboxPath is where Debian's busybox-static package installs its binary.
@@ -46,9 +49,38 @@ ENV PATH=/bin
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("docker: busybox image: %w", err)
 	}
-	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
-	if err != nil {
+	if err := build(ctx, cli, &buf, tag); err != nil {
 		return fmt.Errorf("docker: busybox image: %w", err)
+	}
+	return nil
+}
+
+// BuildImage builds the Dockerfile of the directory dir, with dir as the
+// build context, and tags the image tag: how a task that ships its
+// environment as a Dockerfile (a Harbor task's environment/, say) gets
+// the image its Spec.Image names. The engine's builder runs it, so a
+// FROM must name an image the engine has or can pull. A failed step is
+// an error with the builder's message.
+func BuildImage(ctx context.Context, cli *client.Client, dir, tag string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if _, err := driver.AddTree(tw, dir, ""); err != nil {
+		return fmt.Errorf("docker: build %s: %w", dir, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("docker: build %s: %w", dir, err)
+	}
+	if err := build(ctx, cli, &buf, tag); err != nil {
+		return fmt.Errorf("docker: build %s: %w", dir, err)
+	}
+	return nil
+}
+
+// build sends the build context to the engine and waits for the image.
+func build(ctx context.Context, cli *client.Client, context io.Reader, tag string) error {
+	res, err := cli.ImageBuild(ctx, context, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return err
 	}
 	defer res.Body.Close()
 	// The build reports its failures in the JSON stream, not the status.
@@ -59,11 +91,8 @@ ENV PATH=/bin
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
-			return fmt.Errorf("docker: busybox image: %w", errors.New(msg.Error))
+			return errors.New(msg.Error)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("docker: busybox image: %w", err)
-	}
-	return nil
+	return sc.Err()
 }

@@ -1,0 +1,2 @@
+#!/bin/bash
+touch /app/a /app/b /app/c
