@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/harness/atif"
 	"github.com/proctor-evals/proctor/internal/numfmt"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -31,10 +32,25 @@ It also takes a record's transcript link, PATH#OFFSET, as the trace column of a
 report, a log or a Parquet file shows it. A relative PATH is resolved
 against LOG's directory when LOG is given (records link their transcripts
 relative to the log, so that a moved runs directory keeps them), and
-against the current directory when the link is given alone.`,
+against the current directory when the link is given alone.
+
+With -format atif it prints each transcript as an ATIF trajectory (the
+Agent Trajectory Interchange Format of Harbor's RFC 0001), one JSON
+document per episode.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print the record and transcript as JSON")
+		format := fs.String("format", "text", "`format`: text, json (as -json) or atif (each transcript as an ATIF trajectory)")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
+			switch *format {
+			case "text":
+			case "json":
+				*asJSON = true
+			case "atif":
+				*asJSON = false
+				stdout = atifWriter{stdout}
+			default:
+				return 0, usageError("-format must be text, json or atif, got %q", *format)
+			}
 			if err := wantArgs(pos, 1, 3, "LOG SAMPLE [EPOCH], or [LOG] PATH#OFFSET"); err != nil {
 				return 0, err
 			}
@@ -110,6 +126,9 @@ func printLink(w io.Writer, link, dir string, asJSON bool) error {
 		return err
 	}
 	r := sink.Record{RunID: tr.RunID, SampleID: tr.SampleID, Epoch: tr.Epoch, Attempt: tr.Attempt, Transcript: link}
+	if a, ok := w.(atifWriter); ok {
+		return a.write(tr)
+	}
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{"trace": tr})
 	}
@@ -119,6 +138,19 @@ func printLink(w io.Writer, link, dir string, asJSON bool) error {
 	fmt.Fprintf(w, "== %s epoch %d (attempt %d), run %s\n", r.SampleID, r.Epoch, r.Attempt, r.RunID)
 	printEvents(w, r, tr)
 	return nil
+}
+
+// atifWriter prints transcripts as ATIF trajectories.
+type atifWriter struct{ io.Writer }
+
+func (a atifWriter) write(tr *transcript) error {
+	t, err := atif.Export(tr)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(a.Writer)
+	enc.SetIndent("", "  ")
+	return enc.Encode(t)
 }
 
 func epochText(epoch int) string {
@@ -143,6 +175,12 @@ func printTranscript(w io.Writer, r sink.Record, dir string, asJSON bool) error 
 			return fmt.Errorf("%s: the transcript at %s is %q epoch %d's, not this record's (%q epoch %d): the transcript store was replaced or cut since",
 				r.SampleID, r.Transcript, tr.SampleID, tr.Epoch, r.SampleID, r.Epoch)
 		}
+	}
+	if a, ok := w.(atifWriter); ok {
+		if tr == nil {
+			return fmt.Errorf("%s epoch %d: no transcript to export (compacted, or none recorded)", r.SampleID, r.Epoch)
+		}
+		return a.write(tr)
 	}
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{"record": r, "trace": tr})
