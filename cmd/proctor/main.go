@@ -1,13 +1,13 @@
 // Command proctor reads the results of evaluation runs: a run's JSONL log
 // (the source of truth) or a directory of Parquet files exported from one.
 //
-//	proctor report [-json | -markdown | -html OUT] RUN...
-//	proctor compare [-json | -markdown] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
+//	proctor report [-json | -markdown | -html OUT] [-junit FILE] [-github [-github-file F]] RUN...
+//	proctor compare [-json | -markdown | -pr-comment [-pr-key K] [-run-url U]] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
 //	proctor export [-force] -parquet DIR LOG
 //	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
 //	proctor review pick|export|import|report [flags] LOG [FILE]
-//	proctor trace [-json] LOG SAMPLE [EPOCH]
-//	proctor trace [-json] [LOG] PATH#OFFSET
+//	proctor trace [-json | -format atif] LOG SAMPLE [EPOCH]
+//	proctor trace [-json | -format atif] [LOG] PATH#OFFSET
 //	proctor merge [-force] -o OUT LOG...
 //	proctor view [-addr HOST:PORT] [-trace-url TEMPLATE] [LOG|DIR]...
 //	proctor history [-eval E] [-tag T] [-baseline RUN] [-last N] [-alpha A] [-fail-on-drift] DIR
