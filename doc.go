@@ -50,8 +50,13 @@
 //     log), sink/parquetsink, sink/sinktest (the conformance suite).
 //   - eval: Eval, Config, Run, Rejudge, ReadTranscript; eval/cli (an eval
 //     as a command line); eval/report: Report, FromRecords, Aggregator,
-//     Compare (the analysis half, without the engine); eval/manifest (what
+//     Compare (the analysis half, without the engine); eval/report/ci
+//     (JUnit, GitHub annotations, a pull-request comment); eval/manifest (what
 //     a run is); eval/evaltest: the `go test` gate.
+//   - harbor: Harbor tasks (task.toml, a Dockerfile, tests/test.sh, a
+//     solution) as a dataset, their verifier as a judge that fails closed
+//     and their solution as a harness; harness/atif: ATIF trajectories into
+//     a transcript and out of one.
 //   - cluster: one run across machines over NATS JetStream (a coordinator
 //     and its workers, one log).
 //   - telemetry: OpenTelemetry SDK wiring (OTLP/HTTP) for Config's tracer

@@ -37,7 +37,7 @@ func TestImportWeight(t *testing.T) {
 		"github.com/nats-io",                                                 // NATS
 		"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", // OTLP
 		"go.opentelemetry.io/proto", mod + "/telemetry", // OTLP payloads, the SDK wiring
-		"github.com/BurntSushi/toml", mod + "/dataset/harbor", // Harbor tasks
+		"github.com/BurntSushi/toml", mod + "/harbor", // Harbor tasks
 	}
 	for _, tc := range []struct {
 		pkg       string

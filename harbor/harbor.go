@@ -1,4 +1,6 @@
-// Package harbor loads Harbor tasks as a dataset. A Harbor task
+// Package harbor runs Harbor tasks as they are: a dataset, a judge and a
+// harness. It stands above the dataset, harness, judge and sandbox
+// packages, and no package of the engine imports it. A Harbor task
 // (https://harborframework.com/docs/task-format) is a directory:
 //
 //	task.toml           configuration and metadata

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/proctor-evals/proctor/dataset/harbor"
+	"github.com/proctor-evals/proctor/harbor"
 )
 
 func FuzzParseConfig(f *testing.F) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/proctor-evals/proctor/dataset"
-	"github.com/proctor-evals/proctor/dataset/harbor"
+	"github.com/proctor-evals/proctor/harbor"
 	"github.com/proctor-evals/proctor/sandbox"
 )
 
