@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/sandbox"
@@ -25,7 +26,7 @@ func (Solution) Run(ctx context.Context, ep *harness.Episode[Task]) (harness.Com
 	if ep.Sandbox == nil {
 		return harness.CommandOutput{}, errors.New("harbor: the solution needs the episode's sandbox (set the eval's Sandbox to harbor.Spec)")
 	}
-	if err := upload(ctx, ep, t.Dir+"/solution", SolutionDir); err != nil {
+	if err := upload(ctx, ep, filepath.Join(t.Dir, "solution"), SolutionDir); err != nil {
 		return harness.CommandOutput{}, err
 	}
 	script := fmt.Sprintf(`test -f %[1]s/solve.sh || { echo "no solution/solve.sh" >&2; exit 127; }; if command -v bash >/dev/null 2>&1; then exec bash %[1]s/solve.sh; else exec sh %[1]s/solve.sh; fi`, SolutionDir)

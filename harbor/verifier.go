@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func (v Verifier[O]) Judge(ctx context.Context, ep *harness.Episode[Task], _ O) 
 	if ep.Sandbox == nil {
 		return judge.Verdict{}, judge.Permanent(errors.New("harbor: the verifier needs the episode's sandbox (set the eval's Sandbox to harbor.Spec)"))
 	}
-	if err := upload(ctx, ep, t.Dir+"/tests", TestsDir); err != nil {
+	if err := upload(ctx, ep, filepath.Join(t.Dir, "tests"), TestsDir); err != nil {
 		return judge.Verdict{}, err
 	}
 	script := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s && if command -v bash >/dev/null 2>&1; then exec bash %[2]s/test.sh; else exec sh %[2]s/test.sh; fi`, VerifierDir, TestsDir)
