@@ -105,7 +105,7 @@ type TaskInfo struct {
 	Keywords    []string `toml:"keywords"`
 }
 
-// Defaults of task.toml's timeouts, as Harbor's.
+// The timeouts when task.toml gives none.
 const (
 	DefaultAgentTimeout    = 10 * time.Minute
 	DefaultVerifierTimeout = 10 * time.Minute

@@ -40,7 +40,7 @@ func TestLoadTasks(t *testing.T) {
 
 	broken := samples[0]
 	require.Equal(t, map[string]string{"difficulty": "medium", "category": "arithmetic", "keywords": "oracle,broken"}, broken.Tags)
-	require.Equal(t, harbor.DefaultBuildTimeout, broken.Input.BuildTimeout(), "Harbor's defaults where task.toml says nothing")
+	require.Equal(t, harbor.DefaultBuildTimeout, broken.Input.BuildTimeout(), "the default where task.toml says nothing")
 	require.Equal(t, "proctor/broken-solution", broken.Input.Config.Task.Name)
 	require.Equal(t, "3", samples[2].Tags["points"])
 	require.Equal(t, map[string]string{"CHECK_MODE": "strict"}, samples[2].Input.Config.Verifier.Env)

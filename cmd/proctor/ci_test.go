@@ -64,6 +64,13 @@ func TestReportJUnitAndAnnotations(t *testing.T) {
 	require.Contains(t, errs, "not a file proctor wrote")
 	data, _ = os.ReadFile(other)
 	require.Equal(t, "<testsuites/>", string(data))
+
+	code, _, errs = cli("report", "-junit", out, log, log)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "-junit writes the report of one RUN, got 2")
+	code, _, errs = cli("report", "-github-file", "x.go", log)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "-github-file goes with -github")
 }
 
 func TestComparePullRequestComment(t *testing.T) {
