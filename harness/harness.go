@@ -85,8 +85,13 @@ func (ep *Episode[T]) AddSimulatorEvent(ev Event) {
 	}
 	ep.mu.Lock()
 	ep.events = append(ep.events, ev)
-	ep.addUsage(ev.Usage)
-	if !ep.judging {
+	if ep.judging {
+		ep.judge = ep.judge.Add(ev.Usage)
+	} else {
+		// The agent's part counts it, but stays named by the agent's model.
+		u := ev.Usage
+		u.Model = ""
+		ep.agent = ep.agent.Add(u)
 		ep.sim = ep.sim.Add(ev.Usage)
 	}
 	ep.mu.Unlock()
