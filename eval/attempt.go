@@ -352,6 +352,12 @@ func usageOf(rec *sink.Record) harness.Usage {
 	return harness.Usage{InputTokens: rec.InputTokens, OutputTokens: rec.OutputTokens, CostUSD: rec.CostUSD}
 }
 
+// simulatorUsageOf is a simulated user's part of rec's usage.
+func simulatorUsageOf(rec *sink.Record) harness.Usage {
+	return harness.Usage{InputTokens: rec.SimulatorInputTokens, OutputTokens: rec.SimulatorOutputTokens,
+		CostUSD: rec.SimulatorCostUSD, Model: rec.SimulatorModel}
+}
+
 // judgeUsageOf is the judge's part of rec's usage.
 func judgeUsageOf(rec *sink.Record) harness.Usage {
 	return harness.Usage{InputTokens: rec.JudgeInputTokens, OutputTokens: rec.JudgeOutputTokens,

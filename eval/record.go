@@ -21,6 +21,7 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	used = agent.Add(jdg)
 	u := j.usage.Add(used)
 	jdg = j.judgeUsage.Add(jdg)
+	sim := j.simUsage.Add(simulatorUsage(ep, agent))
 	model := agent.Model
 	if model == "" {
 		model = j.usage.Model // the agent's, from an earlier attempt
@@ -36,12 +37,24 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
 		JudgeInputTokens: jdg.InputTokens, JudgeOutputTokens: jdg.OutputTokens, JudgeCostUSD: jdg.CostUSD,
 		Model: model, JudgeModel: jdg.Model,
-		Seed: ep.Seed, ParentRunID: s.parentRunID,
+		SimulatorInputTokens: sim.InputTokens, SimulatorOutputTokens: sim.OutputTokens, SimulatorCostUSD: sim.CostUSD,
+		SimulatorModel: sim.Model,
+		Seed:           ep.Seed, ParentRunID: s.parentRunID,
 	}
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0
 	}
 	return used
+}
+
+// simulatorUsage is a simulated user's part of the attempt's agent usage:
+// none when checkUsage zeroed the agent's usage as unusable.
+func simulatorUsage[T any](ep *harness.Episode[T], agent harness.Usage) harness.Usage {
+	sim := ep.SimulatorUsage()
+	if sim == (harness.Usage{}) || agent.Tokens() == 0 && agent.CostUSD == 0 || !usable(sim) {
+		return harness.Usage{}
+	}
+	return sim
 }
 
 // encodeJSON encodes v for a record, with a fast path for the common

@@ -121,8 +121,9 @@ type job struct {
 	input  json.RawMessage // the sample's input, encoded once for the records of all attempts
 	held   any             // a streamed sample's *heldSample, from its first attempt
 	usage  harness.Usage   // of the attempts before the latest, named by the agent's model
-	// judgeUsage is the judge's part of usage.
-	judgeUsage harness.Usage
+	// judgeUsage and simUsage are the judge's and a simulated user's
+	// parts of usage.
+	judgeUsage, simUsage harness.Usage
 	// kept is the harness output of an attempt whose judge failed: the
 	// retry judges it again instead of running the agent again.
 	kept      *kept
@@ -499,7 +500,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		t := time.NewTimer(rand.N(d) + 1)
 		select {
 		case <-t.C:
-			j.usage, j.judgeUsage = usageOf(rec), judgeUsageOf(rec)
+			j.usage, j.judgeUsage, j.simUsage = usageOf(rec), judgeUsageOf(rec), simulatorUsageOf(rec)
 			j.usage.Model = rec.Model
 			j.attempt++
 			return j

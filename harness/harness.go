@@ -29,6 +29,7 @@ type Episode[T any] struct {
 	mu      sync.Mutex
 	agent   Usage // recorded before the judge was called
 	judge   Usage // recorded after
+	sim     Usage // the part of agent a simulated user spent
 	judging bool
 	events  []Event
 }
@@ -71,6 +72,37 @@ func (ep *Episode[T]) AddEvent(ev Event) {
 	ep.events = append(ep.events, ev)
 	ep.addUsage(ev.Usage)
 	ep.mu.Unlock()
+}
+
+// AddSimulatorEvent is [Episode.AddEvent] for a step of a simulated user
+// (package harness/conversation records its turns so): its usage counts in
+// the episode's totals, and apart as the simulator's, which the record,
+// the report's cost split and the history keep as a third role beside
+// the agent's and the judge's. Safe for concurrent use.
+func (ep *Episode[T]) AddSimulatorEvent(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	ep.mu.Lock()
+	ep.events = append(ep.events, ev)
+	if ep.judging {
+		ep.judge = ep.judge.Add(ev.Usage)
+	} else {
+		// The agent's part counts it, but stays named by the agent's model.
+		u := ev.Usage
+		u.Model = ""
+		ep.agent = ep.agent.Add(u)
+		ep.sim = ep.sim.Add(ev.Usage)
+	}
+	ep.mu.Unlock()
+}
+
+// SimulatorUsage returns the part of the agent's usage ([Episode.UsageByRole])
+// that a simulated user spent ([Episode.AddSimulatorEvent]).
+func (ep *Episode[T]) SimulatorUsage() Usage {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.sim
 }
 
 // AddUsage adds u to the episode's totals without a transcript event.
@@ -124,7 +156,8 @@ func init() {
 
 // UsageByRole returns the episode's usage so far split between the agent
 // (recorded before the engine called the judge) and the judge (after),
-// each named by the last model named in its part.
+// each named by the last model named in its part. A simulated user's
+// usage is in the agent's part; [Episode.SimulatorUsage] says how much.
 func (ep *Episode[T]) UsageByRole() (agent, judge Usage) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()

@@ -58,12 +58,14 @@ type Run struct {
 	MeanScore                         float64
 	LatencyP50MS, LatencyP95MS        float64
 
-	// Usage totals, the agent's and the judge's together, and the judge's
-	// part of them (the agent's is the rest).
-	InputTokens, OutputTokens           int64
-	CostUSD                             float64
-	JudgeInputTokens, JudgeOutputTokens int64
-	JudgeCostUSD                        float64
+	// Usage totals, every role's together, and the judge's and a
+	// simulated user's parts of them (the agent's is the rest).
+	InputTokens, OutputTokens                   int64
+	CostUSD                                     float64
+	JudgeInputTokens, JudgeOutputTokens         int64
+	JudgeCostUSD                                float64
+	SimulatorInputTokens, SimulatorOutputTokens int64
+	SimulatorCostUSD                            float64
 
 	Tags []Tag
 
@@ -163,7 +165,9 @@ func FromReport(rep *report.Report, m *manifest.Manifest) *Run {
 		LatencyP50MS: rep.Latency.P50MS, LatencyP95MS: rep.Latency.P95MS,
 		InputTokens: rep.Usage.InputTokens, OutputTokens: rep.Usage.OutputTokens, CostUSD: rep.Usage.CostUSD,
 		JudgeInputTokens: rep.JudgeUsage.InputTokens, JudgeOutputTokens: rep.JudgeUsage.OutputTokens, JudgeCostUSD: rep.JudgeUsage.CostUSD,
-		Epochs: rep.Epochs,
+		SimulatorInputTokens: rep.SimulatorUsage.InputTokens, SimulatorOutputTokens: rep.SimulatorUsage.OutputTokens,
+		SimulatorCostUSD: rep.SimulatorUsage.CostUSD,
+		Epochs:           rep.Epochs,
 	}
 	if rep.Passed+rep.Failed == 0 {
 		r.PassRate, r.Lo, r.Hi = math.NaN(), math.NaN(), math.NaN()

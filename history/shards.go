@@ -115,6 +115,9 @@ func (r *Run) join() {
 		r.JudgeInputTokens += p.JudgeInputTokens
 		r.JudgeOutputTokens += p.JudgeOutputTokens
 		r.JudgeCostUSD += p.JudgeCostUSD
+		r.SimulatorInputTokens += p.SimulatorInputTokens
+		r.SimulatorOutputTokens += p.SimulatorOutputTokens
+		r.SimulatorCostUSD += p.SimulatorCostUSD
 		for _, t := range p.Tags {
 			k := [2]string{t.Tag, t.Value}
 			g := tags[k]

@@ -17,7 +17,9 @@
 // [Rubric] asks a [Model] to grade an output against a prompt template and
 // reads a final "GRADE: X" line; an unreadable, refused or truncated answer
 // is unscored, never a failure. The grader sees the input as JSON and the
-// reference answer only where [RubricOptions] says which it is. Providers
+// reference answer only where [RubricOptions] says which it is, and the
+// episode's transcript only when [RubricOptions].Transcript asks for it,
+// within a token budget ([RenderTranscript]). Providers
 // live in subpackages: judge/openai (Chat Completions and compatible
 // servers) and judge/anthropic (Messages); each call is one HTTP request.
 // Decorators add what every provider needs alike: [Retry] (backoff with

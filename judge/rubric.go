@@ -30,9 +30,14 @@ const DefaultRubric = `You are grading a submitted answer to a task{{if .Referen
 {{end}}
 [Submitted answer]
 {{.Output}}
-
+{{if .Transcript}}
+[Transcript of how the agent reached it]
+{{.Transcript}}
+{{end}}
 {{if .Reference}}Does the submitted answer agree with the reference answer on the facts
-that matter?{{else}}Does the submitted answer accomplish the task correctly?{{end}} Ignore differences of style, wording and formatting. Explain
+that matter?{{else}}Does the submitted answer accomplish the task correctly?{{end}}{{if .Transcript}}
+An answer reached by steps the task forbids, or by undoing its checks, is
+incorrect.{{end}} Ignore differences of style, wording and formatting. Explain
 your reasoning in a few sentences, then end your reply with a final line
 that is exactly "GRADE: C" if the answer is correct or "GRADE: I" if it is
 incorrect.`
@@ -47,6 +52,9 @@ type RubricData struct {
 	Reference string            // from [RubricOptions].Reference; "" without it
 	SampleID  string            // the sample's ID
 	Tags      map[string]string // the sample's tags
+	// Transcript is the episode's transcript as [RenderTranscript]
+	// shows it, when [RubricOptions].Transcript asks for it; "" without.
+	Transcript string
 }
 
 // RubricOptions configures a [Rubric]. The zero value (and nil) is valid.
@@ -83,6 +91,10 @@ type RubricOptions[T any] struct {
 	PassAt float64
 	// Name names the judge in transcript events; "": "rubric".
 	Name string
+	// Transcript shows the grader the episode's transcript, within a
+	// token budget (see [RenderTranscript]); nil: the grader sees the
+	// answer alone.
+	Transcript *TranscriptOptions
 }
 
 // Rubric is a model-graded judge: it renders the template over a
@@ -156,6 +168,9 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 		}
 		if o.Reference != nil {
 			data.Reference = o.Reference(ep.Sample.Input)
+		}
+		if o.Transcript != nil {
+			data.Transcript = RenderTranscript(ep.Events(), o.Transcript)
 		}
 		var prompt bytes.Buffer
 		if err := o.Template.Execute(&prompt, data); err != nil {

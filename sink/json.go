@@ -92,6 +92,19 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	}
 	b = appendOptString(b, `,"model":`, r.Model)
 	b = appendOptString(b, `,"judge_model":`, r.JudgeModel)
+	if r.SimulatorInputTokens != 0 {
+		b = append(b, `,"simulator_input_tokens":`...)
+		b = jsontext.AppendInt(b, r.SimulatorInputTokens)
+	}
+	if r.SimulatorOutputTokens != 0 {
+		b = append(b, `,"simulator_output_tokens":`...)
+		b = jsontext.AppendInt(b, r.SimulatorOutputTokens)
+	}
+	if r.SimulatorCostUSD != 0 {
+		b = append(b, `,"simulator_cost_usd":`...)
+		b = jsontext.AppendFloat(b, r.SimulatorCostUSD)
+	}
+	b = appendOptString(b, `,"simulator_model":`, r.SimulatorModel)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = appendOptString(b, `,"trace":`, r.Transcript)

@@ -117,6 +117,14 @@ type Record struct {
 	// spent their usage on, when they named one (harness.Usage.Model).
 	Model      string `json:"model,omitempty"`
 	JudgeModel string `json:"judge_model,omitempty"`
+	// The simulated user's part of the usage above (a conversation's
+	// other side, harness.Episode.AddSimulatorEvent), and its model: the
+	// agent's part is what neither the judge nor the simulator spent.
+	// Zero in logs written before they existed.
+	SimulatorInputTokens  int64   `json:"simulator_input_tokens,omitempty"`
+	SimulatorOutputTokens int64   `json:"simulator_output_tokens,omitempty"`
+	SimulatorCostUSD      float64 `json:"simulator_cost_usd,omitempty"`
+	SimulatorModel        string  `json:"simulator_model,omitempty"`
 	Seed       uint64 `json:"seed"`
 	Transcript string `json:"trace,omitempty"` // a link that resolves to the episode's transcript
 	// ParentRunID names the run this record was derived from (a rejudged

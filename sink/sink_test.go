@@ -88,40 +88,44 @@ func TestDiscard(t *testing.T) {
 // plainRecord is sink.Record without its MarshalJSON method: what
 // encoding/json writes for the same fields and tags.
 type plainRecord struct {
-	Schema            int                `json:"schema"`
-	RunID             string             `json:"run_id"`
-	Eval              string             `json:"eval"`
-	SampleID          string             `json:"sample_id"`
-	Epoch             int                `json:"epoch"`
-	Attempt           int                `json:"attempt"`
-	Status            sink.Status        `json:"status"`
-	Score             float64            `json:"score"`
-	Scores            map[string]float64 `json:"scores,omitempty"`
-	Weight            float64            `json:"weight,omitempty"`
-	Reason            string             `json:"reason,omitempty"`
-	Error             string             `json:"error,omitempty"`
-	ErrorKind         sink.ErrorKind     `json:"error_kind,omitempty"`
-	ErrorSource       string             `json:"error_source,omitempty"`
-	Input             json.RawMessage    `json:"input,omitempty"`
-	Output            json.RawMessage    `json:"output,omitempty"`
-	Tags              map[string]string  `json:"tags,omitempty"`
-	StartedAt         time.Time          `json:"started_at"`
-	DurationMS        float64            `json:"duration_ms"`
-	InputTokens       int64              `json:"input_tokens"`
-	OutputTokens      int64              `json:"output_tokens"`
-	CostUSD           float64            `json:"cost_usd"`
-	JudgeInputTokens  int64              `json:"judge_input_tokens,omitempty"`
-	JudgeOutputTokens int64              `json:"judge_output_tokens,omitempty"`
-	JudgeCostUSD      float64            `json:"judge_cost_usd,omitempty"`
-	Model             string             `json:"model,omitempty"`
-	JudgeModel        string             `json:"judge_model,omitempty"`
-	Seed              uint64             `json:"seed"`
-	Transcript        string             `json:"trace,omitempty"`
-	ParentRunID       string             `json:"parent_run_id,omitempty"`
-	ReusedFrom        string             `json:"reused_from,omitempty"`
-	Worker            string             `json:"worker,omitempty"`
-	TraceID           string             `json:"trace_id,omitempty"`
-	SpanID            string             `json:"span_id,omitempty"`
+	Schema                int                `json:"schema"`
+	RunID                 string             `json:"run_id"`
+	Eval                  string             `json:"eval"`
+	SampleID              string             `json:"sample_id"`
+	Epoch                 int                `json:"epoch"`
+	Attempt               int                `json:"attempt"`
+	Status                sink.Status        `json:"status"`
+	Score                 float64            `json:"score"`
+	Scores                map[string]float64 `json:"scores,omitempty"`
+	Weight                float64            `json:"weight,omitempty"`
+	Reason                string             `json:"reason,omitempty"`
+	Error                 string             `json:"error,omitempty"`
+	ErrorKind             sink.ErrorKind     `json:"error_kind,omitempty"`
+	ErrorSource           string             `json:"error_source,omitempty"`
+	Input                 json.RawMessage    `json:"input,omitempty"`
+	Output                json.RawMessage    `json:"output,omitempty"`
+	Tags                  map[string]string  `json:"tags,omitempty"`
+	StartedAt             time.Time          `json:"started_at"`
+	DurationMS            float64            `json:"duration_ms"`
+	InputTokens           int64              `json:"input_tokens"`
+	OutputTokens          int64              `json:"output_tokens"`
+	CostUSD               float64            `json:"cost_usd"`
+	JudgeInputTokens      int64              `json:"judge_input_tokens,omitempty"`
+	JudgeOutputTokens     int64              `json:"judge_output_tokens,omitempty"`
+	JudgeCostUSD          float64            `json:"judge_cost_usd,omitempty"`
+	Model                 string             `json:"model,omitempty"`
+	JudgeModel            string             `json:"judge_model,omitempty"`
+	SimulatorInputTokens  int64              `json:"simulator_input_tokens,omitempty"`
+	SimulatorOutputTokens int64              `json:"simulator_output_tokens,omitempty"`
+	SimulatorCostUSD      float64            `json:"simulator_cost_usd,omitempty"`
+	SimulatorModel        string             `json:"simulator_model,omitempty"`
+	Seed                  uint64             `json:"seed"`
+	Transcript            string             `json:"trace,omitempty"`
+	ParentRunID           string             `json:"parent_run_id,omitempty"`
+	ReusedFrom            string             `json:"reused_from,omitempty"`
+	Worker                string             `json:"worker,omitempty"`
+	TraceID               string             `json:"trace_id,omitempty"`
+	SpanID                string             `json:"span_id,omitempty"`
 }
 
 // TestPlainRecordMirrorsRecord guards the mirror: the same fields, in the
@@ -143,6 +147,7 @@ func fullRecord() sink.Record {
 		StartedAt: time.Date(2025, 6, 1, 12, 34, 56, 789012345, time.UTC), DurationMS: 1234.5,
 		ErrorSource: "judge/cascade.expensive/rubric", JudgeInputTokens: 30, JudgeOutputTokens: 5, JudgeCostUSD: 0.0011,
 		Model: "gpt-4o", JudgeModel: "gpt-4o-mini",
+		SimulatorInputTokens: 40, SimulatorOutputTokens: 9, SimulatorCostUSD: 0.0007, SimulatorModel: "claude-haiku",
 		InputTokens: 100, OutputTokens: 20, CostUSD: 0.0042, Seed: math.MaxUint64, Transcript: "file:///t/1",
 		ParentRunID: "run-0", ReusedFrom: "run-prev", Worker: "host-a:4242",
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",

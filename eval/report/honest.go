@@ -116,6 +116,7 @@ func (a *Aggregator) honest(r *Report) {
 	}
 	r.ErrorSources = a.sources.report()
 	r.JudgeUsage = a.spend.judge
+	r.SimulatorUsage = a.spend.simulator
 	r.ByModel = a.spend.report()
 }
 
@@ -261,24 +262,29 @@ func (e *errorSources) report() []ErrorSource {
 	return out
 }
 
-// spending adds up the judge's part of the usage and what each named
-// model spent in each role.
+// spending adds up the judge's and the simulator's parts of the usage
+// and what each named model spent in each role.
 type spending struct {
-	judge   usage.Usage
-	byModel map[modelKey]*usage.Usage
+	judge, simulator usage.Usage
+	byModel          map[modelKey]*usage.Usage
 }
 
 type modelKey struct{ role, model string }
 
 func (s *spending) add(r *sink.Record) {
 	judge := usage.Usage{InputTokens: r.JudgeInputTokens, OutputTokens: r.JudgeOutputTokens, CostUSD: r.JudgeCostUSD}
+	sim := usage.Usage{InputTokens: r.SimulatorInputTokens, OutputTokens: r.SimulatorOutputTokens, CostUSD: r.SimulatorCostUSD}
 	s.judge = s.judge.Add(judge)
+	s.simulator = s.simulator.Add(sim)
 	if r.Model != "" {
-		s.addModel(modelKey{"agent", r.Model}, usage.Usage{InputTokens: r.InputTokens - judge.InputTokens,
-			OutputTokens: r.OutputTokens - judge.OutputTokens, CostUSD: r.CostUSD - judge.CostUSD})
+		s.addModel(modelKey{"agent", r.Model}, usage.Usage{InputTokens: r.InputTokens - judge.InputTokens - sim.InputTokens,
+			OutputTokens: r.OutputTokens - judge.OutputTokens - sim.OutputTokens, CostUSD: r.CostUSD - judge.CostUSD - sim.CostUSD})
 	}
 	if r.JudgeModel != "" {
 		s.addModel(modelKey{"judge", r.JudgeModel}, judge)
+	}
+	if r.SimulatorModel != "" {
+		s.addModel(modelKey{"simulator", r.SimulatorModel}, sim)
 	}
 }
 

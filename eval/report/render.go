@@ -99,7 +99,10 @@ func (r *Report) Summary() []SummaryRow {
 	if r.Usage != (usage.Usage{}) {
 		row("usage", "usage", fmt.Sprintf("%d input + %d output tokens, %s", r.Usage.InputTokens, r.Usage.OutputTokens, usd(r.Usage.CostUSD)))
 	}
-	if j := r.JudgeUsage; j != (usage.Usage{}) {
+	if j, s := r.JudgeUsage, r.SimulatorUsage; s != (usage.Usage{}) {
+		row("usage-by-role", "by role", fmt.Sprintf("agent %d tokens $%.4f, simulator %d tokens $%.4f, judge %d tokens $%.4f",
+			r.Usage.Tokens()-j.Tokens()-s.Tokens(), r.Usage.CostUSD-j.CostUSD-s.CostUSD, s.Tokens(), s.CostUSD, j.Tokens(), j.CostUSD))
+	} else if j != (usage.Usage{}) {
 		row("usage-by-role", "by role", fmt.Sprintf("agent %d tokens $%.4f, judge %d tokens $%.4f",
 			r.Usage.Tokens()-j.Tokens(), r.Usage.CostUSD-j.CostUSD, j.Tokens(), j.CostUSD))
 	}

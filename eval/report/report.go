@@ -84,9 +84,11 @@ type Report struct {
 	// ReusedUsage is the part of Usage that reused records carry: spent by
 	// the earlier runs that produced them, not by this one.
 	ReusedUsage usage.Usage `json:"reused_usage,omitzero"`
-	// JudgeUsage is the judge's part of Usage (the agent's is the rest),
-	// from records that split it (judge_* fields).
-	JudgeUsage usage.Usage `json:"judge_usage,omitzero"`
+	// JudgeUsage is the judge's part of Usage, from records that split
+	// it (judge_* fields); SimulatorUsage a simulated user's
+	// (simulator_* fields, conversations). The agent's is the rest.
+	JudgeUsage     usage.Usage `json:"judge_usage,omitzero"`
+	SimulatorUsage usage.Usage `json:"simulator_usage,omitzero"`
 	// ByModel is Usage by role and model, for the models the harness and
 	// the judge named; usage of unnamed models is in none.
 	ByModel []ModelUsage `json:"by_model,omitempty"`

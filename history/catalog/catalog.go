@@ -42,7 +42,7 @@ import (
 
 // Schema is the version of the catalog's columns. A catalog of another
 // version is built again from the logs.
-const Schema = 2
+const Schema = 3
 
 // Where the catalog of a runs directory lives: Dir under it.
 const (
@@ -70,8 +70,8 @@ type tagEntry struct {
 }
 
 // The columns, in file order. Usage is the records' totals, then the
-// judge's part of them (Schema 2: rows kept from before are read again
-// rather than left at zero).
+// judge's part of them (Schema 2) and a simulated user's (Schema 3): rows
+// kept from before are read again rather than left at zero.
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
@@ -106,6 +106,9 @@ var runFields = []field[entry]{
 	integer("judge_input_tokens", func(e *entry) *int64 { return &e.JudgeInputTokens }),
 	integer("judge_output_tokens", func(e *entry) *int64 { return &e.JudgeOutputTokens }),
 	float("judge_cost_usd", func(e *entry) *float64 { return &e.JudgeCostUSD }),
+	integer("simulator_input_tokens", func(e *entry) *int64 { return &e.SimulatorInputTokens }),
+	integer("simulator_output_tokens", func(e *entry) *int64 { return &e.SimulatorOutputTokens }),
+	float("simulator_cost_usd", func(e *entry) *float64 { return &e.SimulatorCostUSD }),
 	integer("log_size", func(e *entry) *int64 { return &e.LogSize }),
 	timestamp("log_mtime", func(e *entry) *time.Time { return &e.LogModTime }),
 	timestamp("manifest_mtime", func(e *entry) *time.Time { return &e.ManifestModTime }),

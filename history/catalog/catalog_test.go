@@ -239,7 +239,8 @@ func TestCatalogSplitsCostByRole(t *testing.T) {
 	for i := range 4 {
 		require.NoError(t, w.Write(t.Context(), sink.Record{Schema: sink.SchemaVersion, RunID: "r", Eval: "e", SampleID: strconv.Itoa(i),
 			Status: sink.Pass, Score: 1, StartedAt: day0, InputTokens: 100, OutputTokens: 10, CostUSD: 0.25,
-			JudgeInputTokens: 40, JudgeOutputTokens: 2, JudgeCostUSD: 0.05, JudgeModel: "grader"}))
+			JudgeInputTokens: 40, JudgeOutputTokens: 2, JudgeCostUSD: 0.05, JudgeModel: "grader",
+			SimulatorInputTokens: 30, SimulatorOutputTokens: 3, SimulatorCostUSD: 0.025, SimulatorModel: "user"}))
 	}
 	require.NoError(t, w.Close(t.Context()))
 	_, err = catalog.Update(dir)
@@ -252,4 +253,7 @@ func TestCatalogSplitsCostByRole(t *testing.T) {
 	require.EqualValues(t, 8, got[0].JudgeOutputTokens)
 	require.InDelta(t, 1.0, got[0].CostUSD, 1e-9)
 	require.InDelta(t, 0.2, got[0].JudgeCostUSD, 1e-9)
+	require.EqualValues(t, 120, got[0].SimulatorInputTokens, "a simulated user's part (schema 3)")
+	require.EqualValues(t, 12, got[0].SimulatorOutputTokens)
+	require.InDelta(t, 0.1, got[0].SimulatorCostUSD, 1e-9)
 }

@@ -134,6 +134,8 @@ func TestParquetInDuckDB(t *testing.T) {
 		"trace_id": "VARCHAR", "span_id": "VARCHAR",
 		"error_source": "VARCHAR", "model": "VARCHAR", "judge_model": "VARCHAR",
 		"judge_input_tokens": "BIGINT", "judge_output_tokens": "BIGINT", "judge_cost_usd": "DOUBLE",
+		"simulator_input_tokens": "BIGINT", "simulator_output_tokens": "BIGINT", "simulator_cost_usd": "DOUBLE",
+		"simulator_model": "VARCHAR",
 	} {
 		require.Equal(t, want, types[col], col)
 	}

@@ -151,6 +151,10 @@ const (
 	fJudgeCostUSD
 	fModel
 	fJudgeModel
+	fSimulatorInputTokens
+	fSimulatorOutputTokens
+	fSimulatorCostUSD
+	fSimulatorModel
 	fSeed
 	fTranscript
 	fParentRunID
@@ -183,40 +187,44 @@ var fields = [nFields]struct {
 	kind     kind
 	optional bool // omitempty: AppendJSON may leave it out
 }{
-	fSchema:            {`"schema":`, kInt, false},
-	fRunID:             {`,"run_id":`, kString, false},
-	fEval:              {`,"eval":`, kString, false},
-	fSampleID:          {`,"sample_id":`, kString, false},
-	fEpoch:             {`,"epoch":`, kInt, false},
-	fAttempt:           {`,"attempt":`, kInt, false},
-	fStatus:            {`,"status":`, kString, false},
-	fScore:             {`,"score":`, kFloat, false},
-	fScores:            {`,"scores":`, kScores, true},
-	fWeight:            {`,"weight":`, kFloat, true},
-	fReason:            {`,"reason":`, kString, true},
-	fError:             {`,"error":`, kString, true},
-	fErrorKind:         {`,"error_kind":`, kString, true},
-	fErrorSource:       {`,"error_source":`, kString, true},
-	fInput:             {`,"input":`, kRaw, true},
-	fOutput:            {`,"output":`, kRaw, true},
-	fTags:              {`,"tags":`, kTags, true},
-	fStartedAt:         {`,"started_at":`, kTime, false},
-	fDurationMS:        {`,"duration_ms":`, kFloat, false},
-	fInputTokens:       {`,"input_tokens":`, kInt, false},
-	fOutputTokens:      {`,"output_tokens":`, kInt, false},
-	fCostUSD:           {`,"cost_usd":`, kFloat, false},
-	fJudgeInputTokens:  {`,"judge_input_tokens":`, kInt, true},
-	fJudgeOutputTokens: {`,"judge_output_tokens":`, kInt, true},
-	fJudgeCostUSD:      {`,"judge_cost_usd":`, kFloat, true},
-	fModel:             {`,"model":`, kString, true},
-	fJudgeModel:        {`,"judge_model":`, kString, true},
-	fSeed:              {`,"seed":`, kUint, false},
-	fTranscript:        {`,"trace":`, kString, true},
-	fParentRunID:       {`,"parent_run_id":`, kString, true},
-	fReusedFrom:        {`,"reused_from":`, kString, true},
-	fWorker:            {`,"worker":`, kString, true},
-	fTraceID:           {`,"trace_id":`, kString, true},
-	fSpanID:            {`,"span_id":`, kString, true},
+	fSchema:                {`"schema":`, kInt, false},
+	fRunID:                 {`,"run_id":`, kString, false},
+	fEval:                  {`,"eval":`, kString, false},
+	fSampleID:              {`,"sample_id":`, kString, false},
+	fEpoch:                 {`,"epoch":`, kInt, false},
+	fAttempt:               {`,"attempt":`, kInt, false},
+	fStatus:                {`,"status":`, kString, false},
+	fScore:                 {`,"score":`, kFloat, false},
+	fScores:                {`,"scores":`, kScores, true},
+	fWeight:                {`,"weight":`, kFloat, true},
+	fReason:                {`,"reason":`, kString, true},
+	fError:                 {`,"error":`, kString, true},
+	fErrorKind:             {`,"error_kind":`, kString, true},
+	fErrorSource:           {`,"error_source":`, kString, true},
+	fInput:                 {`,"input":`, kRaw, true},
+	fOutput:                {`,"output":`, kRaw, true},
+	fTags:                  {`,"tags":`, kTags, true},
+	fStartedAt:             {`,"started_at":`, kTime, false},
+	fDurationMS:            {`,"duration_ms":`, kFloat, false},
+	fInputTokens:           {`,"input_tokens":`, kInt, false},
+	fOutputTokens:          {`,"output_tokens":`, kInt, false},
+	fCostUSD:               {`,"cost_usd":`, kFloat, false},
+	fJudgeInputTokens:      {`,"judge_input_tokens":`, kInt, true},
+	fJudgeOutputTokens:     {`,"judge_output_tokens":`, kInt, true},
+	fJudgeCostUSD:          {`,"judge_cost_usd":`, kFloat, true},
+	fModel:                 {`,"model":`, kString, true},
+	fJudgeModel:            {`,"judge_model":`, kString, true},
+	fSimulatorInputTokens:  {`,"simulator_input_tokens":`, kInt, true},
+	fSimulatorOutputTokens: {`,"simulator_output_tokens":`, kInt, true},
+	fSimulatorCostUSD:      {`,"simulator_cost_usd":`, kFloat, true},
+	fSimulatorModel:        {`,"simulator_model":`, kString, true},
+	fSeed:                  {`,"seed":`, kUint, false},
+	fTranscript:            {`,"trace":`, kString, true},
+	fParentRunID:           {`,"parent_run_id":`, kString, true},
+	fReusedFrom:            {`,"reused_from":`, kString, true},
+	fWorker:                {`,"worker":`, kString, true},
+	fTraceID:               {`,"trace_id":`, kString, true},
+	fSpanID:                {`,"span_id":`, kString, true},
 }
 
 // keyHeads holds the first eight bytes of each field's key (every key has
@@ -266,7 +274,8 @@ func (l *canonLine) scan(b []byte) bool {
 		case kInt:
 			var n int64
 			i, n, ok = jsontext.ScanInt(b, i)
-			if f == fInputTokens || f == fOutputTokens || f == fJudgeInputTokens || f == fJudgeOutputTokens {
+			if f == fInputTokens || f == fOutputTokens || f == fJudgeInputTokens || f == fJudgeOutputTokens ||
+				f == fSimulatorInputTokens || f == fSimulatorOutputTokens {
 				l.i64[f] = n
 			} else {
 				l.ints[f] = int(n)
@@ -321,7 +330,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	var short strings.Builder
 	n := 0
 	if !l.alias {
-		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fSimulatorModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 			n += l.spans[f][1] - l.spans[f][0]
 		}
 	}
@@ -387,6 +396,10 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	l.float(fJudgeCostUSD, &r.JudgeCostUSD)
 	l.optStr(b, fModel, &r.Model, &short)
 	l.optStr(b, fJudgeModel, &r.JudgeModel, &short)
+	l.optInt64(fSimulatorInputTokens, &r.SimulatorInputTokens)
+	l.optInt64(fSimulatorOutputTokens, &r.SimulatorOutputTokens)
+	l.float(fSimulatorCostUSD, &r.SimulatorCostUSD)
+	l.optStr(b, fSimulatorModel, &r.SimulatorModel, &short)
 	r.Seed = l.seed
 	l.optStr(b, fTranscript, &r.Transcript, &short)
 	l.optStr(b, fParentRunID, &r.ParentRunID, &short)

@@ -91,6 +91,19 @@ func appendJSONReference(r *sink.Record, b []byte) []byte {
 	}
 	b = refOptString(b, "model", r.Model)
 	b = refOptString(b, "judge_model", r.JudgeModel)
+	if r.SimulatorInputTokens != 0 {
+		b = append(b, `,"simulator_input_tokens":`...)
+		b = strconv.AppendInt(b, r.SimulatorInputTokens, 10)
+	}
+	if r.SimulatorOutputTokens != 0 {
+		b = append(b, `,"simulator_output_tokens":`...)
+		b = strconv.AppendInt(b, r.SimulatorOutputTokens, 10)
+	}
+	if r.SimulatorCostUSD != 0 {
+		b = append(b, `,"simulator_cost_usd":`...)
+		b = refAppendFloat(b, r.SimulatorCostUSD)
+	}
+	b = refOptString(b, "simulator_model", r.SimulatorModel)
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = refOptString(b, "trace", r.Transcript)

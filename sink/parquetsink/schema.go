@@ -46,6 +46,10 @@ const (
 	leafJudgeCostUSD
 	leafModel
 	leafJudgeModel
+	leafSimulatorInputTokens
+	leafSimulatorOutputTokens
+	leafSimulatorCostUSD
+	leafSimulatorModel
 	leafSeed
 	leafTranscript
 	leafParentRunID
@@ -67,6 +71,8 @@ const (
 	i64OutputTokens
 	i64JudgeInputTokens
 	i64JudgeOutputTokens
+	i64SimulatorInputTokens
+	i64SimulatorOutputTokens
 	i64Seed // uint64 bits
 	numI64
 )
@@ -78,6 +84,7 @@ const (
 	f64DurationMS
 	f64CostUSD
 	f64JudgeCostUSD
+	f64SimulatorCostUSD
 	numF64
 )
 
@@ -97,6 +104,7 @@ const (
 	strTagValue
 	strModel
 	strJudgeModel
+	strSimulatorModel
 	strTranscript
 	strParentRunID
 	strReusedFrom
@@ -125,42 +133,46 @@ type leaf struct {
 }
 
 var leaves = [numLeaves]leaf{
-	leafSchema:            {"schema", pq.Types.Int64, i64Schema, levelsNone},
-	leafRunID:             {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
-	leafEval:              {"eval", pq.Types.ByteArray, strEval, levelsNone},
-	leafSampleID:          {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
-	leafEpoch:             {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
-	leafAttempt:           {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
-	leafStatus:            {"status", pq.Types.ByteArray, strStatus, levelsNone},
-	leafScore:             {"score", pq.Types.Double, f64Score, levelsNone},
-	leafScoreKey:          {"scores.key_value.key", pq.Types.ByteArray, strScoreKey, levelsScores},
-	leafScoreValue:        {"scores.key_value.value", pq.Types.Double, f64ScoreValue, levelsScores},
-	leafWeight:            {"weight", pq.Types.Double, f64Weight, levelsNone},
-	leafReason:            {"reason", pq.Types.ByteArray, strReason, levelsNone},
-	leafError:             {"error", pq.Types.ByteArray, strError, levelsNone},
-	leafErrorKind:         {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
-	leafErrorSource:       {"error_source", pq.Types.ByteArray, strErrorSource, levelsNone},
-	leafInput:             {"input", pq.Types.ByteArray, strInput, levelsInput},
-	leafOutput:            {"output", pq.Types.ByteArray, strOutput, levelsOutput},
-	leafTagKey:            {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
-	leafTagValue:          {"tags.key_value.value", pq.Types.ByteArray, strTagValue, levelsTags},
-	leafStartedAt:         {"started_at", pq.Types.Int64, i64StartedAt, levelsNone},
-	leafDurationMS:        {"duration_ms", pq.Types.Double, f64DurationMS, levelsNone},
-	leafInputTokens:       {"input_tokens", pq.Types.Int64, i64InputTokens, levelsNone},
-	leafOutputTokens:      {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
-	leafCostUSD:           {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
-	leafJudgeInputTokens:  {"judge_input_tokens", pq.Types.Int64, i64JudgeInputTokens, levelsNone},
-	leafJudgeOutputTokens: {"judge_output_tokens", pq.Types.Int64, i64JudgeOutputTokens, levelsNone},
-	leafJudgeCostUSD:      {"judge_cost_usd", pq.Types.Double, f64JudgeCostUSD, levelsNone},
-	leafModel:             {"model", pq.Types.ByteArray, strModel, levelsNone},
-	leafJudgeModel:        {"judge_model", pq.Types.ByteArray, strJudgeModel, levelsNone},
-	leafSeed:              {"seed", pq.Types.Int64, i64Seed, levelsNone},
-	leafTranscript:        {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
-	leafParentRunID:       {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
-	leafReusedFrom:        {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
-	leafWorker:            {"worker", pq.Types.ByteArray, strWorker, levelsNone},
-	leafTraceID:           {"trace_id", pq.Types.ByteArray, strTraceID, levelsNone},
-	leafSpanID:            {"span_id", pq.Types.ByteArray, strSpanID, levelsNone},
+	leafSchema:                {"schema", pq.Types.Int64, i64Schema, levelsNone},
+	leafRunID:                 {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
+	leafEval:                  {"eval", pq.Types.ByteArray, strEval, levelsNone},
+	leafSampleID:              {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
+	leafEpoch:                 {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
+	leafAttempt:               {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
+	leafStatus:                {"status", pq.Types.ByteArray, strStatus, levelsNone},
+	leafScore:                 {"score", pq.Types.Double, f64Score, levelsNone},
+	leafScoreKey:              {"scores.key_value.key", pq.Types.ByteArray, strScoreKey, levelsScores},
+	leafScoreValue:            {"scores.key_value.value", pq.Types.Double, f64ScoreValue, levelsScores},
+	leafWeight:                {"weight", pq.Types.Double, f64Weight, levelsNone},
+	leafReason:                {"reason", pq.Types.ByteArray, strReason, levelsNone},
+	leafError:                 {"error", pq.Types.ByteArray, strError, levelsNone},
+	leafErrorKind:             {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
+	leafErrorSource:           {"error_source", pq.Types.ByteArray, strErrorSource, levelsNone},
+	leafInput:                 {"input", pq.Types.ByteArray, strInput, levelsInput},
+	leafOutput:                {"output", pq.Types.ByteArray, strOutput, levelsOutput},
+	leafTagKey:                {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
+	leafTagValue:              {"tags.key_value.value", pq.Types.ByteArray, strTagValue, levelsTags},
+	leafStartedAt:             {"started_at", pq.Types.Int64, i64StartedAt, levelsNone},
+	leafDurationMS:            {"duration_ms", pq.Types.Double, f64DurationMS, levelsNone},
+	leafInputTokens:           {"input_tokens", pq.Types.Int64, i64InputTokens, levelsNone},
+	leafOutputTokens:          {"output_tokens", pq.Types.Int64, i64OutputTokens, levelsNone},
+	leafCostUSD:               {"cost_usd", pq.Types.Double, f64CostUSD, levelsNone},
+	leafJudgeInputTokens:      {"judge_input_tokens", pq.Types.Int64, i64JudgeInputTokens, levelsNone},
+	leafJudgeOutputTokens:     {"judge_output_tokens", pq.Types.Int64, i64JudgeOutputTokens, levelsNone},
+	leafJudgeCostUSD:          {"judge_cost_usd", pq.Types.Double, f64JudgeCostUSD, levelsNone},
+	leafModel:                 {"model", pq.Types.ByteArray, strModel, levelsNone},
+	leafJudgeModel:            {"judge_model", pq.Types.ByteArray, strJudgeModel, levelsNone},
+	leafSimulatorInputTokens:  {"simulator_input_tokens", pq.Types.Int64, i64SimulatorInputTokens, levelsNone},
+	leafSimulatorOutputTokens: {"simulator_output_tokens", pq.Types.Int64, i64SimulatorOutputTokens, levelsNone},
+	leafSimulatorCostUSD:      {"simulator_cost_usd", pq.Types.Double, f64SimulatorCostUSD, levelsNone},
+	leafSimulatorModel:        {"simulator_model", pq.Types.ByteArray, strSimulatorModel, levelsNone},
+	leafSeed:                  {"seed", pq.Types.Int64, i64Seed, levelsNone},
+	leafTranscript:            {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
+	leafParentRunID:           {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
+	leafReusedFrom:            {"reused_from", pq.Types.ByteArray, strReusedFrom, levelsNone},
+	leafWorker:                {"worker", pq.Types.ByteArray, strWorker, levelsNone},
+	leafTraceID:               {"trace_id", pq.Types.ByteArray, strTraceID, levelsNone},
+	leafSpanID:                {"span_id", pq.Types.ByteArray, strSpanID, levelsNone},
 }
 
 // buildSchema returns the Parquet schema of record schema v1, with the logical
@@ -225,6 +237,10 @@ func buildSchema() *schema.GroupNode {
 		f64("judge_cost_usd"),
 		str("model"),
 		str("judge_model"),
+		i64("simulator_input_tokens"),
+		i64("simulator_output_tokens"),
+		f64("simulator_cost_usd"),
+		str("simulator_model"),
 		prim("seed", req, schema.NewIntLogicalType(64, false), pq.Types.Int64),
 		str("trace"),
 		str("parent_run_id"),

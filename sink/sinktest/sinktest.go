@@ -240,6 +240,7 @@ var cases = []testCase{
 			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Transcript = nil, nil, nil, nil, "", "", "", ""
 			b.ParentRunID, b.ReusedFrom, b.Worker, b.TraceID, b.SpanID = "", "", "", "", ""
 			b.ErrorSource, b.JudgeInputTokens, b.JudgeOutputTokens, b.JudgeCostUSD, b.Model, b.JudgeModel = "", 0, 0, 0, "", ""
+			b.SimulatorInputTokens, b.SimulatorOutputTokens, b.SimulatorCostUSD, b.SimulatorModel = 0, 0, 0, ""
 			// The optional strings after seed, one at a time.
 			c, d, e := full(3), full(4), full(5)
 			c.ParentRunID, c.ReusedFrom, c.TraceID = "", "", ""
@@ -248,6 +249,7 @@ var cases = []testCase{
 			// The usage by role and the models, one at a time.
 			c.JudgeInputTokens, c.Model = 0, ""
 			d.JudgeOutputTokens, d.JudgeCostUSD, d.JudgeModel = 0, 0, ""
+			c.SimulatorInputTokens, d.SimulatorModel, e.SimulatorCostUSD = 0, "", 0
 			e.ErrorSource = ""
 			roundTrip(t, h, []sink.Record{a, b, full(2), c, d, e, {Schema: sink.SchemaVersion, SampleID: "only-id"}})
 		},
@@ -261,7 +263,7 @@ var cases = []testCase{
 				r := full(i)
 				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Transcript, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
 				r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s
-				r.ErrorSource, r.Model, r.JudgeModel = s, s, s
+				r.ErrorSource, r.Model, r.JudgeModel, r.SimulatorModel = s, s, s, s
 				r.Scores = map[string]float64{s: 0.5, "plain": 1}
 				r.Tags = map[string]string{s: s, "k": s}
 				r.Output = mustJSON(t, map[string]string{"text": s})
@@ -613,40 +615,44 @@ var unicodeStrings = []string{
 // full returns a record with every field set, distinct for each i.
 func full(i int) sink.Record {
 	return sink.Record{
-		Schema:            sink.SchemaVersion,
-		RunID:             "run-2025-06-01",
-		Eval:              "swe-mini",
-		SampleID:          fmt.Sprintf("sample-%06d", i),
-		Epoch:             i % 3,
-		Attempt:           i % 2,
-		Status:            []sink.Status{sink.Pass, sink.Fail, sink.Error, sink.Unscored}[i%4],
-		Score:             float64(i%10) / 10,
-		Scores:            map[string]float64{"correct": float64(i % 2), "style": 0.75},
-		Weight:            1.5,
-		Reason:            "the answer matches the reference",
-		Error:             fmt.Sprintf("error %d", i),
-		ErrorKind:         []sink.ErrorKind{sink.KindTimeout, sink.KindPanic, sink.KindSandbox, sink.KindHarness, sink.KindJudge, sink.KindCancelled, sink.KindLimit}[i%7],
-		ErrorSource:       []string{"judge/cascade.expensive/rubric", "harness", "sandbox"}[i%3],
-		Input:             json.RawMessage(fmt.Sprintf(`{"question":"what is %d+%d?","answer":%d}`, i, i, 2*i)),
-		Output:            json.RawMessage(fmt.Sprintf(`{"answer":%d,"steps":["think","answer"]}`, 2*i)),
-		Tags:              map[string]string{"difficulty": []string{"easy", "medium", "hard"}[i%3], "repo": "proctor-evals/proctor"},
-		StartedAt:         time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567891 * time.Nanosecond),
-		DurationMS:        1234.5 + float64(i),
-		InputTokens:       int64(1000 + i),
-		OutputTokens:      int64(200 + i),
-		CostUSD:           0.0123 * float64(i+1),
-		JudgeInputTokens:  int64(300 + i),
-		JudgeOutputTokens: int64(40 + i),
-		JudgeCostUSD:      0.0021 * float64(i+1),
-		Model:             []string{"gpt-4o-2024-08-06", "claude-sonnet-4"}[i%2],
-		JudgeModel:        "gpt-4o-mini",
-		Seed:              uint64(i)*0x9E3779B97F4A7C15 + 1,
-		Transcript:        fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
-		ParentRunID:       []string{"", "run-2025-05-01"}[i%2],
-		ReusedFrom:        fmt.Sprintf("run-2025-05-%02d", 1+i%28),
-		Worker:            fmt.Sprintf("worker-%d.cluster.local:%d", i%4, 40000+i),
-		TraceID:           fmt.Sprintf("%032x", uint64(i)*0x9E3779B97F4A7C15+1),
-		SpanID:            fmt.Sprintf("%016x", uint64(i)*0xBF58476D1CE4E5B9+1),
+		Schema:                sink.SchemaVersion,
+		RunID:                 "run-2025-06-01",
+		Eval:                  "swe-mini",
+		SampleID:              fmt.Sprintf("sample-%06d", i),
+		Epoch:                 i % 3,
+		Attempt:               i % 2,
+		Status:                []sink.Status{sink.Pass, sink.Fail, sink.Error, sink.Unscored}[i%4],
+		Score:                 float64(i%10) / 10,
+		Scores:                map[string]float64{"correct": float64(i % 2), "style": 0.75},
+		Weight:                1.5,
+		Reason:                "the answer matches the reference",
+		Error:                 fmt.Sprintf("error %d", i),
+		ErrorKind:             []sink.ErrorKind{sink.KindTimeout, sink.KindPanic, sink.KindSandbox, sink.KindHarness, sink.KindJudge, sink.KindCancelled, sink.KindLimit}[i%7],
+		ErrorSource:           []string{"judge/cascade.expensive/rubric", "harness", "sandbox"}[i%3],
+		Input:                 json.RawMessage(fmt.Sprintf(`{"question":"what is %d+%d?","answer":%d}`, i, i, 2*i)),
+		Output:                json.RawMessage(fmt.Sprintf(`{"answer":%d,"steps":["think","answer"]}`, 2*i)),
+		Tags:                  map[string]string{"difficulty": []string{"easy", "medium", "hard"}[i%3], "repo": "proctor-evals/proctor"},
+		StartedAt:             time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567891 * time.Nanosecond),
+		DurationMS:            1234.5 + float64(i),
+		InputTokens:           int64(1000 + i),
+		OutputTokens:          int64(200 + i),
+		CostUSD:               0.0123 * float64(i+1),
+		JudgeInputTokens:      int64(300 + i),
+		JudgeOutputTokens:     int64(40 + i),
+		JudgeCostUSD:          0.0021 * float64(i+1),
+		Model:                 []string{"gpt-4o-2024-08-06", "claude-sonnet-4"}[i%2],
+		JudgeModel:            "gpt-4o-mini",
+		SimulatorInputTokens:  int64(150 + i),
+		SimulatorOutputTokens: int64(30 + i),
+		SimulatorCostUSD:      0.0007 * float64(i+1),
+		SimulatorModel:        "claude-haiku-4",
+		Seed:                  uint64(i)*0x9E3779B97F4A7C15 + 1,
+		Transcript:            fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
+		ParentRunID:           []string{"", "run-2025-05-01"}[i%2],
+		ReusedFrom:            fmt.Sprintf("run-2025-05-%02d", 1+i%28),
+		Worker:                fmt.Sprintf("worker-%d.cluster.local:%d", i%4, 40000+i),
+		TraceID:               fmt.Sprintf("%032x", uint64(i)*0x9E3779B97F4A7C15+1),
+		SpanID:                fmt.Sprintf("%016x", uint64(i)*0xBF58476D1CE4E5B9+1),
 	}
 }
 
@@ -824,7 +830,9 @@ func quickEqual(a, b *sink.Record) bool {
 		a.Seed == b.Seed && a.Transcript == b.Transcript && a.ParentRunID == b.ParentRunID &&
 		a.ReusedFrom == b.ReusedFrom && a.Worker == b.Worker && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
 		a.ErrorSource == b.ErrorSource && a.JudgeInputTokens == b.JudgeInputTokens && a.JudgeOutputTokens == b.JudgeOutputTokens &&
-		a.JudgeCostUSD == b.JudgeCostUSD && a.Model == b.Model && a.JudgeModel == b.JudgeModel
+		a.JudgeCostUSD == b.JudgeCostUSD && a.Model == b.Model && a.JudgeModel == b.JudgeModel &&
+		a.SimulatorInputTokens == b.SimulatorInputTokens && a.SimulatorOutputTokens == b.SimulatorOutputTokens &&
+		a.SimulatorCostUSD == b.SimulatorCostUSD && a.SimulatorModel == b.SimulatorModel
 }
 
 // absentJSON is the value of an empty raw message, distinct from null.
