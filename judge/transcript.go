@@ -31,7 +31,8 @@ type TranscriptOptions struct {
 // keeps its start and its end, half the budget each, the first and last
 // events always; the events between are replaced by a line that says how
 // many were left out, and a first line tells the grader the transcript
-// is shortened.
+// is shortened. An output judged again from a log (eval's Rejudge) has no
+// transcript of its own, and the grader is told so.
 func RenderTranscript(events []harness.Event, o *TranscriptOptions) string {
 	var opts TranscriptOptions
 	if o != nil {
@@ -42,6 +43,11 @@ func RenderTranscript(events []harness.Event, o *TranscriptOptions) string {
 	}
 	if opts.MaxCallBytes <= 0 {
 		opts.MaxCallBytes = 200
+	}
+	if len(events) > 0 && events[0].Kind == "note" && events[0].Name == "rejudged" {
+		// Judged again from a log: the agent's calls are in the original
+		// transcript, not here, and the grader must not take none for none.
+		return "(Not available: this answer is judged again from a log, without the transcript of how it was reached.)"
 	}
 	var lines []string
 	for _, ev := range events {

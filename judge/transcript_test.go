@@ -104,4 +104,6 @@ func TestRubricTranscriptCut(t *testing.T) {
 	require.NotContains(t, judge.RenderTranscript(events[:3], opts), "shortened", "a transcript within its budget is whole")
 	only := judge.RenderTranscript(append(events[:2:2], harness.Event{Kind: "judge", Name: "j"}), &judge.TranscriptOptions{Kinds: []string{"judge"}})
 	require.Equal(t, "1. judge j", only)
+	rejudged := judge.RenderTranscript([]harness.Event{{Kind: "note", Name: "rejudged", Input: json.RawMessage(`{"run_id":"r"}`)}}, nil)
+	require.Contains(t, rejudged, "Not available", "a rejudged output has no transcript of its own, and the grader is told")
 }

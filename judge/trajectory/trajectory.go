@@ -136,6 +136,8 @@ type Options struct {
 // when every rule holds. Its Score is the fraction of the rules that
 // hold, Scores holds 1 or 0 under each rule's name, and the Reason of a
 // failure names each broken rule at its step ("no_loop(3): step 7: …").
+// An output judged again from a log (eval's Rejudge, or ReuseFrom with a
+// changed judge) is unscored: its episode holds no trajectory to judge.
 // It panics without a rule: a mistake found when the eval is built.
 func Judge[T, O any](opts *Options, rules ...Rule) judge.Judge[T, O] {
 	if len(rules) == 0 {
@@ -147,8 +149,20 @@ func Judge[T, O any](opts *Options, rules ...Rule) judge.Judge[T, O] {
 	}
 	rules = slices.Clone(rules)
 	return judge.Func[T, O](func(_ context.Context, ep *harness.Episode[T], _ O) (judge.Verdict, error) {
-		return Verdict(Steps(ep.Events(), kinds...), rules...), nil
+		events := ep.Events()
+		if rejudged(events) {
+			return judge.Verdict{}, judge.Unscored("trajectory: the episode is judged again from a log (Rejudge, ReuseFrom), " +
+				"whose transcript is linked, not replayed: its trajectory is unknown here")
+		}
+		return Verdict(Steps(events, kinds...), rules...), nil
 	})
+}
+
+// rejudged reports whether events are those of an output judged again
+// from a log: the engine's note first, the agent's calls not among them.
+// Judged as they stand, every rule of conduct would hold over nothing.
+func rejudged(events []harness.Event) bool {
+	return len(events) > 0 && events[0].Kind == "note" && events[0].Name == "rejudged"
 }
 
 // Verdict is [Judge]'s verdict over steps.
