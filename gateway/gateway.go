@@ -112,6 +112,10 @@ type Options struct {
 	// call's record keeps; a larger body is recorded by its SHA-256 digest
 	// only. 0: DefaultKeepBytes; negative: digests only.
 	KeepBytes int
+	// Governor tunes the rate governor, which holds the calls to each
+	// provider, model and key within an adaptive limit (governor.go); the
+	// zero value governs with the defaults.
+	Governor GovernorOptions
 }
 
 // Gateway is the model gateway, an http.Handler. Safe for concurrent use.
@@ -123,6 +127,7 @@ type Gateway struct {
 	mu      sync.RWMutex
 	tokens  map[string]*episode // by token id
 	nowFunc func() time.Time
+	gov     *governor // nil: Options.Governor.Off
 }
 
 // New returns a gateway for o; an error if an upstream's base URL does not
@@ -144,6 +149,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.anthro, err = parseUpstream("anthropic", o.Anthropic, DefaultAnthropicBaseURL, ""); err != nil {
 		return nil, err
+	}
+	if !o.Governor.Off {
+		g.gov = newGovernor(o.Governor, time.Now)
 	}
 	g.proxy = g.newProxy()
 	return g, nil
@@ -244,6 +252,12 @@ type Call struct {
 	// success status: refused (no budget, a malformed request), failed to
 	// reach the provider, or cut.
 	Err string
+	// Throttled counts the provider's congestion answers (429, 503, 529)
+	// to this call that the rate governor waited out and sent again;
+	// Waited is how long the governor held the call in all (within
+	// Duration).
+	Throttled int
+	Waited    time.Duration
 }
 
 // Tracer is the optional interface of a Meter whose episode is traced: each
