@@ -87,10 +87,11 @@ type Lane struct {
 }
 
 type governor struct {
-	o     GovernorOptions
-	now   func() time.Time
-	mu    sync.Mutex
-	lanes map[laneKey]*lane
+	o      GovernorOptions
+	now    func() time.Time
+	mu     sync.Mutex
+	lanes  map[laneKey]*lane
+	member string // this process, in a shared lane's members
 }
 
 type laneKey struct{ provider, model, keyID string }
@@ -120,9 +121,14 @@ func (gv *governor) lane(provider, model, key string) *lane {
 	if l == nil {
 		l = &lane{gv: gv, key: k, window: float64(gv.o.Initial), slowStart: true, share: 1}
 		gv.lanes[k] = l
-		if gv.o.Share != nil {
-			l.startSharing()
+	}
+	if gv.o.Share != nil && l.shared == nil {
+		if gv.member == "" {
+			gv.member = newMember()
 		}
+		l.mu.Lock()
+		l.startSharing(gv.o.Share, gv.member)
+		l.mu.Unlock()
 	}
 	return l
 }
@@ -216,6 +222,7 @@ func (l *lane) state() Lane {
 func (l *lane) acquire(ctx context.Context, first bool) (uint64, error) {
 	w := &waiter{ready: make(chan struct{})}
 	l.mu.Lock()
+	l.wakeShare()
 	if first {
 		l.queue = slices.Insert(l.queue, 0, w)
 	} else {
