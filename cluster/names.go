@@ -32,7 +32,7 @@ func namesFor(runID string) names {
 	return names{
 		id: id, work: "WORK_" + id, results: "RESULTS_" + id,
 		kv: "PROCTOR_" + id, workers: "PROCTOR_" + id + "_WORKERS", blobs: "PROCTOR_" + id + "_BLOBS",
-		rates: "PROCTOR_" + id + "_RATES",
+		rates:   "PROCTOR_" + id + "_RATES",
 		control: "proctor." + id + ".control", workSubj: "proctor." + id + ".work", resSubj: "proctor." + id + ".result",
 	}
 }
