@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,9 @@ type fleetLoad struct {
 	latency          time.Duration
 	warmup, measured time.Duration
 	shared           bool
+	// calls, when set, stops the load after so many calls instead, and
+	// measures its second half (a benchmark's b.N).
+	calls int64
 }
 
 type fleetOutcome struct {
@@ -38,8 +42,12 @@ type fleetOutcome struct {
 func (l fleetLoad) run(t testing.TB) fleetOutcome {
 	var kv jetstream.KeyValue
 	if l.shared {
-		s := startNATSWith(t.(*testing.T), func(*serverOptions) {})
-		nc, err := nats.Connect(s.url)
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+		require.NoError(t, err)
+		srv.Start()
+		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		require.True(t, srv.ReadyForConnections(10*time.Second), "the NATS server did not start")
+		nc, err := nats.Connect(srv.ClientURL())
 		require.NoError(t, err)
 		defer nc.Close()
 		js, err := jetstream.New(nc)
@@ -52,6 +60,18 @@ func (l fleetLoad) run(t testing.TB) fleetOutcome {
 	p.RateLimit, p.Latency = &l.limit, l.latency
 	stop := time.Now().Add(l.warmup + l.measured)
 	var o fleetOutcome
+	var taken atomic.Int64
+	half := make(chan struct{})
+	more := func() bool {
+		if l.calls == 0 {
+			return time.Now().Before(stop)
+		}
+		n := taken.Add(1)
+		if n == max(l.calls/2, 1) {
+			close(half)
+		}
+		return n <= l.calls
+	}
 	var wg sync.WaitGroup
 	for range l.workers {
 		g, err := gateway.New(gateway.Options{OpenAI: gateway.Upstream{BaseURL: p.OpenAIBaseURL(), Key: "sk-x"}})
@@ -65,7 +85,7 @@ func (l fleetLoad) run(t testing.TB) fleetOutcome {
 		defer end()
 		for range l.agents {
 			wg.Go(func() {
-				for time.Now().Before(stop) {
+				for more() {
 					req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions",
 						strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
 					req.Header.Set("Authorization", "Bearer "+token)
@@ -82,12 +102,21 @@ func (l fleetLoad) run(t testing.TB) fleetOutcome {
 			})
 		}
 	}
-	time.Sleep(l.warmup)
-	served0, limited0 := len(p.Served()), p.Limited()
-	time.Sleep(l.measured)
+	if l.calls > 0 {
+		<-half
+	} else {
+		time.Sleep(l.warmup)
+	}
+	served0, limited0, from := len(p.Served()), p.Limited(), time.Now()
+	if l.calls > 0 {
+		wg.Wait()
+	} else {
+		time.Sleep(l.measured)
+	}
 	o.served, o.limited = len(p.Served())-served0, p.Limited()-limited0
+	measured := time.Since(from)
 	wg.Wait()
-	o.perSecond = float64(o.served) / l.measured.Seconds()
+	o.perSecond = float64(o.served) / measured.Seconds()
 	o.limitedShare = float64(o.limited) / float64(max(o.served+o.limited, 1))
 	return o
 }
@@ -115,4 +144,26 @@ func TestFourWorkersShareOneRateLimit(t *testing.T) {
 	require.LessOrEqual(t, shared.limitedShare, 0.05, "share answered 429, shared")
 	require.GreaterOrEqual(t, shared.perSecond, 16.0, "throughput, shared")
 	require.Greater(t, alone.limitedShare, 2*shared.limitedShare, "alone, the workers each believe they own the key")
+}
+
+// BenchmarkRateGovernor runs one process, four workers each governing
+// alone, and four sharing through JetStream, side by side, against the
+// token-bucket provider at 50 requests a second (burst 50, 100 ms an
+// answer), 8 agents a gateway: b.N calls in all, the second half
+// measured (served/s, and the share answered 429).
+func BenchmarkRateGovernor(b *testing.B) {
+	limit := gatewaytest.RateLimit{PerSecond: 50, Burst: 50}
+	for _, c := range []struct {
+		name    string
+		workers int
+		shared  bool
+	}{{"one-process", 1, false}, {"four-alone", 4, false}, {"four-shared", 4, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			o := fleetLoad{workers: c.workers, agents: 8, limit: limit, latency: 100 * time.Millisecond,
+				shared: c.shared, calls: int64(b.N)}.run(b)
+			b.ReportMetric(o.perSecond, "served/s")
+			b.ReportMetric(100*o.limitedShare, "%429")
+			b.ReportMetric(float64(o.agent429), "429s-to-agents")
+		})
+	}
 }
