@@ -52,6 +52,15 @@
 // whose running estimate crosses what was left is cut at an event boundary:
 // the agent receives the provider's error event and the end of the stream,
 // and the call is recorded with Cut "cap".
+//
+// # Rate governing
+//
+// Calls to each provider, model and key wait in a lane held within an
+// adaptive limit (AIMD on congestion answers, the providers' Retry-After
+// and rate-limit headers honoured); a congestion answer is waited out and
+// sent again, within a bound, rather than passed to the agent. Workers of
+// a distributed run share their lanes ([Gateway.ShareLimits]). See
+// governor.go and docs/gateway.md.
 package gateway
 
 import (
