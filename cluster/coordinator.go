@@ -385,6 +385,10 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 		c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.workers, TTL: workersTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.workers)})
 		return err
 	})
+	create("bucket "+n.rates, func() (err error) {
+		_, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.rates, TTL: ratesTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.rates)})
+		return err
+	})
 	create("object store "+n.blobs, func() (err error) {
 		c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)})
 		return err

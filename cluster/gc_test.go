@@ -38,8 +38,9 @@ func streamsOf(t *testing.T, url, id string) []string {
 	return out
 }
 
-// A completed run removes its streams, buckets and object store (-keep
-// keeps them), and the embedded server's store and token file.
+// A completed run removes its streams, buckets (the rates bucket among
+// them) and object store (-keep keeps them), and the embedded server's
+// store and token file.
 func TestCompletedRunLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8}
@@ -55,7 +56,7 @@ func TestCompletedRunLeavesNothingBehind(t *testing.T) {
 		}
 		w.wait(t, 10*time.Second)
 		left := streamsOf(t, srv.url, c.RunID())
-		if keep && len(left) != 5 || !keep && len(left) != 0 {
+		if keep && len(left) != 6 || !keep && len(left) != 0 {
 			t.Errorf("keep=%v: the run's streams left: %v", keep, left)
 		}
 	}
@@ -137,7 +138,7 @@ func TestGCRemovesFinishedAndAbandonedRuns(t *testing.T) {
 	if left := streamsOf(t, srv.url, done.RunID()); len(left) != 0 {
 		t.Errorf("gc left the done run's %v:\n%s", left, gc.stdout)
 	}
-	if left := streamsOf(t, srv.url, stopped.RunID()); len(left) != 5 {
+	if left := streamsOf(t, srv.url, stopped.RunID()); len(left) != 6 {
 		t.Errorf("gc removed a stopped run's streams within -idle: %v left\n%s", left, gc.stdout)
 	}
 	time.Sleep(10 * time.Millisecond)

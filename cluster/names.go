@@ -17,6 +17,7 @@ type names struct {
 	kv       string // bucket PROCTOR_<id>: manifest, stop, done
 	workers  string // bucket PROCTOR_<id>_WORKERS: liveness, with a TTL
 	blobs    string // object store PROCTOR_<id>_BLOBS: payloads over maxInline
+	rates    string // bucket PROCTOR_<id>_RATES: the gateway's shared rate limits, with a TTL
 	control  string // subject proctor.<id>.control
 	workSubj string // proctor.<id>.work
 	resSubj  string // proctor.<id>.result: batches, one subject per worker
@@ -31,6 +32,7 @@ func namesFor(runID string) names {
 	return names{
 		id: id, work: "WORK_" + id, results: "RESULTS_" + id,
 		kv: "PROCTOR_" + id, workers: "PROCTOR_" + id + "_WORKERS", blobs: "PROCTOR_" + id + "_BLOBS",
+		rates:   "PROCTOR_" + id + "_RATES",
 		control: "proctor." + id + ".control", workSubj: "proctor." + id + ".work", resSubj: "proctor." + id + ".result",
 	}
 }

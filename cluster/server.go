@@ -122,7 +122,8 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // workerPermissions is least privilege for a worker of run n: it fetches
 // and acknowledges the run's work through the shared consumer (it cannot
 // read the queue, nor any results), publishes results and large
-// result bodies, puts its liveness, reads the manifest, stop and done
+// result bodies, puts its liveness, reads and writes the gateway's shared
+// rate limits, reads the manifest, stop and done
 // keys (not the key that signs assignments) and listens to the control
 // subject, on which it cannot publish. It receives replies on _INBOX.>
 // (on the embedded server, its own inbox only: see ownInbox), never on the
@@ -140,6 +141,7 @@ func workerPermissions(n names) *server.Permissions {
 				api + "STREAM.INFO." + n.work,
 				api + "STREAM.INFO.KV_" + n.kv,
 				api + "STREAM.INFO.KV_" + n.workers,
+				api + "STREAM.INFO.KV_" + n.rates,
 				api + "STREAM.INFO.OBJ_" + n.blobs,
 				api + "STREAM.INFO.KV_" + runsBucket,
 				api + "CONSUMER.INFO." + n.work + "." + workConsumer,
@@ -150,6 +152,7 @@ func workerPermissions(n names) *server.Permissions {
 				api + "DIRECT.GET.OBJ_" + n.blobs + ".$O." + n.blobs + ".M.>", // an object's metadata, before a put
 				"$O." + n.blobs + ".>",
 				"$KV." + n.workers + ".>",
+				api + "DIRECT.GET.KV_" + n.rates + ".$KV." + n.rates + ".>", "$KV." + n.rates + ".>",
 				n.resSubj + ".>",
 			},
 			Deny: []string{n.control},

@@ -132,6 +132,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	if err != nil {
 		return err
 	}
+	w.shareRateLimits(ctx, cfg)
 	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan eval.Assignment) error {
 		return e.Work(ctx, cfg, in, w.finished)
 	})

@@ -68,6 +68,9 @@ type Progress struct {
 	// ETA is the time left as a range; zero until enough episodes have
 	// finished to estimate it (see [ETA]).
 	ETA ETA
+	// RateLimits are the lanes of the model gateway's rate governor
+	// (Config.Models, when it governs its calls); nil without one.
+	RateLimits []RateLimit
 	// Final is set on the snapshot taken as the run ends.
 	Final bool
 }
@@ -319,6 +322,7 @@ type progressTracker struct {
 	concurrency int
 	budget      Budget                             // the maxima; spent is read at each snapshot
 	spent       func() (usd float64, tokens int64) // what the run's attempts spent
+	rateLimits  func() []RateLimit                 // nil: no governed gateway
 
 	// clock is the time of the latest snapshot (Unix ns): the coarse
 	// clock that workers stamp attempts with.
@@ -344,7 +348,7 @@ func newProgressTracker(r *run, cfg *Config) *progressTracker {
 	notOwned := r.total - r.owned
 	t := &progressTracker{eval: r.evalName, start: r.start, total: r.owned, notOwned: notOwned,
 		resumed: r.done.count() - notOwned, done: r.done, rec: r.rec, concurrency: cfg.Concurrency,
-		budget: Budget{MaxCostUSD: cfg.MaxCostUSD, MaxTokens: cfg.MaxTokens}}
+		budget: Budget{MaxCostUSD: cfg.MaxCostUSD, MaxTokens: cfg.MaxTokens}, rateLimits: rateLimitsOf(cfg.Models)}
 	t.spent = func() (float64, int64) { // a coordinator's: its committed records
 		c := &r.rec.committed
 		return float64(c.costNanoUSD.Load()) / 1e9, c.tokens.Load()
@@ -377,6 +381,9 @@ func (t *progressTracker) snapshot(now time.Time, final bool) Progress {
 		p.Budget = &b
 	}
 	p.ProjectedCostUSD = projectCost(&tl, p.Total-p.Done)
+	if t.rateLimits != nil {
+		p.RateLimits = t.rateLimits()
+	}
 	if t.running != nil {
 		p.Running, p.Longest = t.running()
 		t.peak = max(t.peak, p.Running)

@@ -121,6 +121,7 @@ func (p Progress) line(width int) string {
 		add(6, "%s", numfmt.USD(p.CostUSD))
 	}
 	p.budgetParts(add)
+	p.rateLimitPart(add)
 	add(7, "%s", shortDuration(p.Elapsed))
 	if p.InputTokens > 0 || p.OutputTokens > 0 {
 		add(8, "tokens %s in %s out", shortCount(float64(p.InputTokens)), shortCount(float64(p.OutputTokens)))

@@ -43,7 +43,8 @@ func (h harnessMeter) Span() trace.Span {
 // counts it; its input is the request (or, when larger than the gateway
 // keeps, its digest) with the provider and API, its output the status,
 // the response (or its digest), whether it streamed, when its first byte
-// came and why it was cut; a call that did not complete has its Err.
+// came, why it was cut and what the rate governor held it (throttled,
+// waited_ns); a call that did not complete has its Err.
 func Event(c Call) harness.Event {
 	type in struct {
 		Provider      string          `json:"provider"`
@@ -58,6 +59,8 @@ func Event(c Call) harness.Event {
 		Cut            string          `json:"cut,omitempty"`
 		Response       json.RawMessage `json:"response,omitempty"`
 		ResponseSHA256 string          `json:"response_sha256,omitempty"`
+		Throttled      int             `json:"throttled,omitempty"`
+		WaitedNS       int64           `json:"waited_ns,omitempty"`
 	}
 	u := c.Usage
 	if u.Model == "" {
@@ -65,7 +68,8 @@ func Event(c Call) harness.Event {
 	}
 	ev := harness.Event{Time: c.Start, Kind: "model", Name: c.Model, Duration: c.Duration, Usage: u, Error: c.Err}
 	ev.Input, _ = json.Marshal(in{c.Provider, c.API, validJSON(c.Request), c.RequestSHA256})
-	ev.Output, _ = json.Marshal(out{c.Status, c.Stream, int64(c.FirstByte), c.Cut, validJSON(c.Response), c.ResponseSHA256})
+	ev.Output, _ = json.Marshal(out{c.Status, c.Stream, int64(c.FirstByte), c.Cut, validJSON(c.Response), c.ResponseSHA256,
+		c.Throttled, int64(c.Waited)})
 	if ev.Name == "" {
 		ev.Name = c.Provider
 	}

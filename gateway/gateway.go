@@ -52,6 +52,15 @@
 // whose running estimate crosses what was left is cut at an event boundary:
 // the agent receives the provider's error event and the end of the stream,
 // and the call is recorded with Cut "cap".
+//
+// # Rate governing
+//
+// Calls to each provider, model and key wait in a lane held within an
+// adaptive limit (AIMD on congestion answers, the providers' Retry-After
+// and rate-limit headers honoured); a congestion answer is waited out and
+// sent again, within a bound, rather than passed to the agent. Workers of
+// a distributed run share their lanes ([Gateway.ShareLimits]). See
+// governor.go and docs/gateway.md.
 package gateway
 
 import (
@@ -112,6 +121,10 @@ type Options struct {
 	// call's record keeps; a larger body is recorded by its SHA-256 digest
 	// only. 0: DefaultKeepBytes; negative: digests only.
 	KeepBytes int
+	// Governor tunes the rate governor, which holds the calls to each
+	// provider, model and key within an adaptive limit (governor.go); the
+	// zero value governs with the defaults.
+	Governor GovernorOptions
 }
 
 // Gateway is the model gateway, an http.Handler. Safe for concurrent use.
@@ -123,6 +136,7 @@ type Gateway struct {
 	mu      sync.RWMutex
 	tokens  map[string]*episode // by token id
 	nowFunc func() time.Time
+	gov     *governor // nil: Options.Governor.Off
 }
 
 // New returns a gateway for o; an error if an upstream's base URL does not
@@ -144,6 +158,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.anthro, err = parseUpstream("anthropic", o.Anthropic, DefaultAnthropicBaseURL, ""); err != nil {
 		return nil, err
+	}
+	if !o.Governor.Off {
+		g.gov = newGovernor(o.Governor, time.Now)
 	}
 	g.proxy = g.newProxy()
 	return g, nil
@@ -244,6 +261,12 @@ type Call struct {
 	// success status: refused (no budget, a malformed request), failed to
 	// reach the provider, or cut.
 	Err string
+	// Throttled counts the provider's congestion answers (429, 503, 529)
+	// to this call that the rate governor waited out and sent again;
+	// Waited is how long the governor held the call in all (within
+	// Duration).
+	Throttled int
+	Waited    time.Duration
 }
 
 // Tracer is the optional interface of a Meter whose episode is traced: each

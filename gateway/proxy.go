@@ -122,9 +122,13 @@ func (cl *call) hold() {
 }
 
 func (g *Gateway) newProxy() *httputil.ReverseProxy {
+	transport := g.o.Transport
+	if g.gov != nil {
+		transport = governedTransport{g.gov, transport}
+	}
 	return &httputil.ReverseProxy{
 		FlushInterval:  -1,
-		Transport:      g.o.Transport,
+		Transport:      transport,
 		Rewrite:        rewriteOut,
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   proxyError,

@@ -72,9 +72,15 @@ type Provider struct {
 	// ToolArguments are a tool call's arguments, a JSON object ("{}" when
 	// empty).
 	ToolArguments string
+	// Latency is waited before an answer's first byte (none when 0).
+	Latency time.Duration
+	// RateLimit, when set, limits the requests the provider answers (see
+	// [RateLimit]); a request over it is answered 429 and not served.
+	RateLimit *RateLimit
 
 	mu     sync.Mutex
 	served []Served
+	bucket bucket
 }
 
 // New starts a provider; close it with Close.
@@ -142,6 +148,20 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		writeError(w, r, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object with a model")
 		return
+	}
+	if p.RateLimit != nil {
+		admitted, done := p.limit(w, api, time.Now())
+		if !admitted {
+			return
+		}
+		defer done()
+	}
+	if p.Latency > 0 {
+		select {
+		case <-time.After(p.Latency):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	p.mu.Lock()
 	rq := Request{API: api, Model: req.Model, Stream: req.Stream, Body: body, Turn: len(p.served)}

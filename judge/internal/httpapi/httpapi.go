@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/proctor-evals/proctor/internal/retryafter"
 	"github.com/proctor-evals/proctor/judge"
 )
 
@@ -78,7 +78,7 @@ func (c *Client) Post(ctx context.Context, url string, header http.Header, body 
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	ae := &judge.APIError{Provider: c.Provider, StatusCode: resp.StatusCode}
-	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+	if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now()); ok {
 		ae.RetryAfter = d
 	}
 	if c.ParseError != nil {
@@ -88,25 +88,4 @@ func (c *Client) Post(ctx context.Context, url string, header http.Header, body 
 		ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
 	}
 	return nil, ae
-}
-
-// ParseRetryAfter reads a Retry-After header: delay seconds or an HTTP
-// date (a past date is 0). The result is never negative.
-func ParseRetryAfter(h string, now time.Time) (time.Duration, bool) {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseFloat(h, 64); err == nil {
-		if !(s >= 0) { // negative or NaN
-			return 0, false
-		}
-		// Saturate: a float beyond int64 nanoseconds converts to an
-		// unspecified (possibly negative) Duration.
-		return time.Duration(min(s, 1e9) * float64(time.Second)), true
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }

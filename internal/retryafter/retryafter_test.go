@@ -1,4 +1,4 @@
-package httpapi
+package retryafter
 
 import (
 	"net/http"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// FuzzParseRetryAfter reads arbitrary Retry-After headers: never a panic,
+// FuzzParse reads arbitrary Retry-After headers: never a panic,
 // never a negative wait, and 0 when the header is not understood.
-func FuzzParseRetryAfter(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
 	for _, s := range []string{"", "1", " 2 ", "1.5", "0", "-1", "NaN", "+Inf", "1e300", "soon",
 		now.Add(2 * time.Second).Format(http.TimeFormat), now.Add(-time.Hour).Format(http.TimeFormat),
@@ -16,14 +16,14 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, h string) {
-		d, ok := ParseRetryAfter(h, now)
+		d, ok := Parse(h, now)
 		if d < 0 || (!ok && d != 0) {
-			t.Fatalf("ParseRetryAfter(%q) = %v, %v", h, d, ok)
+			t.Fatalf("Parse(%q) = %v, %v", h, d, ok)
 		}
 	})
 }
 
-func TestParseRetryAfter(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
 	for h, want := range map[string]time.Duration{
@@ -32,14 +32,14 @@ func TestParseRetryAfter(t *testing.T) {
 		now.Add(-time.Hour).Format(http.TimeFormat):      0,
 		"1e300": 1e9 * time.Second, // saturated, not wrapped negative
 	} {
-		d, ok := ParseRetryAfter(h, now)
+		d, ok := Parse(h, now)
 		if !ok || d != want {
-			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v", h, d, ok, want)
+			t.Errorf("Parse(%q) = %v, %v; want %v", h, d, ok, want)
 		}
 	}
 	for _, h := range []string{"", "-1", "NaN", "soon"} {
-		if d, ok := ParseRetryAfter(h, now); ok {
-			t.Errorf("ParseRetryAfter(%q) = %v, true; want not understood", h, d)
+		if d, ok := Parse(h, now); ok {
+			t.Errorf("Parse(%q) = %v, true; want not understood", h, d)
 		}
 	}
 }
