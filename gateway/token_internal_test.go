@@ -17,8 +17,10 @@ import (
 // capped is a meter with a budget that never runs out.
 type capped struct{}
 
-func (capped) Remaining() Budget { return Budget{Tokens: math.MaxInt64 / 2, CostUSD: 1e9, Capped: true} }
-func (capped) Record(Call)       {}
+func (capped) Remaining() Budget {
+	return Budget{Tokens: math.MaxInt64 / 2, CostUSD: 1e9, Capped: true}
+}
+func (capped) Record(Call) {}
 
 // TestHoldsAreReleasedWhole: once every call of an episode is recorded,
 // nothing of its answers is held, whatever their usage holds (cache and
