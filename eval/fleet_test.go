@@ -56,3 +56,14 @@ func TestAWorkerStartsNothingWhileTheRunsBudgetIsSpent(t *testing.T) {
 		require.Equal(t, int64(7), spend.own.Load(), "the attempt's usage counts into the run's spend")
 	})
 }
+
+// TestARunBudgetLimitNamesTheRunsBudget: an episode stopped by the run's
+// budget says which budget is spent, not its own usage measured against
+// it (before: "$0.0000 over Config.MaxCostUSD $0.0000" for a token budget).
+func TestARunBudgetLimitNamesTheRunsBudget(t *testing.T) {
+	t.Parallel()
+	msg := (&eval.LimitError{Agent: harness.Usage{InputTokens: 300}, MaxTokens: 2050, Run: true}).Error()
+	require.Equal(t, "eval: episode stopped at the run's budget: Config.MaxTokens 2050 is spent (agent 300 tokens $0.0000, judge 0 tokens $0.0000)", msg)
+	msg = (&eval.LimitError{Agent: harness.Usage{CostUSD: 0.5}, MaxTokens: 2050, MaxCostUSD: 3, Run: true}).Error()
+	require.Contains(t, msg, "Config.MaxTokens 2050 or Config.MaxCostUSD $3.0000 is spent")
+}
