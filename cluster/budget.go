@@ -246,7 +246,8 @@ func (r *runSpend) put(ctx context.Context, e spendEntry) error {
 
 // watchSpend returns a channel closed once the run's spend, as the
 // workers report it, reaches a budget of the run; nil (never ready) when
-// the run has none. It reads the key every 50 ms until ctx is done.
+// the run has none. It reads the key every 50 ms until ctx is done (serve
+// returns).
 func (c *Coordinator) watchSpend(ctx context.Context) <-chan struct{} {
 	tokens, usd := c.cfg.MaxTokens, c.cfg.MaxCostUSD
 	if tokens <= 0 && usd <= 0 {

@@ -721,7 +721,9 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 	defer held.Stop()
 	var refused refusedResults
 	var lost lostWorkers
-	spent := c.watchSpend(ctx)
+	watching, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	spent := c.watchSpend(watching)
 	for {
 		select {
 		case <-spent:
