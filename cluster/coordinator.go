@@ -407,10 +407,11 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 }
 
 // clearEnd makes a run started again live again: the previous
-// coordinator's stop or done no longer holds. (A purge is a write,
+// coordinator's stop or done no longer holds, and its budgets count from
+// nothing, as Stats does. (A purge is a write,
 // synced: only where there is something to clear.)
 func (c *Coordinator) clearEnd(ctx context.Context) error {
-	for _, k := range []string{keyStop, keyDone} {
+	for _, k := range []string{keyStop, keyDone, keySpend} {
 		if _, err := c.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -724,8 +725,13 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 	defer held.Stop()
 	var refused refusedResults
 	var lost lostWorkers
+	watching, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	spent := c.watchSpend(watching)
 	for {
 		select {
+		case <-spent:
+			return runEnd{budget: true}
 		case <-held.C:
 			if ws, err := c.workers(ctx); err == nil {
 				refused.check(c, ws)

@@ -123,9 +123,10 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // and acknowledges the run's work through the shared consumer (it cannot
 // read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads and writes the gateway's shared
-// rate limits, reads the manifest, stop and done
-// keys (not the key that signs assignments) and listens to the control
-// subject, on which it cannot publish. It receives replies on _INBOX.>
+// rate limits, reads the manifest, stop and done keys (not the key that
+// signs assignments), reads, writes and listens to the run's spend key
+// (budget.go) and listens to the control subject, on which it cannot
+// publish. It receives replies on _INBOX.>
 // (on the embedded server, its own inbox only: see ownInbox), never on the
 // coordinator's inbox. docs/distributed.md lists the same grants for an
 // external server.
@@ -147,18 +148,19 @@ func workerPermissions(n names) *server.Permissions {
 				api + "CONSUMER.INFO." + n.work + "." + workConsumer,
 				api + "CONSUMER.MSG.NEXT." + n.work + "." + workConsumer,
 				"$JS.ACK." + n.work + "." + workConsumer + ".>",
-				kvGet(n.kv, keyManifest), kvGet(n.kv, keyStop), kvGet(n.kv, keyDone),
+				kvGet(n.kv, keyManifest), kvGet(n.kv, keyStop), kvGet(n.kv, keyDone), kvGet(n.kv, keySpend),
 				kvGet(runsBucket, currentKey),
 				api + "DIRECT.GET.OBJ_" + n.blobs + ".$O." + n.blobs + ".M.>", // an object's metadata, before a put
 				"$O." + n.blobs + ".>",
 				"$KV." + n.workers + ".>",
 				api + "DIRECT.GET.KV_" + n.rates + ".$KV." + n.rates + ".>", "$KV." + n.rates + ".>",
+				"$KV." + n.kv + "." + keySpend,
 				n.resSubj + ".>",
 			},
 			Deny: []string{n.control},
 		},
 		Subscribe: &server.SubjectPermission{
-			Allow: []string{"_INBOX.>", n.control},
+			Allow: []string{"_INBOX.>", n.control, "$KV." + n.kv + "." + keySpend},
 		},
 	}
 }

@@ -134,6 +134,10 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	w.shareRateLimits(ctx, cfg)
 	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan eval.Assignment) error {
+		cfg, err := w.shareSpend(ctx, cfg)
+		if err != nil {
+			return err
+		}
 		return e.Work(ctx, cfg, in, w.finished)
 	})
 }

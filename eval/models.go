@@ -58,8 +58,8 @@ type modelMeter struct {
 		Usage() harness.Usage
 	}
 	earlier harness.Usage // the episode's earlier attempts
-	// The caps: the episode's, and the run's budget less what the run's
-	// attempts spent, finished (spent) or in flight (live).
+	// The caps: the episode's, and the run's budget less what the run
+	// spent (its attempts', finished or in flight: runSpent).
 	maxTokens, maxRunTokens int64
 	maxUSD, maxRunUSD       float64
 	spent                   func() (usd float64, tokens int64)
@@ -77,8 +77,12 @@ type modelMeter struct {
 }
 
 // liveSpend is what the attempts in flight spent through the gateway, not
-// yet in their records.
-type liveSpend struct{ tokens, nanoUSD atomic.Int64 }
+// yet in their records; on a worker, counted into the run's spend too
+// (fleet.go).
+type liveSpend struct {
+	tokens, nanoUSD atomic.Int64
+	fleet           RunSpend
+}
 
 // AddEvent implements harness.Meter. A call that ends after the
 // attempt's record (the gateway lets calls in flight finish) is not in
@@ -94,8 +98,7 @@ func (m *modelMeter) AddEvent(ev harness.Event) {
 	n, usd := ev.Usage.Tokens(), int64(ev.Usage.CostUSD*1e9)
 	m.tokens += n
 	m.nanoUSD += usd
-	m.live.tokens.Add(n)
-	m.live.nanoUSD.Add(usd)
+	m.live.add(n, usd)
 }
 
 // Span is the attempt's span (package gateway's optional Tracer).
@@ -119,8 +122,6 @@ func (m *modelMeter) Remaining() (tokens int64, costUSD float64, capped bool) {
 	}
 	if m.maxRunTokens > 0 || m.maxRunUSD > 0 {
 		usd, n := m.spent()
-		usd += float64(m.live.nanoUSD.Load()) / 1e9
-		n += m.live.tokens.Load()
 		if m.maxRunTokens > 0 {
 			tokens, capped = min(tokens, m.maxRunTokens-n), true
 		}
@@ -138,14 +139,15 @@ func (m *modelMeter) Remaining() (tokens int64, costUSD float64, capped bool) {
 // openModels opens the gateway to the attempt ep is about to run, in its
 // sandbox.
 func (s *scheduler[T, O]) openModels(ctx context.Context, j *job, ep *harness.Episode[T], cancel context.CancelCauseFunc) {
-	m := &modelMeter{ep: ep, span: trace.SpanFromContext(ctx), earlier: j.usage, cancel: cancel, live: &s.live, spent: s.spent, spend: s.spend,
+	m := &modelMeter{ep: ep, span: trace.SpanFromContext(ctx), earlier: j.usage, cancel: cancel, live: &s.live, spent: s.runSpent, spend: s.spend,
 		maxTokens: s.cfg.MaxEpisodeTokens, maxUSD: s.cfg.MaxEpisodeCostUSD,
-		maxRunTokens: s.cfg.MaxTokens, maxRunUSD: s.cfg.MaxCostUSD,
 		stopRun: func() {
-			if !s.budgetHit.Swap(true) {
+			// A worker's coordinator stops the run (fleet.go).
+			if s.fleet == nil && !s.budgetHit.Swap(true) {
 				s.stop(nil, false)
 			}
 		}}
+	m.maxRunTokens, m.maxRunUSD = s.runBudget()
 	env, end := s.cfg.Models.OpenEpisode(s.modelsURL, m)
 	m.end = end
 	ep.Sandbox.SetEnv(env)
@@ -160,8 +162,7 @@ func (j *job) closeModels(live *liveSpend) {
 	m.end()
 	m.mu.Lock()
 	m.closed = true
-	live.tokens.Add(-m.tokens)
-	live.nanoUSD.Add(-m.nanoUSD)
+	live.add(-m.tokens, -m.nanoUSD)
 	m.mu.Unlock()
 }
 
@@ -175,7 +176,8 @@ func (s *scheduler[T, O]) stoppedByModels(ctx context.Context, ep *harness.Episo
 	}
 	agent, jdg := s.usageSoFar(ep, j)
 	if cause == errRunBudget {
-		return &LimitError{Agent: agent, Judge: jdg, MaxTokens: s.cfg.MaxTokens, MaxCostUSD: s.cfg.MaxCostUSD, Run: true}
+		tokens, usd := s.runBudget()
+		return &LimitError{Agent: agent, Judge: jdg, MaxTokens: tokens, MaxCostUSD: usd, Run: true}
 	}
 	return &LimitError{Agent: agent, Judge: jdg, MaxTokens: s.cfg.MaxEpisodeTokens, MaxCostUSD: s.cfg.MaxEpisodeCostUSD}
 }

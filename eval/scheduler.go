@@ -94,6 +94,7 @@ type scheduler[T, O any] struct {
 	// attempts in flight spent through it.
 	modelsURL string
 	live      liveSpend
+	fleet     *fleetBudget // a worker's share of the run's budgets (fleet.go); nil elsewhere
 
 	clock time.Time // when the scheduler was made; see now
 
@@ -478,7 +479,7 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 	}
 	select {
 	case ep, ok := <-s.feed:
-		if !ok || s.stopped.Load() {
+		if !ok || s.stopped.Load() || !s.fleet.allows(ctx) {
 			return nil
 		}
 		*j = job{sample: ep.sample, epoch: ep.epoch}
@@ -547,6 +548,7 @@ func (s *scheduler[T, O]) countSettled(rec *sink.Record) {
 // as the attempt ends, so that scheduling stops once one is spent whatever
 // the backlog and whatever is retried.
 func (s *scheduler[T, O]) spend(u harness.Usage) {
+	s.fleet.add(u)
 	over := false
 	// u is usable (checkUsage): each figure is far below what overflows a
 	// counter, and a counter past it saturates, never wraps to negative.
@@ -598,13 +600,20 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	total := e.Agent.Add(e.Judge)
-	tokens, usd, cap := "Config.MaxEpisodeTokens", "Config.MaxEpisodeCostUSD", "its cap"
-	if e.Run {
-		tokens, usd, cap = "Config.MaxTokens", "Config.MaxCostUSD", "the run's budget"
-	}
-	what := fmt.Sprintf("%d tokens over %s %d", total.Tokens(), tokens, e.MaxTokens)
+	what, cap := fmt.Sprintf("%d tokens over Config.MaxEpisodeTokens %d", total.Tokens(), e.MaxTokens), "its cap"
 	if e.MaxTokens <= 0 || total.Tokens() < e.MaxTokens {
-		what = fmt.Sprintf("$%.4f over %s $%.4f", total.CostUSD, usd, e.MaxCostUSD)
+		what = fmt.Sprintf("$%.4f over Config.MaxEpisodeCostUSD $%.4f", total.CostUSD, e.MaxCostUSD)
+	}
+	if e.Run {
+		// What the run spent is the run's, not this episode's.
+		var spent []string
+		if e.MaxTokens > 0 {
+			spent = append(spent, fmt.Sprintf("Config.MaxTokens %d", e.MaxTokens))
+		}
+		if e.MaxCostUSD > 0 {
+			spent = append(spent, fmt.Sprintf("Config.MaxCostUSD $%.4f", e.MaxCostUSD))
+		}
+		what, cap = strings.Join(spent, " or ")+" is spent", "the run's budget"
 	}
 	return fmt.Sprintf("eval: episode stopped at %s: %s (agent %d tokens $%.4f, judge %d tokens $%.4f)",
 		cap, what, e.Agent.Tokens(), e.Agent.CostUSD, e.Judge.Tokens(), e.Judge.CostUSD)

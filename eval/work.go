@@ -43,7 +43,8 @@ type Finished struct {
 // given to done. The stops a coordinator decides for the whole run
 // (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here;
 // with cfg.Models the worker serves its own gateway to its sandboxes, and
-// the per-episode caps hold on its wire. An assignment of
+// the per-episode caps hold on its wire, and with cfg.RunSpend the run's
+// budgets too, against what every worker spent. An assignment of
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's. A streamed dataset (any but
 // a dataset.Slice) stays streamed, as in Run: the worker keeps its IDs,
@@ -56,6 +57,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	if err != nil {
 		return err
 	}
+	fleet := fleetBudget{cfg.RunSpend, cfg.MaxTokens, cfg.MaxCostUSD}
 	cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate = 0, 0, -1 // the coordinator's stops (none here)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -74,6 +76,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	defer stopModels()
 	s := newScheduler(e, cfg, samples, sc)
 	s.modelsURL = modelsURL
+	s.shareSpend(fleet)
 
 	var feedErr error
 	go func() {

@@ -27,8 +27,17 @@ type episode struct {
 	inflight sync.WaitGroup
 
 	mu   sync.Mutex
-	held usage.Usage // answers the agent may already have read, not yet recorded
+	held held // answers the agent may already have read, not yet recorded
 }
+
+// held is what an episode's answers on their way spent: only what the
+// budget reads (Budget's two dimensions), in nano-dollars so that a
+// release takes back exactly what its hold added.
+type held struct {
+	tokens, nanoUSD int64
+}
+
+func heldOf(u usage.Usage) held { return held{u.Tokens(), int64(u.CostUSD * 1e9)} }
 
 // hold counts u, the usage of an answer on its way to the agent, against
 // the episode's budget until its call is recorded: an agent may send its
@@ -36,17 +45,19 @@ type episode struct {
 // recorded it, and that call's budget must not count the answer as
 // unspent.
 func (ep *episode) hold(u usage.Usage) {
+	h := heldOf(u)
 	ep.mu.Lock()
-	ep.held = ep.held.Add(u)
+	ep.held.tokens += h.tokens
+	ep.held.nanoUSD += h.nanoUSD
 	ep.mu.Unlock()
 }
 
-// release ends a hold once its call is recorded.
+// release ends a hold once its call is recorded: u is what hold took.
 func (ep *episode) release(u usage.Usage) {
+	h := heldOf(u)
 	ep.mu.Lock()
-	ep.held.InputTokens -= u.InputTokens
-	ep.held.OutputTokens -= u.OutputTokens
-	ep.held.CostUSD -= u.CostUSD
+	ep.held.tokens -= h.tokens
+	ep.held.nanoUSD -= h.nanoUSD
 	ep.mu.Unlock()
 }
 
@@ -60,10 +71,10 @@ func (ep *episode) remaining() Budget {
 	held := ep.held
 	ep.mu.Unlock()
 	if b.Tokens < math.MaxInt64 {
-		b.Tokens -= held.Tokens()
+		b.Tokens -= held.tokens
 	}
 	if !math.IsInf(b.CostUSD, 1) {
-		b.CostUSD -= held.CostUSD
+		b.CostUSD -= float64(held.nanoUSD) / 1e9
 	}
 	return b
 }
