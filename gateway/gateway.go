@@ -123,6 +123,7 @@ type Gateway struct {
 	mu      sync.RWMutex
 	tokens  map[string]*episode // by token id
 	nowFunc func() time.Time
+	stores  stores // the call store and development cache (replay.go)
 }
 
 // New returns a gateway for o; an error if an upstream's base URL does not
@@ -244,6 +245,13 @@ type Call struct {
 	// success status: refused (no budget, a malformed request), failed to
 	// reach the provider, or cut.
 	Err string
+	// Replay is how the call store answered it: ReplayReplayed (from the
+	// episode's recording) or ReplayCached (from the development cache),
+	// with Usage zero and Saved what it cost when it was bought; or
+	// ReplayDiverged, the first live call of a replayed episode, whose
+	// request differed from the recorded one. "" for any other call.
+	Replay string
+	Saved  usage.Usage
 }
 
 // Tracer is the optional interface of a Meter whose episode is traced: each

@@ -26,8 +26,9 @@ type episode struct {
 	cancel   context.CancelFunc
 	inflight sync.WaitGroup
 
-	mu   sync.Mutex
-	held usage.Usage // answers the agent may already have read, not yet recorded
+	mu     sync.Mutex
+	held   usage.Usage // answers the agent may already have read, not yet recorded
+	replay *replay     // nil: not kept in a call store (replay.go); its state under mu
 }
 
 // hold counts u, the usage of an answer on its way to the agent, against
@@ -82,7 +83,7 @@ func (g *Gateway) Open(m Meter) (token string, end func()) {
 	var raw [8 + 32]byte
 	rand.Read(raw[:]) // never fails (crypto/rand: it panics rather)
 	id := base64.RawURLEncoding.EncodeToString(raw[:8])
-	ep := &episode{meter: m, secret: []byte(base64.RawURLEncoding.EncodeToString(raw[8:]))}
+	ep := &episode{meter: m, secret: []byte(base64.RawURLEncoding.EncodeToString(raw[8:])), replay: g.openReplay(m)}
 	ep.ctx, ep.cancel = context.WithCancel(context.Background())
 	g.mu.Lock()
 	g.tokens[id] = ep
