@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -30,9 +31,41 @@ const (
 	ReplayDiverged = "diverged"
 )
 
-// stores are a gateway's call store and development cache.
+// stores are a gateway's call store and development cache, and what they
+// answered.
 type stores struct {
 	live, cache atomic.Pointer[store]
+
+	mu                         sync.Mutex
+	replayed, cached, diverged int
+	saved                      usage.Usage
+}
+
+// ReplayCounts returns how many calls the gateway answered from call
+// stores (replayed) and development caches (cached), how many episodes'
+// replays diverged, and what the calls answered had cost when bought,
+// since it was made.
+func (g *Gateway) ReplayCounts() (replayed, cached, diverged int, saved usage.Usage) {
+	s := &g.stores
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replayed, s.cached, s.diverged, s.saved
+}
+
+// count counts one call for ReplayCounts.
+func (s *stores) count(how string, saved usage.Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch how {
+	case ReplayReplayed:
+		s.replayed++
+	case ReplayCached:
+		s.cached++
+	case ReplayDiverged:
+		s.diverged++
+		return
+	}
+	s.saved = s.saved.Add(saved)
 }
 
 // OpenStore opens the call store at path (sidecar.Calls of the run's
@@ -131,6 +164,7 @@ func (cl *call) recorded(req string) (sc storedCall, how string, ok bool) {
 		rp.live = true
 		if rp.pos < len(rp.chain) {
 			cl.rec.Replay = ReplayDiverged
+			cl.g.stores.count(ReplayDiverged, usage.Usage{})
 		}
 	}
 	ep.mu.Unlock()
@@ -159,6 +193,7 @@ func (cl *call) serveRecorded(w http.ResponseWriter, r *http.Request, sc storedC
 	rec := &cl.rec
 	rec.Replay, rec.Model, rec.Status, rec.Stream = how, sc.Model, sc.Status, len(sc.Events) > 0
 	rec.Saved = sc.Usage
+	cl.g.stores.count(how, sc.Usage)
 	rec.Usage = usage.Usage{Model: sc.Model}
 	if sc.Type != "" {
 		w.Header().Set("Content-Type", sc.Type)
