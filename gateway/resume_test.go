@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -350,5 +351,63 @@ func TestANondeterministicAgentDivergesWhereItsRequestChanged(t *testing.T) {
 			require.Equal(t, want, c.Replay, "call %d", i)
 		}
 		require.Equal(t, first.Workspace, again.Workspace)
+	}
+}
+
+// BenchmarkResumeAtCall90: a 100-call episode of the deterministic agent,
+// against a provider answering each call in 20 ms, run again after it
+// was interrupted at call 90: resumed by replay (90 calls from the store,
+// 10 live) beside run again live (100 calls), each op one episode.
+func BenchmarkResumeAtCall90(b *testing.B) {
+	const latency = 20 * time.Millisecond
+	p := gatewaytest.New()
+	defer p.Close()
+	p.Key = providerKey
+	p.ToolArguments = `{"path":"notes.txt"}`
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(latency)
+		p.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	dir := b.TempDir()
+	episode := func(store string, turns int) {
+		g, err := gateway.New(gateway.Options{OpenAI: gateway.Upstream{BaseURL: slow.URL + "/v1", Key: providerKey}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _, closeStore, err := g.OpenStore(store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := httptest.NewServer(g)
+		token, end := g.Open(&keyedMeter{sample: "s1"})
+		ws, _ := os.MkdirTemp(dir, "ws")
+		if err := agentEpisode(s.URL+"/v1", token, ws, turns, -1); err != nil {
+			b.Fatal(err)
+		}
+		end()
+		s.Close()
+		if err := closeStore(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	interrupted := filepath.Join(dir, "interrupted.calls.jsonl")
+	episode(interrupted, 90) // the first 90 calls, stored: what the crash left
+	recorded, err := os.ReadFile(interrupted)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, replay := range []bool{true, false} {
+		b.Run(map[bool]string{true: "resume-by-replay", false: "again-live"}[replay], func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				store := filepath.Join(dir, fmt.Sprintf("%v%d.calls.jsonl", replay, i))
+				if replay {
+					if err := os.WriteFile(store, recorded, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				episode(store, 100)
+			}
+		})
 	}
 }
