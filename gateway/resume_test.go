@@ -39,6 +39,7 @@ import (
 // The child's settings, from its environment.
 const (
 	childEnv = "PROCTOR_GATEWAY_RESUME_CHILD" // the store's path
+	agentEnv = "PROCTOR_GATEWAY_REPLAY_AGENT" // set: be the agent alone
 )
 
 // childResult is what a child prints: the calls its meter recorded and
@@ -52,6 +53,15 @@ type childResult struct {
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(runChild(path))
+	}
+	if os.Getenv(agentEnv) != "" { // the agent, in a sandbox behind the engine's gateway
+		turns, _ := strconv.Atoi(os.Getenv("TURNS"))
+		if err := agentEpisode(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), ".", turns, -1); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		fmt.Println(workspaceDigest("."))
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
