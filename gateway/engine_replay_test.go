@@ -83,3 +83,43 @@ func TestEngineResumesEpisodesByReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineCacheFromAnEarlierLog: a new run (a new log) with CacheFrom
+// naming an earlier one is answered from the earlier log's call store,
+// request by request and epoch by epoch: the provider sees no call, the
+// report counts them as cached.
+func TestEngineCacheFromAnEarlierLog(t *testing.T) {
+	const turns = 4
+	prov := newProvider(t)
+	prov.ToolArguments = `{"path":"notes.txt"}`
+	e := &eval.Eval[int, harness.CommandOutput]{
+		Name:    "cache",
+		Dataset: dataset.Slice[int]([]dataset.Sample[int]{{ID: "a", Input: turns}}),
+		Harness: harness.Command[int]{Cmd: func(ep *harness.Episode[int]) sandbox.Cmd {
+			return sandbox.Cmd{Args: []string{os.Args[0]}, Env: map[string]string{agentEnv: "1", "TURNS": strconv.Itoa(ep.Sample.Input)}, Timeout: time.Minute}
+		}},
+		Judge: judge.Func[int, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[int], out harness.CommandOutput) (judge.Verdict, error) {
+			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
+		}),
+		Sandbox: func(dataset.Sample[int]) sandbox.Spec { return sandbox.Spec{} },
+	}
+	dir := t.TempDir()
+	run := func(log, cacheFrom string, epochs int) *report.Report {
+		rep, err := e.Run(context.Background(), eval.Config{Sandbox: local.New(&local.Options{Dir: t.TempDir()}),
+			Models: newGateway(t, prov), Log: log, CacheFrom: cacheFrom, Quiet: true, Epochs: epochs})
+		require.NoError(t, err)
+		require.Equal(t, epochs, rep.Passed)
+		return rep
+	}
+	first := run(filepath.Join(dir, "first.jsonl"), "", 1)
+	require.Len(t, prov.Served(), turns)
+	cached := run(filepath.Join(dir, "second.jsonl"), filepath.Join(dir, "first.jsonl"), 2)
+	require.Len(t, prov.Served(), 2*turns, "epoch 0 from the cache, epoch 1 (not in it) live")
+	require.NotNil(t, cached.Replay)
+	require.Equal(t, turns, cached.Replay.Cached)
+	require.Zero(t, cached.Replay.Replayed)
+	require.Equal(t, first.Usage.Tokens(), cached.Replay.Saved.Tokens())
+	var buf strings.Builder
+	require.NoError(t, cached.WriteText(&buf))
+	require.Contains(t, buf.String(), "4 served from the cache (-cache-from)")
+}
