@@ -66,6 +66,12 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		return nil, err
 	}
 	defer run.reuse.close()
+	calls, warnings, err := openCallStore(&setup.cfg)
+	if err != nil {
+		run.rec.close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	run.warnings = append(run.warnings, warnings...)
 	sc := schedule[T, O]{
 		harness:     rejudging(run.reuse, setup.e.Harness, setup.samples.index, setup.cfg.Epochs),
 		runID:       run.runID,
@@ -96,6 +102,9 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	run.cancelled = int(s.cancelled.Load())
 	run.budgetHit = s.budgetHit.Load()
 	rep, err := run.finish(ctx)
+	if cerr := calls.close(rep); cerr != nil && rep != nil {
+		rep.Warnings = append(rep.Warnings, "the call store: "+cerr.Error())
+	}
 	if rep != nil && run.budgetHit {
 		rep.Budget = &report.Budget{CostUSD: setup.cfg.MaxCostUSD, Tokens: setup.cfg.MaxTokens, Spent: s.budgetSpent}
 	}

@@ -173,6 +173,13 @@ type Config struct {
 	// components (empty Versions) match each other, so set Versions when
 	// you change a prompt, a model or a judge.
 	ReuseFrom []string
+	// CacheFrom names an earlier log whose model calls (its call store,
+	// beside it: needs Models of package gateway) answer this run's
+	// identical requests of the same epoch at no cost, so that iterating
+	// on a judge or a harness does not buy the same calls again. The
+	// report's "model calls not bought" line counts them. A development
+	// tool: a cached answer is one draw of a stochastic model, reused.
+	CacheFrom string
 	// Select narrows the run to samples chosen from an earlier run's
 	// results (its failures, say); nil runs every sample.
 	Select *Selection

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/usage"
 )
 
 // OpenEpisode is [Gateway.Open] for the engine (package eval's
@@ -15,7 +16,11 @@ import (
 // revokes it. Each call becomes one event of kind "model" recorded into m
 // (see [Event]).
 func (g *Gateway) OpenEpisode(baseURL string, m harness.Meter) (env map[string]string, end func()) {
-	token, end := g.Open(harnessMeter{m})
+	var meter Meter = harnessMeter{m}
+	if k, ok := m.(Keyed); ok {
+		meter = keyedHarnessMeter{harnessMeter{m}, k}
+	}
+	token, end := g.Open(meter)
 	return Env(baseURL, token), end
 }
 
@@ -28,6 +33,15 @@ func (h harnessMeter) Remaining() Budget {
 }
 
 func (h harnessMeter) Record(c Call) { h.m.AddEvent(Event(c)) }
+
+// keyedHarnessMeter is a harnessMeter whose meter has the episode's key
+// (the engine's, when the run has a call store): Keyed.
+type keyedHarnessMeter struct {
+	harnessMeter
+	k Keyed
+}
+
+func (h keyedHarnessMeter) CallKey() (string, int) { return h.k.CallKey() }
 
 // Span implements Tracer for a harness.Meter that has the method (the
 // engine's, when the episode is traced).
@@ -61,6 +75,8 @@ func Event(c Call) harness.Event {
 		ResponseSHA256 string          `json:"response_sha256,omitempty"`
 		Throttled      int             `json:"throttled,omitempty"`
 		WaitedNS       int64           `json:"waited_ns,omitempty"`
+		Replay         string          `json:"replay,omitempty"`
+		Saved          *usage.Usage    `json:"saved,omitempty"` // a replayed or cached call's cost when bought
 	}
 	u := c.Usage
 	if u.Model == "" {
@@ -68,8 +84,12 @@ func Event(c Call) harness.Event {
 	}
 	ev := harness.Event{Time: c.Start, Kind: "model", Name: c.Model, Duration: c.Duration, Usage: u, Error: c.Err}
 	ev.Input, _ = json.Marshal(in{c.Provider, c.API, validJSON(c.Request), c.RequestSHA256})
+	var saved *usage.Usage
+	if c.Replay == ReplayReplayed || c.Replay == ReplayCached {
+		saved = &c.Saved
+	}
 	ev.Output, _ = json.Marshal(out{c.Status, c.Stream, int64(c.FirstByte), c.Cut, validJSON(c.Response), c.ResponseSHA256,
-		c.Throttled, int64(c.Waited)})
+		c.Throttled, int64(c.Waited), c.Replay, saved})
 	if ev.Name == "" {
 		ev.Name = c.Provider
 	}

@@ -137,6 +137,7 @@ type Gateway struct {
 	tokens  map[string]*episode // by token id
 	nowFunc func() time.Time
 	gov     *governor // nil: Options.Governor.Off
+	stores  stores    // the call store and development cache (replay.go)
 }
 
 // New returns a gateway for o; an error if an upstream's base URL does not
@@ -267,6 +268,13 @@ type Call struct {
 	// Duration).
 	Throttled int
 	Waited    time.Duration
+	// Replay is how the call store answered it: ReplayReplayed (from the
+	// episode's recording) or ReplayCached (from the development cache),
+	// with Usage zero and Saved what it cost when it was bought; or
+	// ReplayDiverged, the first live call of a replayed episode, whose
+	// request differed from the recorded one. "" for any other call.
+	Replay string
+	Saved  usage.Usage
 }
 
 // Tracer is the optional interface of a Meter whose episode is traced: each

@@ -106,6 +106,9 @@ type call struct {
 	ep       *episode
 	held     usage.Usage // held against ep's budget until recorded (hold)
 	holding  bool
+	// reqDigest is the normalized request's, for the call store; "" when
+	// the episode is not kept in one.
+	reqDigest string
 }
 
 // hold counts the answer's usage against the episode's budget once the
@@ -175,6 +178,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cl.rec.Model, cl.rec.Stream, cl.c.model = req.Model, req.Stream, req.Model
+		if ep.replay != nil {
+			cl.reqDigest = requestDigest(rt.api, r.URL.RawQuery, in)
+			if sc, how, ok := cl.recorded(cl.reqDigest); ok {
+				cl.serveRecorded(w, r, sc, how)
+				return
+			}
+		}
 		cl.c.inputEstimate = int64(len(in)+bytesPerToken-1) / bytesPerToken
 		cl.budget = ep.remaining()
 		cl.price, cl.priced = g.o.Prices.Lookup(req.Model)
@@ -285,7 +295,7 @@ func modifyResponse(resp *http.Response) error {
 	}
 	metered := cl.rt.metered && resp.StatusCode/100 == 2
 	mb := &meteredBody{rc: resp.Body, cl: cl, stream: stream && metered, whole: !stream && metered,
-		hash: sha256.New(), keep: cl.g.o.KeepBytes}
+		hash: sha256.New(), keep: cl.g.o.KeepBytes, saving: metered && cl.storable(), ctype: resp.Header.Get("Content-Type")}
 	mb.sse.dispatch = mb.dispatch
 	cl.body = mb
 	resp.Body = mb
@@ -427,9 +437,69 @@ type meteredBody struct {
 	cut       string
 	done      bool
 	readErr   error
+	// The call store's (replay.go): saving keeps the whole answer in
+	// saved; once the answer is complete, its tail is held back until it
+	// is stored, so that the agent never reads an answer's end before the
+	// store has it.
+	saving  bool
+	saved   []byte
+	ctype   string
+	tail    []byte
+	tailErr error
 }
 
+// Read is read, for an answer the store keeps: once its usage came (its
+// last events or bytes are passing), what is left of it is read whole
+// and stored before it goes on.
 func (mb *meteredBody) Read(p []byte) (int, error) {
+	if mb.tail != nil || mb.tailErr != nil {
+		n := copy(p, mb.tail)
+		mb.tail = mb.tail[n:]
+		if len(mb.tail) == 0 {
+			mb.tail = nil
+			if n == 0 {
+				return 0, mb.tailErr
+			}
+		}
+		return n, nil
+	}
+	n, err := mb.read(p)
+	if !mb.saving {
+		return n, err
+	}
+	mb.save(p[:n])
+	complete := mb.stream && mb.cl.c.final || mb.whole && mb.decoded
+	if err != nil || !complete || mb.cut != "" {
+		if err == io.EOF && mb.saving && mb.cut == "" && complete {
+			mb.cl.storeAnswer(mb.saved, mb.stream, mb.ctype)
+		}
+		return n, err
+	}
+	tail := append([]byte(nil), p[:n]...)
+	buf := make([]byte, 32<<10)
+	for err == nil {
+		var k int
+		k, err = mb.read(buf)
+		mb.save(buf[:k])
+		tail = append(tail, buf[:k]...)
+	}
+	if err == io.EOF && mb.saving && mb.cut == "" {
+		mb.cl.storeAnswer(mb.saved, mb.stream, mb.ctype)
+	}
+	mb.tail, mb.tailErr = tail, err
+	return mb.Read(p)
+}
+
+// save keeps b for the store, up to maxStoredBytes.
+func (mb *meteredBody) save(b []byte) {
+	if len(mb.saved)+len(b) > maxStoredBytes {
+		mb.saving, mb.saved = false, nil
+		return
+	}
+	mb.saved = append(mb.saved, b...)
+}
+
+func (mb *meteredBody) read(p []byte) (int, error) {
 	if mb.done {
 		return 0, io.EOF
 	}

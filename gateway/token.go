@@ -26,8 +26,9 @@ type episode struct {
 	cancel   context.CancelFunc
 	inflight sync.WaitGroup
 
-	mu   sync.Mutex
-	held held // answers the agent may already have read, not yet recorded
+	mu     sync.Mutex
+	held   held    // answers the agent may already have read, not yet recorded
+	replay *replay // nil: not kept in a call store (replay.go); its state under mu
 }
 
 // held is what an episode's answers on their way spent: only what the
@@ -93,7 +94,7 @@ func (g *Gateway) Open(m Meter) (token string, end func()) {
 	var raw [8 + 32]byte
 	rand.Read(raw[:]) // never fails (crypto/rand: it panics rather)
 	id := base64.RawURLEncoding.EncodeToString(raw[:8])
-	ep := &episode{meter: m, secret: []byte(base64.RawURLEncoding.EncodeToString(raw[8:]))}
+	ep := &episode{meter: m, secret: []byte(base64.RawURLEncoding.EncodeToString(raw[8:])), replay: g.openReplay(m)}
 	ep.ctx, ep.cancel = context.WithCancel(context.Background())
 	g.mu.Lock()
 	g.tokens[id] = ep

@@ -70,6 +70,13 @@ func bindReuseFlags(fs *flag.FlagSet, cfg *eval.Config) {
 		cfg.ReuseFrom = append(slices.Clip(cfg.ReuseFrom), v)
 		return nil
 	})
+	fs.Func("cache-from", "answer the agents' model calls from the call store of the earlier `log` where its request and epoch match (Config.CacheFrom; a development cache)", func(v string) error {
+		if v == "" {
+			return errors.New("want the path of a log")
+		}
+		cfg.CacheFrom = v
+		return nil
+	})
 	fs.Func("from", "derive the run from the earlier run in `log`: its samples, narrowed by -only, -only-tag, -flipped-against", func(v string) error {
 		sel().From = v
 		return nil

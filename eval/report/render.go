@@ -111,6 +111,10 @@ func (r *Report) Summary() []SummaryRow {
 		row("reused-usage", "of which reused", fmt.Sprintf("%d input + %d output tokens, %s: spent by earlier runs; this run spent %s",
 			u.InputTokens, u.OutputTokens, usd(u.CostUSD), usd(max(0, r.Usage.CostUSD-u.CostUSD))))
 	}
+	if rp := r.Replay; rp != nil {
+		row("replayed-calls", "model calls not bought", fmt.Sprintf("%d replayed from the call store, %d served from the cache (-cache-from), %d episodes diverged; %d input + %d output tokens, %s not spent again",
+			rp.Replayed, rp.Cached, rp.Diverged, rp.Saved.InputTokens, rp.Saved.OutputTokens, usd(rp.Saved.CostUSD)))
+	}
 	if r.Wall > 0 {
 		row("wall", "wall time", r.Wall.Round(time.Millisecond).String())
 	}

@@ -84,6 +84,9 @@ type Report struct {
 	// ReusedUsage is the part of Usage that reused records carry: spent by
 	// the earlier runs that produced them, not by this one.
 	ReusedUsage usage.Usage `json:"reused_usage,omitzero"`
+	// Replay counts the model calls this run's gateway answered from a
+	// call store instead of the provider; nil when none.
+	Replay *Replay `json:"replay,omitempty"`
 	// JudgeUsage is the judge's part of Usage, from records that split
 	// it (judge_* fields); SimulatorUsage a simulated user's
 	// (simulator_* fields, conversations). The agent's is the rest.
@@ -249,4 +252,17 @@ func (o *Options) withDefaults() Options {
 		v.Resamples = 1000
 	}
 	return v
+}
+
+// Replay is what a run's call store and development cache answered (see
+// docs/gateway.md): calls replayed from the recordings of episodes run
+// again, calls served from the cache (-cache-from), episodes whose
+// replay diverged (went live at a request that differed from the
+// recorded one), and what the calls answered so had cost when bought.
+// They cost this run nothing: Usage does not count them.
+type Replay struct {
+	Replayed int         `json:"replayed,omitempty"`
+	Cached   int         `json:"cached,omitempty"`
+	Diverged int         `json:"diverged,omitempty"`
+	Saved    usage.Usage `json:"saved,omitzero"`
 }

@@ -42,8 +42,7 @@ var Files = []File{
 	{"the writer's lock: \"pid host\" under an flock", ".lock", Whole, "whoever writes the log: a run, merge, compact"},
 	{"the human reviews, one JSON line each", ".reviews.jsonl", Whole, "proctor review import, proctor view -review"},
 	{"the review queue", ".queue.json", Whole, "proctor review pick"},
-	// The model gateway's call store will be one more row here, with its
-	// function below: a Stem file (the run writes it), ".calls.jsonl".
+	{"the model gateway's call store: each model call's request digest and response, one JSON line each", ".calls.jsonl", Stem, "the model gateway, during a run"},
 }
 
 // Path returns the path of the sidecar f of the log at log. A file whose
@@ -69,6 +68,9 @@ func Transcripts(log string) string { return stem(log) + ".traces.jsonl" }
 func CompactedTranscripts(log string, n int) string {
 	return filepath.Base(stem(log)) + ".traces.c" + strconv.Itoa(n) + ".jsonl"
 }
+
+// Calls is the path of the run's call store (package gateway's Store).
+func Calls(log string) string { return stem(log) + ".calls.jsonl" }
 
 // Token is the path of a distributed run's workers' token.
 func Token(log string) string { return stem(log) + ".token" }

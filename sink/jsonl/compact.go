@@ -41,6 +41,7 @@ type Compacted struct {
 // rejects (nil keeps none): the records stay, their links to a dropped
 // transcript become CompactedLink, and the transcripts kept move to a new
 // store, path's name with ".traces.cN.jsonl" (N one more than the last).
+// The model gateway's call store of the log (sidecar.Calls) is removed.
 //
 // It holds the log's lock, so it never runs on a log being written (a
 // *LockedError), and it refuses a log with a torn tail or a corrupt line.
@@ -91,7 +92,7 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 		// Nothing to drop: the log stays as it is. Only stores of the log
 		// that no record links to (left by a crash between the two renames,
 		// say) go.
-		res.Freed += removeUnlinked(stores, c.files)
+		res.Freed += removeUnlinked(stores, c.files) + removeCallStore(path)
 		return res, nil
 	}
 	if err := c.commit(fi.Mode().Perm(), res); err != nil {
@@ -99,9 +100,24 @@ func Compact(path string, keep func(*sink.Record) bool) (res *Compacted, err err
 	}
 	// Committed: the log's old stores are unlinked now (only its own, in
 	// its directory: a link elsewhere is not ours to remove).
-	res.Freed += removeStores(stores, res.Store)
+	res.Freed += removeStores(stores, res.Store) + removeCallStore(path)
 	res.Freed -= c.storeSize
 	return res, nil
+}
+
+// removeCallStore removes the model gateway's call store of the log at
+// path, and its lock, and returns the bytes freed: it serves only to
+// resume the run (and as a development cache), and a run being compacted
+// is over (Compact holds the log's lock, which every run holds while it
+// may write the store). Only a regular file is removed.
+func removeCallStore(path string) int64 {
+	var freed int64
+	for _, p := range []string{sidecar.Calls(path), sidecar.Lock(sidecar.Calls(path))} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && os.Remove(p) == nil {
+			freed += fi.Size()
+		}
+	}
+	return freed
 }
 
 // compaction is one Compact's work in progress: the new store and the

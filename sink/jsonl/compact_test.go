@@ -290,3 +290,29 @@ func TestCompactKeepsAStoreLinkedByAbsolutePath(t *testing.T) {
 	require.Equal(t, int64(0), res.Freed)
 	require.Equal(t, "old", compactState(t, log, abs, transcripts))
 }
+
+// TestCompactRemovesTheCallStore: the model gateway's call store of a
+// compacted log (and its lock) go, their bytes counted as freed; a
+// symbolic link in its place is not followed nor removed.
+func TestCompactRemovesTheCallStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log, _, _ := compactFixture(t, dir, 10)
+	calls := filepath.Join(dir, "run.calls.jsonl")
+	require.NoError(t, os.WriteFile(calls, []byte("0123456789\n"), 0o644))
+	require.NoError(t, os.WriteFile(calls+".lock", nil, 0o644))
+	old, err := os.Stat(filepath.Join(dir, "run.traces.jsonl"))
+	require.NoError(t, err)
+	res, err := jsonl.Compact(log, nil)
+	require.NoError(t, err)
+	require.Equal(t, old.Size()+11, res.Freed)
+	require.Equal(t, []string{"run.jsonl"}, dirNames(t, dir))
+
+	other := filepath.Join(t.TempDir(), "elsewhere")
+	require.NoError(t, os.WriteFile(other, []byte("keep"), 0o644))
+	require.NoError(t, os.Symlink(other, calls))
+	_, err = jsonl.Compact(log, nil)
+	require.NoError(t, err)
+	_, err = os.Stat(other)
+	require.NoError(t, err, "the link's target")
+}

@@ -247,6 +247,44 @@ func (w *Writer) WriteLine(line []byte) (offset int64, err error) {
 	return offset, w.err
 }
 
+// WriteLineNow is WriteLine that also writes the line, and all buffered
+// before it, to the file before it returns (write(2), not fsync): a
+// process killed right after (even by SIGKILL) has it in the file. The
+// fsync is still the group commit's.
+func (w *Writer) WriteLineNow(line []byte) (offset int64, err error) {
+	offset, err = w.WriteLine(line)
+	if err != nil {
+		return offset, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.flushLocked()
+	}
+	return offset, w.err
+}
+
+// CutTo cuts the file to off bytes, what is buffered first written:
+// a torn tail its caller found, which no other writer can be writing
+// while w holds the lock.
+func (w *Writer) CutTo(off int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("jsonl: %s: %w", w.path, sink.ErrClosed)
+	}
+	w.flushLocked()
+	if w.err != nil || off >= w.size {
+		return w.err
+	}
+	if err := w.f.Truncate(off); err != nil {
+		w.fail(fmt.Errorf("jsonl: %s: %w", w.path, err))
+		return w.err
+	}
+	w.size = off
+	return nil
+}
+
 // FlushFirst makes w flush other before each of its own writes to the file,
 // so that a line of w never reaches the disk before the lines of other it
 // links to (a record and its transcript).
