@@ -204,3 +204,64 @@ func TestGatewayImportsNoEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// exportedMethods lists the exported methods of the package in dir (test
+// files aside), as "Type.Method".
+func exportedMethods(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || !fd.Name.IsExported() {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if s, ok := typ.(*ast.StarExpr); ok {
+				typ = s.X
+			}
+			switch x := typ.(type) {
+			case *ast.IndexExpr:
+				typ = x.X
+			case *ast.IndexListExpr:
+				typ = x.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				out = append(out, id.Name+"."+fd.Name.Name)
+			}
+		}
+	}
+	return out
+}
+
+// TestEvalExportsNothingOnlyTheClusterCalls: the halves a distributed run
+// is built of (a worker's Work, a coordinator's Open and Recording, the
+// Assignment and Finished they pass) are internal/distrib's, and the line
+// between the agent's and the judge's usage is internal/judging's: go doc
+// of eval and harness shows none of them.
+func TestEvalExportsNothingOnlyTheClusterCalls(t *testing.T) {
+	t.Parallel()
+	for name := range exported(t, "eval") {
+		if slices.Contains([]string{"Assignment", "Finished", "Recording", "RecordingStats"}, name) {
+			t.Errorf("eval exports %s, which only package cluster uses: it belongs to internal/distrib", name)
+		}
+	}
+	for _, m := range append(exportedMethods(t, "eval"), exportedMethods(t, "harness")...) {
+		if slices.Contains([]string{"Eval.Open", "Eval.Work", "Episode.StartJudging", "Episode.Judging"}, m) {
+			t.Errorf("%s is exported, which only the engine or package cluster calls", m)
+		}
+	}
+}
