@@ -32,7 +32,7 @@ type Episode[T any] struct {
 	judge   Usage // recorded after
 	judging bool
 	events  []Event
-	stages  judgestages.Tally // the judge's stages, counted by package judge
+	stages  *judgestages.Tally // the judge's stages, counted by package judge; nil for a judge without
 }
 
 // Usage is what an episode consumed from model providers: the type of
@@ -116,6 +116,9 @@ func (ep *Episode[T]) isJudging() bool {
 // stageCalled counts a call of a stage of the judge.
 func (ep *Episode[T]) stageCalled(path string, verdict bool) {
 	ep.mu.Lock()
+	if ep.stages == nil {
+		ep.stages = new(judgestages.Tally)
+	}
 	ep.stages.Add(path, verdict)
 	ep.mu.Unlock()
 }
@@ -125,6 +128,9 @@ func (ep *Episode[T]) stageCalled(path string, verdict bool) {
 func (ep *Episode[T]) judgeStages() string {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	if ep.stages == nil {
+		return ""
+	}
 	return ep.stages.String()
 }
 
