@@ -168,15 +168,18 @@ func TestReportImportsNoHarness(t *testing.T) {
 
 // TestGatewayImportsNoEngine: the model gateway knows an episode only
 // through its Meter; it imports nothing of proctor but package usage, the
-// semantic-convention names and package harness, whose Meter and Event the
-// engine speaks (tests and the test agent aside).
+// semantic-convention names, the providers' usage shapes and package
+// harness, whose Meter and Event the engine speaks (tests and the test
+// agent aside).
 func TestGatewayImportsNoEngine(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/proctor-evals/proctor/"
 	// harness too: Gateway.OpenEpisode takes the engine's harness.Meter
 	// and records harness.Events (so that eval.Config.Models takes a
 	// *Gateway while eval links no gateway); harness is not the engine.
-	allowed := []string{module + "usage", module + "internal/semconv", module + "gateway", module + "harness"}
+	// internal/providerusage: the providers' usage shapes, shared with
+	// the judges' clients, a leaf over usage.
+	allowed := []string{module + "usage", module + "internal/semconv", module + "gateway", module + "harness", module + "internal/providerusage"}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir("gateway", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
