@@ -168,7 +168,7 @@ func TestReportImportsNoHarness(t *testing.T) {
 
 // TestGatewayImportsNoEngine: the model gateway knows an episode only
 // through its Meter; it imports nothing of proctor but package usage, the
-// semantic-convention names, the Retry-After parser and package harness, whose Meter and Event the
+// semantic-convention names, the Retry-After parser, the providers' usage shapes and package harness, whose Meter and Event the
 // engine speaks (tests and the test agent aside).
 func TestGatewayImportsNoEngine(t *testing.T) {
 	t.Parallel()
@@ -176,11 +176,13 @@ func TestGatewayImportsNoEngine(t *testing.T) {
 	// harness too: Gateway.OpenEpisode takes the engine's harness.Meter
 	// and records harness.Events (so that eval.Config.Models takes a
 	// *Gateway while eval links no gateway); harness is not the engine.
+	// internal/providerusage: the providers' usage shapes, shared with
+	// the judges' clients, a leaf over usage.
 	// internal/retryafter is a leaf: the Retry-After parser the judges
 	// share. sink/jsonl too: the call store is written with the log's own
 	// Writer (its lock, its group commit) and reports a torn tail in its
 	// terms, reused rather than copied; it is the log, not the engine.
-	allowed := []string{module + "usage", module + "internal/semconv", module + "gateway", module + "harness", module + "internal/retryafter", module + "sink/jsonl"}
+	allowed := []string{module + "usage", module + "internal/semconv", module + "gateway", module + "harness", module + "internal/retryafter", module + "sink/jsonl", module + "internal/providerusage"}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir("gateway", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -206,5 +208,66 @@ func TestGatewayImportsNoEngine(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// exportedMethods lists the exported methods of the package in dir (test
+// files aside), as "Type.Method".
+func exportedMethods(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || !fd.Name.IsExported() {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if s, ok := typ.(*ast.StarExpr); ok {
+				typ = s.X
+			}
+			switch x := typ.(type) {
+			case *ast.IndexExpr:
+				typ = x.X
+			case *ast.IndexListExpr:
+				typ = x.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				out = append(out, id.Name+"."+fd.Name.Name)
+			}
+		}
+	}
+	return out
+}
+
+// TestEvalExportsNothingOnlyTheClusterCalls: the halves a distributed run
+// is built of (a worker's Work, a coordinator's Open and Recording, the
+// Assignment and Finished they pass) are internal/distrib's, and the line
+// between the agent's and the judge's usage is internal/judging's: go doc
+// of eval and harness shows none of them.
+func TestEvalExportsNothingOnlyTheClusterCalls(t *testing.T) {
+	t.Parallel()
+	for name := range exported(t, "eval") {
+		if slices.Contains([]string{"Assignment", "Finished", "Recording", "RecordingStats"}, name) {
+			t.Errorf("eval exports %s, which only package cluster uses: it belongs to internal/distrib", name)
+		}
+	}
+	for _, m := range append(exportedMethods(t, "eval"), exportedMethods(t, "harness")...) {
+		if slices.Contains([]string{"Eval.Open", "Eval.Work", "Episode.StartJudging", "Episode.Judging"}, m) {
+			t.Errorf("%s is exported, which only the engine or package cluster calls", m)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/internal/sidecar"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -146,7 +147,7 @@ func (o *CoordinatorOptions) withDefaults() CoordinatorOptions {
 // Coordinator serves one run to its workers. Start one with
 // [StartCoordinator]; Wait returns its report.
 type Coordinator struct {
-	rec             *eval.Recording
+	rec             distrib.Recording
 	cfg             eval.Config
 	opts            CoordinatorOptions
 	n               names
@@ -205,7 +206,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 	// A coordinator that fails to start leaves nothing behind: what Open
 	// and the server made is removed, what was there is not.
 	fresh := absent(cfg.Log, sidecar.Lock(cfg.Log), manifest.Path(cfg.Log), transcriptPath(cfg.Log), tokenFile(cfg.Log), storeDir(cfg.Log))
-	rec, err := e.Open(ctx, cfg)
+	rec, err := distrib.Open(e, ctx, cfg)
 	if err != nil {
 		removeAll(fresh)
 		return nil, err
@@ -231,7 +232,7 @@ func StartCoordinator[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eva
 		return nil, err
 	}
 	// The progress line and Progress count what the live workers hold.
-	rec.SetRunning(func() (int, []eval.RunningEpisode) {
+	rec.SetRunning(func() (int, []distrib.RunningEpisode) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return c.runningEpisodes(ctx), nil

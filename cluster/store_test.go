@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // A full JetStream store refuses results: the worker keeps each one and
@@ -89,7 +89,7 @@ func TestWorkForAMissingSampleIsTerminated(t *testing.T) {
 	c, out := coordinate(t, s, runConfig(log), o)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m := workMsg{Assignment: eval.Assignment{SampleID: "nope", Epochs: []int{0}}, Tags: []string{episodeTag(c.tagKey, c.RunID(), "nope", 0)}}
+	m := workMsg{Assignment: distrib.Assignment{SampleID: "nope", Epochs: []int{0}}, Tags: []string{episodeTag(c.tagKey, c.RunID(), "nope", 0)}}
 	body, _ := json.Marshal(m)
 	if _, err := c.js.Publish(ctx, c.n.workSubject("nope"), body); err != nil {
 		t.Fatal(err)

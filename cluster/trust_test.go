@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -145,7 +145,7 @@ func batchOf(t *testing.T, tag string, rs ...sink.Record) []byte {
 	t.Helper()
 	var b []byte
 	for _, r := range rs {
-		body, err := encodeResult(nil, &eval.Finished{Record: r})
+		body, err := encodeResult(nil, &distrib.Finished{Record: r})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 package cluster
 
-// The wire forms: a work message is an eval.Assignment as JSON, with each
+// The wire forms: a work message is an distrib.Assignment as JSON, with each
 // epoch's tag (trust.go). A results message is a batch: the results of
 // the episodes a worker finished within a few milliseconds, each an entry
 // (see appendEntry). A result's body is the record's canonical line
@@ -17,8 +17,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -119,7 +119,7 @@ func decodeBatch(data []byte) ([]entry, error) {
 }
 
 // encodeResult appends the wire form of f to b.
-func encodeResult(b []byte, f *eval.Finished) ([]byte, error) {
+func encodeResult(b []byte, f *distrib.Finished) ([]byte, error) {
 	b = f.Record.AppendJSON(b)
 	if len(f.Transcript) > 0 {
 		tr, err := json.Marshal(f.Transcript)
@@ -134,8 +134,8 @@ func encodeResult(b []byte, f *eval.Finished) ([]byte, error) {
 // decodeResult decodes a result for the episode (sampleID, epoch) that
 // its entry names: a record of another episode is refused, so that an
 // episode's tag vouches for its record only.
-func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error) {
-	var f eval.Finished
+func decodeResult(body []byte, sampleID string, epoch int) (distrib.Finished, error) {
+	var f distrib.Finished
 	line, trace, hasTrace := bytes.Cut(body, []byte{'\n'})
 	if len(line) == 0 {
 		return f, errors.New("cluster: empty result")
@@ -164,7 +164,7 @@ func decodeResult(body []byte, sampleID string, epoch int) (eval.Finished, error
 // workMsg is a work message: the assignment, and its epochs' tags in
 // the same order.
 type workMsg struct {
-	eval.Assignment
+	distrib.Assignment
 	Tags []string `json:"tags"`
 }
 

@@ -9,14 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/sink"
 )
 
 func TestResultRoundTrip(t *testing.T) {
 	t.Parallel()
-	f := eval.Finished{
+	f := distrib.Finished{
 		Record: sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "a.b c/\n", Epoch: 2, Status: sink.Pass, Score: 1,
 			Output: json.RawMessage(`{"x":"line\nbreak"}`), StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Worker: "h:1"},
 		Transcript: []harness.Event{{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: "note", Output: json.RawMessage(`"hi"`)}},

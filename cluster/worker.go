@@ -25,6 +25,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/cli"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // WorkerOptions tune a worker. Join is required.
@@ -133,12 +134,12 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		return err
 	}
 	w.shareRateLimits(ctx, cfg)
-	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan eval.Assignment) error {
+	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan distrib.Assignment) error {
 		cfg, err := w.shareSpend(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		return e.Work(ctx, cfg, in, w.finished)
+		return distrib.Work(e, ctx, cfg, in, w.finished)
 	})
 }
 
@@ -307,7 +308,7 @@ func (w *worker) open(ctx context.Context) (jetstream.Consumer, time.Duration, e
 // serve works for the run until it is done or stopped, ctx is done or the
 // server is lost: it listens to the control subject, heartbeats and
 // reports (watch), pulls work into work, which runs it, and leaves.
-func (w *worker) serve(ctx context.Context, cons jetstream.Consumer, ackWait time.Duration, work func(context.Context, <-chan eval.Assignment) error) error {
+func (w *worker) serve(ctx context.Context, cons jetstream.Consumer, ackWait time.Duration, work func(context.Context, <-chan distrib.Assignment) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w.ctx, w.cancel = ctx, cancel
@@ -334,7 +335,7 @@ func (w *worker) serve(ctx context.Context, cons jetstream.Consumer, ackWait tim
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.watch(ctx, ackWait, w.lost) })
-	assignments := make(chan eval.Assignment, 64)
+	assignments := make(chan distrib.Assignment, 64)
 	workErr := make(chan error, 1)
 	go func() { workErr <- work(ctx, assignments) }()
 	w.pull(ctx, cons, assignments)
@@ -574,7 +575,7 @@ func (w *worker) checkManifest(ctx context.Context) {
 }
 
 // pull fetches work while there are free slots, until ctx is done.
-func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- eval.Assignment) {
+func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- distrib.Assignment) {
 	defer close(out)
 	for ctx.Err() == nil {
 		w.mu.Lock()
@@ -615,7 +616,7 @@ func (w *worker) pull(ctx context.Context, cons jetstream.Consumer, out chan<- e
 }
 
 // take hands one work message's episodes to eval.Work.
-func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- eval.Assignment) {
+func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- distrib.Assignment) {
 	sampleID, err := w.n.parseWorkSubject(msg.Subject())
 	var m workMsg
 	if err == nil {
@@ -678,7 +679,7 @@ func (w *worker) refuse(h *held, sampleID string, epochs []int, why error) {
 
 // finished adds an episode's result to the batch on its way; eval.Work
 // calls it from many goroutines.
-func (w *worker) finished(f eval.Finished) {
+func (w *worker) finished(f distrib.Finished) {
 	w.mu.Lock()
 	h := w.release(heldKey{f.Record.SampleID, f.Record.Epoch})
 	w.running--

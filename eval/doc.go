@@ -54,12 +54,13 @@
 //
 // # The halves, for other engines
 //
-// A run is a scheduler feeding a recorder. work.go exposes each half apart
-// for engines that carry episodes between machines: [Eval.Work] is the
-// scheduler without a recorder (a worker runs the assignments it is given
-// and returns each [Finished] episode), and [Eval.Open] returns a
-// [Recording], the recorder fed from outside (a coordinator commits what
-// workers send). Package cluster is built from these two and nothing else.
+// A run is a scheduler feeding a recorder. work.go gives each half apart
+// to package cluster, which carries episodes between machines, through
+// internal/distrib: Work is the scheduler without a recorder (a worker
+// runs the assignments it is given and returns each finished episode), and
+// Open returns a Recording, the recorder fed from outside (a coordinator
+// commits what workers send). Package cluster is built from these two and
+// nothing else.
 //
 // # Invariants
 //

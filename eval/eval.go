@@ -199,8 +199,8 @@ type Config struct {
 	// OnProgress, when set, is given a snapshot of the run's progress every
 	// ProgressEvery, and a last one (Final set) once every record is
 	// written, from one goroutine: calls never overlap, and the next
-	// snapshot waits for the call (the run does not). Open's Recording
-	// calls it too.
+	// snapshot waits for the call (the run does not). A cluster's
+	// coordinator calls it too.
 	OnProgress func(Progress)
 	// ProgressEvery is how often progress is taken; default 1s.
 	ProgressEvery time.Duration

@@ -24,6 +24,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // TestSequentialReportOfACutLogNeverDecidesAheadOfTheRun is the cut log: a
@@ -344,7 +345,7 @@ func TestSequentialWorkersManifestIsSmall(t *testing.T) {
 	e := bernoulli(300, 0.9, 0, 0, nil)
 	log := filepath.Join(t.TempDir(), "coord.jsonl")
 	cfg := eval.Config{Log: log, Seed: 2, Quiet: true, Sequential: &report.Sequential{Bar: 0.7}}
-	rec, err := e.Open(context.Background(), cfg)
+	rec, err := distrib.Open(e, context.Background(), cfg)
 	require.NoError(t, err)
 	_, err = rec.Close(context.Background())
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -159,24 +160,24 @@ func TestRecordingProgress(t *testing.T) {
 	t.Parallel()
 	e := seeded(10)
 	var last eval.Progress
-	rec, err := e.Open(context.Background(), eval.Config{Log: filepath.Join(t.TempDir(), "c.jsonl"), Quiet: true,
+	rec, err := distrib.Open(e, context.Background(), eval.Config{Log: filepath.Join(t.TempDir(), "c.jsonl"), Quiet: true,
 		OnProgress: func(p eval.Progress) { last = p }})
 	require.NoError(t, err)
-	p := rec.Progress()
+	p := eval.ProgressOf(rec)
 	require.Equal(t, eval.Progress{Eval: "seeded", Total: 10, Elapsed: p.Elapsed}, p)
 
 	for i := range 4 {
-		require.NoError(t, rec.Commit(eval.Finished{Record: sink.Record{SampleID: fmt.Sprintf("task-%03d", i),
+		require.NoError(t, rec.Commit(distrib.Finished{Record: sink.Record{SampleID: fmt.Sprintf("task-%03d", i),
 			Status: sink.Fail, DurationMS: 1000, OutputTokens: 7}}))
 	}
-	longest := []eval.RunningEpisode{{SampleID: "task-009", Elapsed: time.Minute}, {SampleID: "task-008", Epoch: 0, Attempt: 1, Elapsed: time.Second}}
-	rec.SetRunning(func() (int, []eval.RunningEpisode) { return 3, longest })
-	require.Eventually(t, func() bool { return rec.Progress().Done == 4 }, 5*time.Second, time.Millisecond)
-	p = rec.Progress()
+	longest := []distrib.RunningEpisode{{SampleID: "task-009", Elapsed: time.Minute}, {SampleID: "task-008", Epoch: 0, Attempt: 1, Elapsed: time.Second}}
+	rec.SetRunning(func() (int, []distrib.RunningEpisode) { return 3, longest })
+	require.Eventually(t, func() bool { return eval.ProgressOf(rec).Done == 4 }, 5*time.Second, time.Millisecond)
+	p = eval.ProgressOf(rec)
 	require.Equal(t, int64(4), p.Fail)
 	require.Equal(t, int64(28), p.OutputTokens)
 	require.Equal(t, 3, p.Running)
-	require.Equal(t, longest, p.Longest)
+	require.Equal(t, []eval.RunningEpisode{{SampleID: "task-009", Elapsed: time.Minute}, {SampleID: "task-008", Epoch: 0, Attempt: 1, Elapsed: time.Second}}, p.Longest)
 
 	_, err = rec.Close(context.Background())
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/jsontext"
+	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sink"
 )
@@ -30,7 +31,7 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
 		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
-		Error: errMsg, ErrorKind: kind,
+		Error: errMsg, ErrorKind: kind, JudgeStages: judging.Stages(ep),
 		Input: input, Output: output,
 		Tags: ep.Sample.Tags, StartedAt: start.UTC(),
 		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,

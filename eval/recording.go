@@ -9,14 +9,15 @@ import (
 
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
-// Recording is an open run fed with finished episodes from elsewhere: the
+// recording is an open run fed with finished episodes from elsewhere: the
 // coordinator of a distributed run. It owns what Run's recorder owns — the
 // log (the truth: what is committed there is done), its manifest and lock,
 // the transcript store, the sinks, the exactly-once index and the report — and
 // runs nothing itself.
-type Recording struct {
+type recording struct {
 	run      *run
 	index    *sampleIndex
 	samples  int
@@ -32,10 +33,10 @@ type Recording struct {
 	closed bool
 }
 
-// Open opens the run Run would run with cfg — the log, resumed when it
+// open opens the run Run would run with cfg — the log, resumed when it
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
-func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
+func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.
@@ -51,7 +52,7 @@ func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
 	if _, err := setup.hashDataset(ctx); err != nil { // the manifest workers check needs it now
 		return nil, err
 	}
-	r := &Recording{index: samples.index, samples: samples.len(), id: samples.id, epochs: cfg.Epochs, inputs: setup.inputs}
+	r := &recording{index: samples.index, samples: samples.len(), id: samples.id, epochs: cfg.Epochs, inputs: setup.inputs}
 	run, err := openRun(ctx, setup, r.fail)
 	if err != nil {
 		return nil, err
@@ -89,7 +90,7 @@ func (e *Eval[T, O]) Manifest(ctx context.Context, cfg Config) (*manifest.Manife
 	return m, nil
 }
 
-func (r *Recording) fail(err error) {
+func (r *recording) fail(err error) {
 	r.mu.Lock()
 	if r.err == nil {
 		r.err = err
@@ -98,17 +99,17 @@ func (r *Recording) fail(err error) {
 }
 
 // RunID returns the run's ID: the log's when it is resumed.
-func (r *Recording) RunID() string { return r.run.runID }
+func (r *recording) RunID() string { return r.run.runID }
 
 // Manifest returns the run's manifest (with its dataset identity), for
 // workers to check theirs against.
-func (r *Recording) Manifest() *manifest.Manifest { return r.manifest }
+func (r *recording) Manifest() *manifest.Manifest { return r.manifest }
 
 // Pending returns, per sample in dataset order (in claim order for a
 // sequential gate), the epochs without a final record: a snapshot (results
 // committed but not yet written count as pending).
-func (r *Recording) Pending() []Assignment {
-	var out []Assignment
+func (r *recording) Pending() []distrib.Assignment {
+	var out []distrib.Assignment
 	for i := range r.claimOrder() {
 		var eps []int
 		for ep := range r.epochs {
@@ -117,7 +118,7 @@ func (r *Recording) Pending() []Assignment {
 			}
 		}
 		if len(eps) > 0 {
-			out = append(out, Assignment{SampleID: r.id(i), Epochs: eps})
+			out = append(out, distrib.Assignment{SampleID: r.id(i), Epochs: eps})
 		}
 	}
 	return out
@@ -125,7 +126,7 @@ func (r *Recording) Pending() []Assignment {
 
 // Has reports whether the episode has a final record (or belongs to no
 // sample of the run, so that nothing should run it).
-func (r *Recording) Has(sampleID string, epoch int) bool {
+func (r *recording) Has(sampleID string, epoch int) bool {
 	i, ok := r.index.get(sampleID)
 	if !ok || epoch < 0 || epoch >= r.epochs {
 		return true
@@ -134,7 +135,7 @@ func (r *Recording) Has(sampleID string, epoch int) bool {
 }
 
 // HasSample reports whether the run's dataset has the sample.
-func (r *Recording) HasSample(sampleID string) bool {
+func (r *recording) HasSample(sampleID string) bool {
 	_, ok := r.index.get(sampleID)
 	return ok
 }
@@ -142,7 +143,7 @@ func (r *Recording) HasSample(sampleID string) bool {
 // CheckInput returns an error unless input is the input of the run's
 // sample sampleID, as its record holds it: a coordinator refuses a
 // worker's record that claims another input.
-func (r *Recording) CheckInput(sampleID string, input []byte) error {
+func (r *recording) CheckInput(sampleID string, input []byte) error {
 	i, ok := r.index.get(sampleID)
 	if !ok {
 		return fmt.Errorf("eval: a result for sample %q, which this run does not have", sampleID)
@@ -158,7 +159,7 @@ func (r *Recording) CheckInput(sampleID string, input []byte) error {
 // warnings). It is safe for concurrent use. It returns an error for an
 // episode the run does not have, or once results can no longer be
 // recorded (a failing log or sink).
-func (r *Recording) Commit(f Finished) error {
+func (r *recording) Commit(f distrib.Finished) error {
 	r.mu.Lock()
 	err, closed := r.err, r.closed
 	r.mu.Unlock()
@@ -181,22 +182,12 @@ func (r *Recording) Commit(f Finished) error {
 }
 
 // Complete is closed once every episode of the run has its final record.
-func (r *Recording) Complete() <-chan struct{} { return r.run.rec.complete }
-
-// RecordingStats count a Recording's episodes. Records, Errors, CostUSD
-// and Tokens are of the records committed since Open (not those a resumed
-// log held).
-type RecordingStats struct {
-	Done, Total     int64
-	Records, Errors int64
-	CostUSD         float64
-	Tokens          int64 // input and output
-}
+func (r *recording) Complete() <-chan struct{} { return r.run.rec.complete }
 
 // Stats returns the counts so far.
-func (r *Recording) Stats() RecordingStats {
+func (r *recording) Stats() distrib.Stats {
 	c := &r.run.rec.committed
-	return RecordingStats{
+	return distrib.Stats{
 		Done: r.run.done.count(), Total: r.run.total,
 		Records: c.records.Load(), Errors: c.errors.Load(),
 		CostUSD: float64(c.costNanoUSD.Load()) / 1e9, Tokens: c.tokens.Load(),
@@ -206,14 +197,14 @@ func (r *Recording) Stats() RecordingStats {
 // SetStopped records in the report why the run stopped early: episodes
 // that were in flight elsewhere when it stopped (they run on resume), and
 // whether the budget was spent.
-func (r *Recording) SetStopped(cancelled int, budgetExhausted bool) {
+func (r *recording) SetStopped(cancelled int, budgetExhausted bool) {
 	r.run.cancelled, r.run.budgetHit = cancelled, budgetExhausted
 }
 
 // Close writes what was committed, closes the log, the transcript store and the
 // sinks, and returns the report of the run. No Commit may run concurrently
 // with Close, or after it.
-func (r *Recording) Close(ctx context.Context) (*report.Report, error) {
+func (r *recording) Close(ctx context.Context) (*report.Report, error) {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
@@ -224,12 +215,19 @@ func (r *Recording) Close(ctx context.Context) (*report.Report, error) {
 
 // Progress returns a snapshot of the run's progress. Running and Longest
 // are what the function given to SetRunning says (none before).
-func (r *Recording) Progress() Progress { return r.progress.snapshot(time.Now(), false) }
+func (r *recording) Progress() Progress { return r.progress.snapshot(time.Now(), false) }
 
 // SetRunning gives the Recording what is in flight elsewhere (on the
 // workers of a distributed run), for Progress and the progress line: the
 // count, and the longest-running episodes, longest first. It is called
 // for every snapshot, from one goroutine at a time.
-func (r *Recording) SetRunning(running func() (int, []RunningEpisode)) {
-	r.progress.setRunning(running)
+func (r *recording) SetRunning(running func() (int, []distrib.RunningEpisode)) {
+	r.progress.setRunning(func() (int, []RunningEpisode) {
+		n, longest := running()
+		out := make([]RunningEpisode, len(longest))
+		for i, ep := range longest {
+			out[i] = RunningEpisode(ep)
+		}
+		return n, out
+	})
 }

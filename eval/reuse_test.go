@@ -20,6 +20,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
 	"github.com/proctor-evals/proctor/sink"
@@ -502,7 +503,7 @@ func TestCoordinatorKeepsNoEarlierLogOpen(t *testing.T) {
 	_, err := e.Run(context.Background(), eval.Config{Log: base, Quiet: true})
 	require.NoError(t, err)
 	e.Versions.Judge = "j2"
-	rec, err := e.Open(context.Background(), eval.Config{Log: filepath.Join(dir, "coord.jsonl"), ReuseFrom: []string{base}, Quiet: true})
+	rec, err := distrib.Open(e, context.Background(), eval.Config{Log: filepath.Join(dir, "coord.jsonl"), ReuseFrom: []string{base}, Quiet: true})
 	require.NoError(t, err)
 	require.Len(t, rec.Pending(), 2, "the workers run the episodes whose judge changed")
 	_, err = rec.Close(context.Background())

@@ -148,11 +148,11 @@ func (s *scheduler[T, O]) isDecided() bool {
 // decided: a coordinator then stops handing out work. Results of episodes
 // in flight are still committed and recorded. Without a gate it is nil,
 // and never ready.
-func (r *Recording) Decided() <-chan struct{} { return r.run.decided }
+func (r *recording) Decided() <-chan struct{} { return r.run.decided }
 
 // claimOrder yields the run's samples in the order they should run: the
 // sequential gate's claim order, or the dataset's.
-func (r *Recording) claimOrder() iter.Seq[int] {
+func (r *recording) claimOrder() iter.Seq[int] {
 	order := r.run.agg.ClaimOrder()
 	return func(yield func(int) bool) {
 		for k := range r.samples {

@@ -20,6 +20,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/stats"
@@ -281,9 +282,9 @@ func TestSequentialCoordinatorDecidesAsOneProcess(t *testing.T) {
 
 	c := cfg
 	c.Log = filepath.Join(t.TempDir(), "coord.jsonl")
-	rec, err := e.Open(context.Background(), c)
+	rec, err := distrib.Open(e, context.Background(), c)
 	require.NoError(t, err)
-	work := make(chan eval.Assignment)
+	work := make(chan distrib.Assignment)
 	go func() {
 		defer close(work)
 		for _, a := range rec.Pending() {
@@ -299,7 +300,7 @@ func TestSequentialCoordinatorDecidesAsOneProcess(t *testing.T) {
 		wg.Go(func() {
 			wc := c
 			wc.Log, wc.Worker = "", fmt.Sprintf("w%d", w)
-			require.NoError(t, e.Work(context.Background(), wc, work, func(f eval.Finished) { require.NoError(t, rec.Commit(f)) }))
+			require.NoError(t, distrib.Work(e, context.Background(), wc, work, func(f distrib.Finished) { require.NoError(t, rec.Commit(f)) }))
 		})
 	}
 	wg.Wait()

@@ -2,37 +2,38 @@ package eval
 
 // The two halves of a run, for engines that carry episodes between
 // machines (package cluster): a worker is the scheduler without a
-// recorder (Work); a coordinator is the recorder and aggregator fed with
-// the results of workers (Open, Recording).
+// recorder (work); a coordinator is the recorder and aggregator fed with
+// the results of workers (open, recording). Package cluster reaches them
+// through internal/distrib, which this file sets.
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 
-	"github.com/proctor-evals/proctor/harness"
-	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
-// Assignment is work for a worker: epochs of one sample, run on one
-// machine so that the sample's sandbox environment is provisioned once.
-type Assignment struct {
-	SampleID string `json:"sample_id"`
-	Epochs   []int  `json:"epochs"`
-	// Refused, when set, is called instead of ending Work when this
-	// worker cannot run the assignment (a sample its dataset lacks, an
-	// epoch out of range): Work goes on with the next.
-	Refused func(error) `json:"-"`
+// distributable is an *Eval of any types.
+type distributable interface {
+	open(ctx context.Context, cfg Config) (*recording, error)
+	work(ctx context.Context, cfg Config, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error
 }
 
-// Finished is an episode with its final record and its transcript (nil
-// when the harness recorded none).
-type Finished struct {
-	Record     sink.Record
-	Transcript []harness.Event
+func init() {
+	distrib.Open = func(e any, ctx context.Context, cfg any) (distrib.Recording, error) {
+		r, err := e.(distributable).open(ctx, cfg.(Config))
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	distrib.Work = func(e any, ctx context.Context, cfg any, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
+		return e.(distributable).work(ctx, cfg.(Config), assignments, done)
+	}
 }
 
-// Work runs the episodes of the assignments it receives, on this machine,
+// work runs the episodes of the assignments it receives, on this machine,
 // with Run's scheduler: concurrency, timeouts, retries, panics, the
 // sandbox pool (one environment per assignment's sample, a fork per
 // episode). It gives each finished episode to done, from many goroutines
@@ -50,7 +51,7 @@ type Finished struct {
 // a dataset.Slice) stays streamed, as in Run: the worker keeps its IDs,
 // and holds a sample from its work's arrival to its last episode, reading
 // the dataset again from its start only for work behind its reading.
-func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
+func (e *Eval[T, O]) work(ctx context.Context, cfg Config, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
 	// A streamed dataset stays streamed: the worker holds the samples of
 	// the work it has, not the dataset.
 	cfg, samples, err := e.prepare(ctx, cfg, true)
@@ -82,7 +83,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 	go func() {
 		defer close(feed)
 		for {
-			var a Assignment
+			var a distrib.Assignment
 			var ok bool
 			select {
 			case a, ok = <-assignments:
@@ -130,7 +131,7 @@ func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan As
 
 // checkAssignment returns the index of a's sample, or why this worker
 // cannot run a.
-func checkAssignment(a Assignment, index *sampleIndex, epochs int) (int, error) {
+func checkAssignment(a distrib.Assignment, index *sampleIndex, epochs int) (int, error) {
 	i, known := index.get(a.SampleID)
 	if !known {
 		return 0, fmt.Errorf("eval: assigned sample %q is not in this worker's dataset", a.SampleID)
@@ -144,9 +145,9 @@ func checkAssignment(a Assignment, index *sampleIndex, epochs int) (int, error) 
 }
 
 // workCommitter hands a worker's finished episodes to its caller.
-type workCommitter func(Finished)
+type workCommitter func(distrib.Finished)
 
-func (w workCommitter) commit(f *finished) { w(Finished{Record: f.rec, Transcript: f.events}) }
+func (w workCommitter) commit(f *finished) { w(distrib.Finished{Record: f.rec, Transcript: f.events}) }
 
 // check rejects an Eval that cannot run.
 func (e *Eval[T, O]) check() error {

@@ -16,6 +16,7 @@ import (
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/sink"
 )
 
@@ -137,7 +138,7 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 
 	c := cfg
 	c.Log = filepath.Join(t.TempDir(), "coord.jsonl")
-	rec, err := e.Open(context.Background(), c)
+	rec, err := distrib.Open(e, context.Background(), c)
 	require.NoError(t, err)
 	m, err := e.Manifest(context.Background(), c)
 	require.NoError(t, err)
@@ -145,16 +146,16 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 
 	pending := rec.Pending()
 	require.Len(t, pending, 40)
-	work := make(chan eval.Assignment, len(pending))
+	work := make(chan distrib.Assignment, len(pending))
 	for _, a := range pending {
 		work <- a
 	}
 	close(work)
 	var mu sync.Mutex
-	var first *eval.Finished
+	var first *distrib.Finished
 	w := c
 	w.Log, w.Worker = "", "host-a:1"
-	err = e.Work(context.Background(), w, work, func(f eval.Finished) {
+	err = distrib.Work(e, context.Background(), w, work, func(f distrib.Finished) {
 		require.Equal(t, "host-a:1", f.Record.Worker)
 		require.NoError(t, rec.Commit(f))
 		mu.Lock()
@@ -165,7 +166,7 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, rec.Commit(*first), "a late duplicate is dropped, not an error")
-	require.Error(t, rec.Commit(eval.Finished{Record: sink.Record{SampleID: "nope"}}))
+	require.Error(t, rec.Commit(distrib.Finished{Record: sink.Record{SampleID: "nope"}}))
 	<-rec.Complete()
 	st := rec.Stats()
 	require.Equal(t, int64(80), st.Done)
@@ -180,7 +181,7 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	}
 
 	// Reopened, the log is complete: nothing is pending.
-	again, err := e.Open(context.Background(), c)
+	again, err := distrib.Open(e, context.Background(), c)
 	require.NoError(t, err)
 	require.Empty(t, again.Pending())
 	<-again.Complete()
@@ -209,12 +210,12 @@ func TestWorkStreamsAStreamedDataset(t *testing.T) {
 
 	// This worker's share: every other sample, in dataset order, then one
 	// behind (queued again), then the last.
-	var work []eval.Assignment
+	var work []distrib.Assignment
 	for i := 0; i < 38; i += 2 {
-		work = append(work, eval.Assignment{SampleID: fmt.Sprintf("task-%03d", i), Epochs: []int{0, 1}})
+		work = append(work, distrib.Assignment{SampleID: fmt.Sprintf("task-%03d", i), Epochs: []int{0, 1}})
 	}
-	work = append(work, eval.Assignment{SampleID: "task-005", Epochs: []int{1}}, eval.Assignment{SampleID: "task-039", Epochs: []int{0, 1}})
-	in := make(chan eval.Assignment)
+	work = append(work, distrib.Assignment{SampleID: "task-005", Epochs: []int{1}}, distrib.Assignment{SampleID: "task-039", Epochs: []int{0, 1}})
+	in := make(chan distrib.Assignment)
 	go func() {
 		defer close(in)
 		for _, a := range work {
@@ -223,7 +224,7 @@ func TestWorkStreamsAStreamedDataset(t *testing.T) {
 	}()
 	var mu sync.Mutex
 	got := map[string]sink.Status{}
-	err = e.Work(context.Background(), cfg, in, func(f eval.Finished) {
+	err = distrib.Work(e, context.Background(), cfg, in, func(f distrib.Finished) {
 		mu.Lock()
 		defer mu.Unlock()
 		got[fmt.Sprint(f.Record.SampleID, f.Record.Epoch)] = f.Record.Status
@@ -238,8 +239,8 @@ func TestWorkStreamsAStreamedDataset(t *testing.T) {
 
 func TestWorkRefusesAnAssignmentItsDatasetLacks(t *testing.T) {
 	t.Parallel()
-	work := make(chan eval.Assignment, 1)
-	work <- eval.Assignment{SampleID: "elsewhere", Epochs: []int{0}}
-	err := seeded(3).Work(context.Background(), eval.Config{}, work, func(eval.Finished) { t.Error("nothing runs") })
+	work := make(chan distrib.Assignment, 1)
+	work <- distrib.Assignment{SampleID: "elsewhere", Epochs: []int{0}}
+	err := distrib.Work(seeded(3), context.Background(), eval.Config{}, work, func(distrib.Finished) { t.Error("nothing runs") })
 	require.ErrorContains(t, err, `"elsewhere" is not in this worker's dataset`)
 }

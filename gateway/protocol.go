@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/proctor-evals/proctor/internal/providerusage"
 	"github.com/proctor-evals/proctor/usage"
 )
 
@@ -139,82 +140,16 @@ func (c *counted) fail(err error) {
 	}
 }
 
-// Wire shapes of usage, as each API reports it.
+// Wire shapes of usage, as each API reports it: internal/providerusage's,
+// which the judges' clients decode too.
 type (
-	chatUsage struct {
-		PromptTokens        int64 `json:"prompt_tokens"`
-		CompletionTokens    int64 `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails struct {
-			ReasoningTokens int64 `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	}
-	responsesUsage struct {
-		InputTokens        int64 `json:"input_tokens"`
-		OutputTokens       int64 `json:"output_tokens"`
-		InputTokensDetails struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-		OutputTokensDetails struct {
-			ReasoningTokens int64 `json:"reasoning_tokens"`
-		} `json:"output_tokens_details"`
-	}
-	messagesUsage struct {
-		InputTokens              *int64 `json:"input_tokens"`
-		OutputTokens             int64  `json:"output_tokens"`
-		CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	}
+	chatUsage      = providerusage.Chat
+	responsesUsage = providerusage.Responses
+	messagesUsage  = providerusage.Messages
 )
 
-var errNegative = errors.New("a negative token count")
-
-func (u chatUsage) usage() (usage.Usage, error) {
-	out := usage.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
-		CacheReadTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
-	return out, check(out)
-}
-
-func (u responsesUsage) usage() (usage.Usage, error) {
-	out := usage.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		CacheReadTokens: u.InputTokensDetails.CachedTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
-	return out, check(out)
-}
-
-// merge folds an Anthropic usage object into u: message_start carries the
-// input, message_delta the cumulative output (and, in newer API versions,
-// the input again); a field absent leaves u's.
-func (m messagesUsage) merge(u usage.Usage) (usage.Usage, bool, error) {
-	inputSeen := m.InputTokens != nil
-	if m.InputTokens != nil {
-		read, write := u.CacheReadTokens, u.CacheWriteTokens
-		if m.CacheReadInputTokens != nil {
-			read = *m.CacheReadInputTokens
-		}
-		if m.CacheCreationInputTokens != nil {
-			write = *m.CacheCreationInputTokens
-		}
-		// Anthropic's input_tokens is the uncached rest: the convention
-		// counts all input.
-		u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = *m.InputTokens+read+write, read, write
-	}
-	u.OutputTokens = m.OutputTokens
-	return u, inputSeen, check(u)
-}
-
-// check rejects counts no provider sends: negative ones, or cache and
-// reasoning subsets larger than what holds them.
-func check(u usage.Usage) error {
-	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.ReasoningTokens < 0 {
-		return errNegative
-	}
-	if u.CacheReadTokens+u.CacheWriteTokens > u.InputTokens || u.ReasoningTokens > u.OutputTokens {
-		return errors.New("cache or reasoning tokens exceed the tokens that contain them")
-	}
-	return nil
-}
+// check rejects counts no provider sends.
+var check = providerusage.Check
 
 // decodeJSON reads a whole (non-streamed) response body's model and usage.
 func (c *counted) decodeJSON(body []byte) {
@@ -249,13 +184,13 @@ func decodeUsage(api string, raw []byte) (usage.Usage, error) {
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return usage.Usage{}, err
 		}
-		return u.usage()
+		return u.Usage()
 	case apiResponses:
 		var u responsesUsage
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return usage.Usage{}, err
 		}
-		return u.usage()
+		return u.Usage()
 	case apiMessages:
 		var u messagesUsage
 		if err := json.Unmarshal(raw, &u); err != nil {
@@ -264,7 +199,7 @@ func decodeUsage(api string, raw []byte) (usage.Usage, error) {
 		if u.InputTokens == nil {
 			return usage.Usage{}, errors.New("no input_tokens")
 		}
-		out, _, err := u.merge(usage.Usage{})
+		out, _, err := u.Merge(usage.Usage{})
 		return out, err
 	}
 	return usage.Usage{}, fmt.Errorf("no usage decoder for %q", api)
@@ -318,7 +253,7 @@ func (c *counted) chatEvent(data []byte) {
 		}
 	}
 	if ch.Usage != nil {
-		u, err := ch.Usage.usage()
+		u, err := ch.Usage.Usage()
 		if err != nil {
 			c.fail(fmt.Errorf("the stream's usage: %w", err))
 			return
@@ -352,7 +287,7 @@ func (c *counted) responsesEvent(data []byte) {
 		if ev.Response.Usage == nil {
 			return
 		}
-		u, err := ev.Response.Usage.usage()
+		u, err := ev.Response.Usage.Usage()
 		if err != nil {
 			c.fail(fmt.Errorf("the stream's usage: %w", err))
 			return
@@ -402,7 +337,7 @@ func (c *counted) messagesEvent(name string, data []byte) {
 	if u == nil {
 		return
 	}
-	merged, inputSeen, err := u.merge(c.usage)
+	merged, inputSeen, err := u.Merge(c.usage)
 	if err != nil {
 		c.fail(fmt.Errorf("the stream's usage: %w", err))
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/internal/judgestages"
 	"github.com/proctor-evals/proctor/internal/judging"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/usage"
@@ -32,6 +33,7 @@ type Episode[T any] struct {
 	sim     Usage // the part of agent a simulated user spent
 	judging bool
 	events  []Event
+	stages  *judgestages.Tally // the judge's stages, counted by package judge; nil for a judge without
 }
 
 // Usage is what an episode consumed from model providers: the type of
@@ -143,15 +145,40 @@ func (ep *Episode[T]) isJudging() bool {
 	return ep.judging
 }
 
+// stageCalled counts a call of a stage of the judge.
+func (ep *Episode[T]) stageCalled(path string, verdict bool) {
+	ep.mu.Lock()
+	if ep.stages == nil {
+		ep.stages = new(judgestages.Tally)
+	}
+	ep.stages.Add(path, verdict)
+	ep.mu.Unlock()
+}
+
+// judgeStages returns the counts of the judge's stages in a record's
+// judge_stages form.
+func (ep *Episode[T]) judgeStages() string {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.stages == nil {
+		return ""
+	}
+	return ep.stages.String()
+}
+
 // judgingEpisode is an *Episode of any sample type.
 type judgingEpisode interface {
 	startJudging()
 	isJudging() bool
+	stageCalled(path string, verdict bool)
+	judgeStages() string
 }
 
 func init() {
 	judging.Start = func(ep any) { ep.(judgingEpisode).startJudging() }
 	judging.Started = func(ep any) bool { return ep.(judgingEpisode).isJudging() }
+	judging.Called = func(ep any, path string, verdict bool) { ep.(judgingEpisode).stageCalled(path, verdict) }
+	judging.Stages = func(ep any) string { return ep.(judgingEpisode).judgeStages() }
 }
 
 // UsageByRole returns the episode's usage so far split between the agent

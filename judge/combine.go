@@ -66,9 +66,10 @@ func logic[T, O any](ctx context.Context, ep *harness.Episode[T], out O, js []Ju
 	var reasons []string
 	var unscored error
 	for i, j := range js {
-		v, err := j.Judge(ctx, ep, out)
+		step := fmt.Sprintf("%s[%d]", name, i)
+		v, err := callStage(ctx, step, j, ep, out)
 		if err != nil {
-			err = within(fmt.Sprintf("%s[%d]", name, i), err)
+			err = within(step, err)
 			if errors.Is(err, ErrUnscored) {
 				if unscored == nil {
 					unscored = err
@@ -163,7 +164,7 @@ func Weighted[T, O any](threshold float64, cs ...Criterion[T, O]) Judge[T, O] {
 		scores := make(map[string]float64, len(cs))
 		var reasons []string
 		for _, c := range cs {
-			v, err := c.Judge.Judge(ctx, ep, out)
+			v, err := callStage(ctx, "weighted."+c.Name, c.Judge, ep, out)
 			if err != nil {
 				var ue *UnscoredError
 				if errors.As(err, &ue) {
@@ -223,7 +224,7 @@ func Cascade[T, O any](cheap, expensive Judge[T, O], settle Settle) Judge[T, O] 
 		panic("judge: Cascade needs a settle rule")
 	}
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
-		v, err := cheap.Judge(ctx, ep, out)
+		v, err := callStage(ctx, "cascade.cheap", cheap, ep, out)
 		if err != nil && !errors.Is(err, ErrUnscored) {
 			return Verdict{}, within("cascade.cheap", err)
 		}
@@ -231,7 +232,7 @@ func Cascade[T, O any](cheap, expensive Judge[T, O], settle Settle) Judge[T, O] 
 			v.Scores = mergeScores(v.Scores, "", map[string]float64{"escalated": 0})
 			return v, nil
 		}
-		e, err := expensive.Judge(ctx, ep, out)
+		e, err := callStage(ctx, "cascade.expensive", expensive, ep, out)
 		if err != nil {
 			return e, within("cascade.expensive", err)
 		}
@@ -271,8 +272,9 @@ func Vote[T, O any](n int, js ...Judge[T, O]) Judge[T, O] {
 		var wg sync.WaitGroup
 		for i := range ballots {
 			wg.Go(func() {
-				ballots[i].v, ballots[i].err = js[i%len(js)].Judge(ctx, ep, out)
-				ballots[i].err = within(fmt.Sprintf("vote[%d]", i%len(js)), ballots[i].err)
+				step := fmt.Sprintf("vote[%d]", i%len(js))
+				ballots[i].v, ballots[i].err = callStage(ctx, step, js[i%len(js)], ep, out)
+				ballots[i].err = within(step, ballots[i].err)
 			})
 		}
 		wg.Wait()

@@ -156,7 +156,8 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 			passAt = max(passAt, v)
 		}
 	}
-	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
+	// Named counts its calls as a stage and marks its errors with its name.
+	return Named(o.Name, Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
 		data := RubricData{Input: ep.Sample.Input, Output: out, SampleID: ep.Sample.ID, Tags: ep.Sample.Tags}
 		var task any = ep.Sample.Input
 		if o.Task != nil {
@@ -189,13 +190,12 @@ func Rubric[T, O any](m Model, opts *RubricOptions[T]) Judge[T, O] {
 		if err != nil {
 			ev.Error = err.Error()
 			ep.AddEvent(ev)
-			return Verdict{}, within(o.Name, fmt.Errorf("judge: rubric: %w", err))
+			return Verdict{}, fmt.Errorf("judge: rubric: %w", err)
 		}
 		ev.Output = mustJSON(resp)
 		ep.AddEvent(ev)
-		v, err := ParseGrade(resp, grades, passAt)
-		return v, within(o.Name, err)
-	})
+		return ParseGrade(resp, grades, passAt)
+	}))
 }
 
 // scalar reports whether a value of type t shows nothing but itself.

@@ -53,7 +53,7 @@ func within(step string, err error) error {
 // coming from name, so that the report names it where they are counted.
 func Named[T, O any](name string, j Judge[T, O]) Judge[T, O] {
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
-		v, err := j.Judge(ctx, ep, out)
+		v, err := callStage(ctx, name, j, ep, out)
 		return v, within(name, err)
 	})
 }

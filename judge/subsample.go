@@ -75,7 +75,7 @@ func Subsample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint
 		panic(fmt.Sprintf("judge: Subsample rate %v is not in (0, 1]", rate))
 	}
 	return Func[T, O](func(ctx context.Context, ep *harness.Episode[T], out O) (Verdict, error) {
-		s, err := suspect.Judge(ctx, ep, out)
+		s, err := callStage(ctx, "subsample.suspect", suspect, ep, out)
 		if err != nil && !errors.Is(err, ErrUnscored) {
 			return Verdict{}, within("subsample.suspect", err)
 		}
@@ -85,7 +85,7 @@ func Subsample[T, O any](suspect, expensive Judge[T, O], rate float64, seed uint
 			return s, &notSampledError{&UnscoredError{Reason: fmt.Sprintf(
 				"not sampled: suspected pass outside the %g sample for the expensive judge (weight 0)", rate)}}
 		}
-		v, err := expensive.Judge(ctx, ep, out)
+		v, err := callStage(ctx, "subsample.expensive", expensive, ep, out)
 		if err != nil {
 			return v, within("subsample.expensive", err)
 		}

@@ -53,6 +53,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendOptString(b, `,"error":`, r.Error)
 	b = appendOptString(b, `,"error_kind":`, string(r.ErrorKind))
 	b = appendOptString(b, `,"error_source":`, r.ErrorSource)
+	b = appendOptString(b, `,"judge_stages":`, r.JudgeStages)
 	b = appendRaw(b, `,"input":`, r.Input)
 	b = appendRaw(b, `,"output":`, r.Output)
 	if len(r.Tags) > 0 {

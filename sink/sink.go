@@ -72,6 +72,8 @@ const (
 //   - trace (Go: Transcript): PATH#OFFSET, the episode's transcript in the
 //     run's transcript store beside the log (run.traces.jsonl for
 //     run.jsonl; jsonl.TranscriptLink). The JSON name predates the word.
+//   - judge_stages: the calls of each stage of the judge, and how many
+//     gave a verdict (Go: JudgeStages).
 //   - parent_run_id: for a rejudged run, the run whose outputs it judged.
 //   - reused_from: for a reused result, the run that produced it.
 //   - worker: where the episode ran in a sharded or distributed run
@@ -98,7 +100,15 @@ type Record struct {
 	// stage ("sandbox", "harness", "judge") and, for a judge, its path
 	// through the combinators ("judge/cascade.expensive/rubric"). Empty
 	// in logs written before it existed.
-	ErrorSource  string            `json:"error_source,omitempty"`
+	ErrorSource string `json:"error_source,omitempty"`
+	// JudgeStages counts the calls of each stage of the judge (its path,
+	// as in ErrorSource) and those that gave a verdict:
+	// "judge/cascade.cheap=1/1,judge/cascade.expensive/rubric=1/0", the
+	// paths sorted, "%" and "," in them written %25 and %2C. Empty for a
+	// judge without stages (no combinator, Named or Rubric) and in logs
+	// written before it existed. A report fails its gates on a stage that
+	// never gave a verdict, however few episodes reached it.
+	JudgeStages  string            `json:"judge_stages,omitempty"`
 	Input        json.RawMessage   `json:"input,omitempty"`  // the sample's input, as JSON
 	Output       json.RawMessage   `json:"output,omitempty"` // the harness's output, as JSON; for both, see MaxJSONDepth
 	Tags         map[string]string `json:"tags,omitempty"`
@@ -125,8 +135,8 @@ type Record struct {
 	SimulatorOutputTokens int64   `json:"simulator_output_tokens,omitempty"`
 	SimulatorCostUSD      float64 `json:"simulator_cost_usd,omitempty"`
 	SimulatorModel        string  `json:"simulator_model,omitempty"`
-	Seed       uint64 `json:"seed"`
-	Transcript string `json:"trace,omitempty"` // a link that resolves to the episode's transcript
+	Seed                  uint64  `json:"seed"`
+	Transcript            string  `json:"trace,omitempty"` // a link that resolves to the episode's transcript
 	// ParentRunID names the run this record was derived from (a rejudged
 	// run links to the run whose outputs it judged again).
 	ParentRunID string `json:"parent_run_id,omitempty"`

@@ -102,6 +102,7 @@ type plainRecord struct {
 	Error                 string             `json:"error,omitempty"`
 	ErrorKind             sink.ErrorKind     `json:"error_kind,omitempty"`
 	ErrorSource           string             `json:"error_source,omitempty"`
+	JudgeStages           string             `json:"judge_stages,omitempty"`
 	Input                 json.RawMessage    `json:"input,omitempty"`
 	Output                json.RawMessage    `json:"output,omitempty"`
 	Tags                  map[string]string  `json:"tags,omitempty"`

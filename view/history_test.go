@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,6 +206,38 @@ func TestRunPageSaysLiveOnlyWhileWritten(t *testing.T) {
 // for sharded runs. Now the shard logs of a run are one run.
 func TestHistoryPageJoinsShards(t *testing.T) {
 	t.Parallel()
+	dir := shardedRuns(t)
+	_, ts := serve(t, []string{dir}, nil)
+	code, _, body := get(t, ts.URL+"/history?eval=arith")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `id="drift-banner"`)
+	require.Contains(t, body, "-40.0 pts")
+	require.Equal(t, 2, strings.Count(body, "<tr><td>")+strings.Count(body, `<tr class="drift"><td>`), "two runs, not four logs")
+}
+
+// TestRunsListJoinsShards: the runs list showed each shard log of a run
+// as a run of its own. Now a run written in shards is one row, its
+// figures those of all its shards, each shard linked from it.
+func TestRunsListJoinsShards(t *testing.T) {
+	t.Parallel()
+	_, ts := serve(t, []string{shardedRuns(t)}, nil)
+	code, _, body := get(t, ts.URL+"/")
+	require.Equal(t, 200, code, body)
+	rows := regexp.MustCompile(`(?s)<tr><td>.*?</tr>`).FindAllString(body, -1)
+	require.Len(t, rows, 2, "two runs, not four logs")
+	for i, row := range rows { // newest first: the second run's 40 failures
+		require.Contains(t, row, "arith-shared <span class=\"meta\">(2 shards:")
+		require.Contains(t, row, "<td>100</td>", "every shard's episodes")
+		require.Contains(t, row, []string{"60.0%", "100.0%"}[i])
+		for shard := range 2 {
+			require.Contains(t, row, fmt.Sprintf(`href="/run/run%d-%d.jsonl"`, 1-i, shard))
+		}
+	}
+}
+
+// shardedRuns writes two runs of one eval, each in two shard logs; the
+// second is 40 points worse.
+func shardedRuns(t *testing.T) string {
 	dir := t.TempDir()
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	for run, failFrom := range []int{100, 60} { // the second run 40 points worse
@@ -226,10 +259,5 @@ func TestHistoryPageJoinsShards(t *testing.T) {
 				Dataset: manifest.DatasetIdentity{Samples: 100, Hash: "sum:100"}}))
 		}
 	}
-	_, ts := serve(t, []string{dir}, nil)
-	code, _, body := get(t, ts.URL+"/history?eval=arith")
-	require.Equal(t, 200, code, body)
-	require.Contains(t, body, `id="drift-banner"`)
-	require.Contains(t, body, "-40.0 pts")
-	require.Equal(t, 2, strings.Count(body, "<tr><td>")+strings.Count(body, `<tr class="drift"><td>`), "two runs, not four logs")
+	return dir
 }

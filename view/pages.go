@@ -336,6 +336,7 @@ type runRow struct {
 	Cost                      float64
 	Size                      int64
 	Live                      bool
+	Shards                    []shardLink // the logs of a run written in shards
 }
 
 type trend struct {
@@ -343,11 +344,11 @@ type trend struct {
 	Plot string
 }
 
-func runsData(snaps []*snapshot) *runsBody {
+func runsData(snaps []*snapshot, shards map[*snapshot][]shardLink) *runsBody {
 	b := &runsBody{}
 	byEval := map[string][]*snapshot{}
 	for _, s := range snaps {
-		row := runRow{ID: s.ID, URL: runURL(s.ID), Size: s.Size}
+		row := runRow{ID: s.ID, URL: runURL(s.ID), Size: s.Size, Shards: shards[s]}
 		if s.Err != nil {
 			row.Err = s.Err.Error()
 		}
@@ -368,7 +369,12 @@ func runsData(snaps []*snapshot) *runsBody {
 			}
 		}
 		b.Runs = append(b.Runs, row)
-		b.IDs = append(b.IDs, s.ID)
+		if len(row.Shards) == 0 {
+			b.IDs = append(b.IDs, s.ID)
+		}
+		for _, l := range row.Shards {
+			b.IDs = append(b.IDs, l.ID)
+		}
 	}
 	slices.SortStableFunc(b.Runs, func(x, y runRow) int { return cmp.Or(y.Started.Compare(x.Started), strings.Compare(x.ID, y.ID)) })
 	for _, eval := range slices.Sorted(maps.Keys(byEval)) {

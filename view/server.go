@@ -309,7 +309,8 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		snaps = append(snaps, snap)
 	}
-	s.render(w, r, "runs", &page{Title: "proctor runs", Body: runsData(snaps)})
+	snaps, shards := s.joinShards(snaps)
+	s.render(w, r, "runs", &page{Title: "proctor runs", Body: runsData(snaps, shards)})
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {

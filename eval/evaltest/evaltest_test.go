@@ -109,6 +109,29 @@ func TestGateFailsWhenInfrastructureBreaks(t *testing.T) {
 	require.True(t, strings.Contains(rec.errors[0], "50 errored and 0 unscored of 200 episodes"), rec.errors[0])
 }
 
+// TestGateFailsOnAStageThatNeverGaveAVerdict: a cascade's grader that
+// fails on each of the 2 episodes it is called on (1% of 200, under the
+// no-verdict share) fails the gate, named.
+func TestGateFailsOnAStageThatNeverGaveAVerdict(t *testing.T) {
+	t.Parallel()
+	e := arithmetic(adder(-1))
+	exact := e.Judge
+	cheap := judge.Func[question, string](func(ctx context.Context, ep *harness.Episode[question], out string) (judge.Verdict, error) {
+		if ep.Sample.Input.A%100 == 7 { // q7, q107: the cheap check cannot settle these
+			return judge.Fail("no exact match"), nil
+		}
+		return exact.Judge(ctx, ep, out)
+	})
+	grader := judge.Func[question, string](func(context.Context, *harness.Episode[question], string) (judge.Verdict, error) {
+		return judge.Verdict{}, errors.New("grader unreachable")
+	})
+	e.Judge = judge.Cascade(cheap, judge.Named("grader", judge.Judge[question, string](grader)), judge.PassSettles)
+	rec := &recorder{TB: t}
+	evaltest.Run(rec, e, eval.Config{Retries: -1}, evaltest.Gate{MinLowerBound: 0.5})
+	require.Len(t, rec.errors, 1)
+	require.Contains(t, rec.errors[0], "judge/cascade.expensive/grader")
+}
+
 func TestSequentialGateStopsEarlyAndDecides(t *testing.T) {
 	t.Parallel()
 	// Always right: shown at or above 90% long before the 200 samples run.

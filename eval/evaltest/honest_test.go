@@ -140,10 +140,13 @@ func TestCascadeWithItsGraderDownFailsTheGate(t *testing.T) {
 			msg := rec.errors[0]
 			require.Contains(t, msg, "the worst case's lower bound")
 			require.Contains(t, msg, "19 "+status+" from judge/cascade.expensive/rubric")
-			// ...and passes when told to exclude errors.
+			// ...and still fails when told to exclude errors: the grader
+			// gave no verdict on any of the 19 episodes it was called on.
 			rec = &recorder{TB: t}
 			evaltest.Check(rec, rep, evaltest.Gate{MinLowerBound: 0.95, ExcludeErrors: true, MaxErrorRate: 1})
-			require.Empty(t, rec.errors)
+			require.Len(t, rec.errors, 1)
+			require.Contains(t, rec.errors[0], "the judge gave no verdict on any of its calls (judge/cascade.expensive/rubric)")
+			require.NotContains(t, rec.errors[0], "lower bound")
 
 			// The text report says it first; JSON and HTML carry it.
 			text := rep.String()
@@ -164,9 +167,9 @@ func TestCascadeWithItsGraderDownFailsTheGate(t *testing.T) {
 			require.Contains(t, html.String(), "between 92.4%")
 			require.Contains(t, html.String(), "judge/cascade.expensive/rubric")
 
-			// The command exits 1: too many episodes without a verdict, and
-			// the worst case under -min-lower-bound; with both told
-			// otherwise, 0.
+			// The command exits 1: too many episodes without a verdict; and
+			// with that and the worst case told otherwise, still 1: the
+			// grader never gave a verdict.
 			run := func(args ...string) (int, string) {
 				var out, errOut bytes.Buffer
 				code := cli.MainArgs(t.Context(), e, eval.Config{Retries: 1, Backoff: time.Millisecond}, append([]string{"-log", log, "-quiet"}, args...), &out, &errOut)
@@ -175,11 +178,9 @@ func TestCascadeWithItsGraderDownFailsTheGate(t *testing.T) {
 			code, stderr := run()
 			require.Equal(t, 1, code, stderr)
 			require.Contains(t, stderr, "over -max-no-verdict")
-			code, stderr = run("-max-no-verdict", "-1", "-min-lower-bound", "0.95")
-			require.Equal(t, 1, code, stderr)
-			require.Contains(t, stderr, "gate failed")
 			code, stderr = run("-max-no-verdict", "-1", "-min-lower-bound", "0.95", "-exclude-errors")
-			require.Equal(t, 0, code, stderr)
+			require.Equal(t, 1, code, stderr)
+			require.Contains(t, stderr, "judge/cascade.expensive/rubric gave no verdict on any of its 19 calls")
 		})
 	}
 }

@@ -77,6 +77,7 @@ type Aggregator struct {
 	reusedCost usage.Usage  // usage of the reused records
 	spend      spending     // usage by role and model (honest.go)
 	sources    errorSources // errors and unscored verdicts by where they came from (honest.go)
+	stages     judgeStages  // the judge's stages' calls and verdicts (stages.go)
 	failures   failureList
 	warnings   []string
 	seq        *sequential // the sequential gate (sequential.go); nil without one
@@ -287,6 +288,9 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	a.spend.add(r)
 	if r.Status == sink.Error || r.Status == sink.Unscored && r.ErrorKind != sink.KindNotSampled {
 		a.sources.add(r)
+	}
+	if w := a.stages.add(r); w != "" {
+		a.Warn(w)
 	}
 	switch {
 	case r.ReusedFrom != "":

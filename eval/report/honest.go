@@ -115,20 +115,24 @@ func (a *Aggregator) honest(r *Report) {
 		r.WorstCase = wc
 	}
 	r.ErrorSources = a.sources.report()
+	r.JudgeStages = a.stages.report()
 	r.JudgeUsage = a.spend.judge
 	r.SimulatorUsage = a.spend.simulator
 	r.ByModel = a.spend.report()
 }
 
-// BrokenJudge returns where a judge that gave no verdict on any of its
-// calls failed (the error source of its errors and unscored verdicts:
-// "judge", "judge/rubric"…), "" when it gave one: every episode that
-// reached the judge ended without a verdict from it. A gate fails on it
-// whatever the share of episodes without a verdict (MaxNoVerdict, which
-// may be set to never). A stage called on some episodes only (a cascade's
-// expensive judge, a subsample's) is not told apart: the log does not
-// record its calls that succeeded.
+// BrokenJudge returns where a judge, or a stage of it, that gave no
+// verdict on any of its calls failed, "" when each gave one: the stage's
+// path (JudgeStages: "judge/cascade.expensive/rubric") when a stage was
+// called, on however few episodes, and never gave a verdict; else, when
+// every episode that reached the judge ended without a verdict from it,
+// the error source of its errors and unscored verdicts ("judge",
+// "judge/rubric"…). A gate fails on it whatever the share of episodes
+// without a verdict (MaxNoVerdict, which may be set to never).
 func (r *Report) BrokenJudge() string {
+	if s := silentStage(r.JudgeStages); s != "" {
+		return s
+	}
 	if r.Passed+r.Failed > 0 {
 		return ""
 	}
@@ -160,6 +164,11 @@ func (r *Report) GateFailure() string {
 			r.Headline(), r.WorstCase.NoVerdict, r.Episodes)
 	}
 	if src := r.BrokenJudge(); src != "" {
+		for _, s := range r.JudgeStages {
+			if s.Stage == src {
+				return fmt.Sprintf("the judge's stage %s gave no verdict on any of its %d calls: no share of episodes without a verdict passes a gate with a broken judge", src, s.Calls)
+			}
+		}
 		return fmt.Sprintf("the judge gave no verdict on any of its calls (%s): no share of episodes without a verdict passes a gate with a broken judge", src)
 	}
 	return ""

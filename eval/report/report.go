@@ -68,6 +68,10 @@ type Report struct {
 	// came from (stage, judge), the most frequent first, each with its
 	// first message: an unreachable grader reads as such.
 	ErrorSources []ErrorSource `json:"error_sources,omitempty"`
+	// JudgeStages counts each stage of the judge's calls and verdicts, by
+	// path; empty for a judge without stages and for logs written before
+	// records carried them.
+	JudgeStages []JudgeStage `json:"judge_stages,omitempty"`
 	// Bootstrap is a cluster bootstrap interval of PassRate, when there are
 	// several epochs and at least two scored samples.
 	Bootstrap *stats.Interval `json:"bootstrap,omitempty"`

@@ -132,7 +132,7 @@ func TestParquetInDuckDB(t *testing.T) {
 		"sample_id": "VARCHAR", "epoch": "BIGINT", "score": "DOUBLE",
 		"parent_run_id": "VARCHAR", "reused_from": "VARCHAR", "worker": "VARCHAR",
 		"trace_id": "VARCHAR", "span_id": "VARCHAR",
-		"error_source": "VARCHAR", "model": "VARCHAR", "judge_model": "VARCHAR",
+		"error_source": "VARCHAR", "judge_stages": "VARCHAR", "model": "VARCHAR", "judge_model": "VARCHAR",
 		"judge_input_tokens": "BIGINT", "judge_output_tokens": "BIGINT", "judge_cost_usd": "DOUBLE",
 		"simulator_input_tokens": "BIGINT", "simulator_output_tokens": "BIGINT", "simulator_cost_usd": "DOUBLE",
 		"simulator_model": "VARCHAR",

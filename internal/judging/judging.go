@@ -13,3 +13,12 @@ var (
 	Start   func(ep any)
 	Started func(ep any) bool
 )
+
+// Called counts a call of the judge stage at path (judgestages) on ep,
+// which gave a verdict or not; Stages returns ep's counts in a record's
+// judge_stages form, "" when its judge has no stages. Set by package
+// harness.
+var (
+	Called func(ep any, path string, verdict bool)
+	Stages func(ep any) string
+)

@@ -138,6 +138,7 @@ const (
 	fError
 	fErrorKind
 	fErrorSource
+	fJudgeStages
 	fInput
 	fOutput
 	fTags
@@ -201,6 +202,7 @@ var fields = [nFields]struct {
 	fError:                 {`,"error":`, kString, true},
 	fErrorKind:             {`,"error_kind":`, kString, true},
 	fErrorSource:           {`,"error_source":`, kString, true},
+	fJudgeStages:           {`,"judge_stages":`, kString, true},
 	fInput:                 {`,"input":`, kRaw, true},
 	fOutput:                {`,"output":`, kRaw, true},
 	fTags:                  {`,"tags":`, kTags, true},
@@ -330,7 +332,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	var short strings.Builder
 	n := 0
 	if !l.alias {
-		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fModel, fJudgeModel, fSimulatorModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fJudgeStages, fModel, fJudgeModel, fSimulatorModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 			n += l.spans[f][1] - l.spans[f][0]
 		}
 	}
@@ -366,6 +368,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 		r.ErrorKind = sink.ErrorKind(l.constOr(b, fErrorKind, kinds[:], &short))
 	}
 	l.optStr(b, fErrorSource, &r.ErrorSource, &short)
+	l.optStr(b, fJudgeStages, &r.JudgeStages, &short)
 	if in, out := l.has&(1<<fInput) != 0, l.has&(1<<fOutput) != 0; (in || out) && !o.NoRaw {
 		ni, no := l.spans[fInput][1]-l.spans[fInput][0], l.spans[fOutput][1]-l.spans[fOutput][0]
 		buf := make([]byte, 0, ni+no)

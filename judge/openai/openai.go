@@ -57,6 +57,7 @@ import (
 
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/judge/internal/httpapi"
+	"github.com/proctor-evals/proctor/internal/providerusage"
 	"github.com/proctor-evals/proctor/usage"
 )
 
@@ -156,16 +157,7 @@ type response struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int64 `json:"prompt_tokens"`
-		CompletionTokens    int64 `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails struct {
-			ReasoningTokens int64 `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	} `json:"usage"`
+	Usage *providerusage.Chat `json:"usage"`
 }
 
 // Complete asks the model, in one HTTP request. See the package
@@ -229,9 +221,11 @@ func (c *Client) decode(raw []byte) (judge.Response, error) {
 		out.Text, out.StopReason = *ch.Message.Refusal, judge.StopRefusal
 	}
 	if r.Usage != nil {
-		out.Usage = usage.Usage{InputTokens: r.Usage.PromptTokens, OutputTokens: r.Usage.CompletionTokens,
-			CacheReadTokens: r.Usage.PromptTokensDetails.CachedTokens,
-			ReasoningTokens: r.Usage.CompletionTokensDetails.ReasoningTokens}
+		u, err := r.Usage.Usage()
+		if err != nil {
+			return judge.Response{}, fmt.Errorf("openai: the response's usage: %w", err)
+		}
+		out.Usage = u
 		out.Usage.CostUSD = c.prices.Cost(out.Model, out.Usage)
 	}
 	return out, nil

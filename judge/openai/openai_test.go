@@ -123,6 +123,18 @@ func TestCachedTokensArePricedAsCacheReads(t *testing.T) {
 	require.InDelta(t, (2000*0.15+8000*0.075+500*0.60)/1e6, resp.Usage.CostUSD, 1e-12)
 }
 
+// TestUsageNoProviderSendsIsAnError: the usage is decoded as the
+// gateway decodes it (internal/providerusage): a negative count, or more
+// cached tokens than input, is an error, not a figure to price.
+func TestUsageNoProviderSendsIsAnError(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{`{"prompt_tokens":-5,"completion_tokens":1}`, `{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":20}}`} {
+		s, _ := server(t, reply(200, `{"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":`+u+`}`))
+		_, err := client(s.URL).Complete(context.Background(), req)
+		require.ErrorContains(t, err, "openai: the response's usage", u)
+	}
+}
+
 func TestPricesOverrideAndMaxTokensField(t *testing.T) {
 	t.Parallel()
 	var body map[string]any

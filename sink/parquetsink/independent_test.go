@@ -55,6 +55,7 @@ type independentRow struct {
 	TraceID           string             `parquet:"trace_id"`
 	SpanID            string             `parquet:"span_id"`
 	ErrorSource       string             `parquet:"error_source"`
+	JudgeStages       string             `parquet:"judge_stages"`
 	JudgeInputTokens  int64              `parquet:"judge_input_tokens"`
 	JudgeOutputTokens int64              `parquet:"judge_output_tokens"`
 	JudgeCostUSD      float64            `parquet:"judge_cost_usd"`
@@ -81,6 +82,7 @@ func TestIndependentReader(t *testing.T) {
 	recs[11].TraceID, recs[11].SpanID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	recs[13].ErrorSource, recs[13].Model, recs[13].JudgeModel = "judge/cascade.expensive/rubric", "gpt-4o", "gpt-4o-mini"
 	recs[13].JudgeInputTokens, recs[13].JudgeOutputTokens, recs[13].JudgeCostUSD = 120, 30, 0.00125
+	recs[13].JudgeStages = "judge/cascade.cheap=1/0,judge/cascade.expensive/rubric=1/1"
 	recs[12].ParentRunID, recs[12].ReusedFrom, recs[12].Worker, recs[12].TraceID, recs[12].SpanID = "p é", "r 😀", "w\u2028", "t", "s"
 	for i := 1000; i < 2500; i += 3 { // across row groups and files
 		recs[i].Worker = "worker-" + strconv.Itoa(i%4) + ":1"
@@ -138,6 +140,7 @@ func TestIndependentReader(t *testing.T) {
 			{"trace_id", "STRING"},
 			{"span_id", "STRING"},
 			{"error_source", "STRING"},
+			{"judge_stages", "STRING"},
 			{"model", "STRING"},
 			{"judge_model", "STRING"},
 		} {
@@ -197,7 +200,7 @@ func expectedRow(r sink.Record) independentRow {
 		DurationMS: r.DurationMS, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		CostUSD: r.CostUSD, Seed: r.Seed, Transcript: r.Transcript, ParentRunID: r.ParentRunID,
 		ReusedFrom: r.ReusedFrom, Worker: r.Worker, TraceID: r.TraceID, SpanID: r.SpanID,
-		ErrorSource: r.ErrorSource, JudgeInputTokens: r.JudgeInputTokens, JudgeOutputTokens: r.JudgeOutputTokens,
+		ErrorSource: r.ErrorSource, JudgeStages: r.JudgeStages, JudgeInputTokens: r.JudgeInputTokens, JudgeOutputTokens: r.JudgeOutputTokens,
 		JudgeCostUSD: r.JudgeCostUSD, Model: r.Model, JudgeModel: r.JudgeModel,
 	}
 	if len(r.Input) > 0 {

@@ -299,6 +299,7 @@ func (d *decoder) record() (r sink.Record, err error) {
 	r.Error = txt(leafError)
 	r.ErrorKind = sink.ErrorKind(txt(leafErrorKind))
 	r.ErrorSource = txt(leafErrorSource)
+	r.JudgeStages = txt(leafJudgeStages)
 	r.Input = raw(leafInput)
 	r.Output = raw(leafOutput)
 	if err == nil {

@@ -32,6 +32,7 @@ const (
 	leafError
 	leafErrorKind
 	leafErrorSource
+	leafJudgeStages
 	leafInput
 	leafOutput
 	leafTagKey
@@ -98,6 +99,7 @@ const (
 	strError
 	strErrorKind
 	strErrorSource
+	strJudgeStages
 	strInput
 	strOutput
 	strTagKey
@@ -148,6 +150,7 @@ var leaves = [numLeaves]leaf{
 	leafError:                 {"error", pq.Types.ByteArray, strError, levelsNone},
 	leafErrorKind:             {"error_kind", pq.Types.ByteArray, strErrorKind, levelsNone},
 	leafErrorSource:           {"error_source", pq.Types.ByteArray, strErrorSource, levelsNone},
+	leafJudgeStages:           {"judge_stages", pq.Types.ByteArray, strJudgeStages, levelsNone},
 	leafInput:                 {"input", pq.Types.ByteArray, strInput, levelsInput},
 	leafOutput:                {"output", pq.Types.ByteArray, strOutput, levelsOutput},
 	leafTagKey:                {"tags.key_value.key", pq.Types.ByteArray, strTagKey, levelsTags},
@@ -224,6 +227,7 @@ func buildSchema() *schema.GroupNode {
 		str("error"),
 		str("error_kind"),
 		str("error_source"),
+		str("judge_stages"),
 		jsonCol("input"),
 		jsonCol("output"),
 		mapCol("tags", str("value")),

@@ -609,6 +609,7 @@ func (w *Writer) append(r *sink.Record) {
 	w.appendString(strError, r.Error)
 	w.appendString(strErrorKind, string(r.ErrorKind))
 	w.appendString(strErrorSource, r.ErrorSource)
+	w.appendString(strJudgeStages, r.JudgeStages)
 	g.inputDef = w.appendJSON(g.inputDef, strInput, r.Input)
 	g.outputDef = w.appendJSON(g.outputDef, strOutput, r.Output)
 	if len(r.Tags) == 0 {

@@ -239,6 +239,7 @@ var cases = []testCase{
 			a, b := full(0), full(1)
 			b.Scores, b.Tags, b.Input, b.Output, b.Error, b.ErrorKind, b.Reason, b.Transcript = nil, nil, nil, nil, "", "", "", ""
 			b.ParentRunID, b.ReusedFrom, b.Worker, b.TraceID, b.SpanID = "", "", "", "", ""
+			b.JudgeStages = ""
 			b.ErrorSource, b.JudgeInputTokens, b.JudgeOutputTokens, b.JudgeCostUSD, b.Model, b.JudgeModel = "", 0, 0, 0, "", ""
 			b.SimulatorInputTokens, b.SimulatorOutputTokens, b.SimulatorCostUSD, b.SimulatorModel = 0, 0, 0, ""
 			// The optional strings after seed, one at a time.
@@ -250,7 +251,7 @@ var cases = []testCase{
 			c.JudgeInputTokens, c.Model = 0, ""
 			d.JudgeOutputTokens, d.JudgeCostUSD, d.JudgeModel = 0, 0, ""
 			c.SimulatorInputTokens, d.SimulatorModel, e.SimulatorCostUSD = 0, "", 0
-			e.ErrorSource = ""
+			e.ErrorSource, c.JudgeStages = "", ""
 			roundTrip(t, h, []sink.Record{a, b, full(2), c, d, e, {Schema: sink.SchemaVersion, SampleID: "only-id"}})
 		},
 	},
@@ -263,7 +264,7 @@ var cases = []testCase{
 				r := full(i)
 				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Transcript, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
 				r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s
-				r.ErrorSource, r.Model, r.JudgeModel, r.SimulatorModel = s, s, s, s
+				r.ErrorSource, r.JudgeStages, r.Model, r.JudgeModel, r.SimulatorModel = s, s, s, s, s
 				r.Scores = map[string]float64{s: 0.5, "plain": 1}
 				r.Tags = map[string]string{s: s, "k": s}
 				r.Output = mustJSON(t, map[string]string{"text": s})
@@ -629,6 +630,7 @@ func full(i int) sink.Record {
 		Error:                 fmt.Sprintf("error %d", i),
 		ErrorKind:             []sink.ErrorKind{sink.KindTimeout, sink.KindPanic, sink.KindSandbox, sink.KindHarness, sink.KindJudge, sink.KindCancelled, sink.KindLimit}[i%7],
 		ErrorSource:           []string{"judge/cascade.expensive/rubric", "harness", "sandbox"}[i%3],
+		JudgeStages:           fmt.Sprintf("judge/cascade.cheap=1/1,judge/cascade.expensive/rubric=%d/%d", 1+i%3, i%2),
 		Input:                 json.RawMessage(fmt.Sprintf(`{"question":"what is %d+%d?","answer":%d}`, i, i, 2*i)),
 		Output:                json.RawMessage(fmt.Sprintf(`{"answer":%d,"steps":["think","answer"]}`, 2*i)),
 		Tags:                  map[string]string{"difficulty": []string{"easy", "medium", "hard"}[i%3], "repo": "proctor-evals/proctor"},
@@ -829,7 +831,7 @@ func quickEqual(a, b *sink.Record) bool {
 		a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens && a.CostUSD == b.CostUSD &&
 		a.Seed == b.Seed && a.Transcript == b.Transcript && a.ParentRunID == b.ParentRunID &&
 		a.ReusedFrom == b.ReusedFrom && a.Worker == b.Worker && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
-		a.ErrorSource == b.ErrorSource && a.JudgeInputTokens == b.JudgeInputTokens && a.JudgeOutputTokens == b.JudgeOutputTokens &&
+		a.ErrorSource == b.ErrorSource && a.JudgeStages == b.JudgeStages && a.JudgeInputTokens == b.JudgeInputTokens && a.JudgeOutputTokens == b.JudgeOutputTokens &&
 		a.JudgeCostUSD == b.JudgeCostUSD && a.Model == b.Model && a.JudgeModel == b.JudgeModel &&
 		a.SimulatorInputTokens == b.SimulatorInputTokens && a.SimulatorOutputTokens == b.SimulatorOutputTokens &&
 		a.SimulatorCostUSD == b.SimulatorCostUSD && a.SimulatorModel == b.SimulatorModel
