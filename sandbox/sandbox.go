@@ -105,6 +105,10 @@ var (
 	// ErrNotRegular is returned by ReadFile for a directory, FIFO, device
 	// or socket.
 	ErrNotRegular = driver.ErrNotRegular
+	// ErrOOM is returned by Exec when the out-of-memory killer ended a
+	// process of the sandbox while the command ran; it wraps
+	// [ErrUnavailable]. See [Sandbox.OOMKilled].
+	ErrOOM = driver.ErrOOM
 )
 
 // Result is what a finished command left. A command that ran and exited
@@ -447,6 +451,19 @@ type Sandbox struct {
 	mu     sync.Mutex
 	closed bool
 	env    map[string]string // SetEnv's
+	oom    error             // the first command the OOM killer ended
+}
+
+// OOMKilled returns the error of the first command of s during which the
+// out-of-memory killer ended a process (wrapping [ErrOOM], naming the
+// memory limit), or nil. It outlives the harness's handling of that
+// error: the engine reads it after every attempt, so that an episode
+// whose sandbox ran out of memory ends as an infrastructure error,
+// whatever its harness or judge made of the command's failure.
+func (s *Sandbox) OOMKilled() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.oom
 }
 
 // SetEnv sets variables that every command run in s from then on gets,
@@ -533,9 +550,26 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	}
 	endSpan(span, err)
 	if err != nil {
+		if errors.Is(err, ErrOOM) {
+			err = s.oomKilled(name, err)
+		}
 		return res, s.fail("exec", name, err)
 	}
 	return res, nil
+}
+
+// oomKilled names the memory limit in a driver's ErrOOM and remembers the
+// first such error for OOMKilled.
+func (s *Sandbox) oomKilled(name string, err error) error {
+	if m := s.limits.MemoryBytes; m > 0 {
+		err = fmt.Errorf("%w (memory limit %d MiB)", err, m>>20)
+	}
+	s.mu.Lock()
+	if s.oom == nil {
+		s.oom = &PathError{Op: "exec", Path: name, Err: err}
+	}
+	s.mu.Unlock()
+	return err
 }
 
 // capped keeps the first max bytes written to it (all of them when max is
