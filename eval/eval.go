@@ -350,6 +350,15 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 		}
 		cfg.Sequential = &s
 	}
-	samples, err := loadSamples(ctx, e.Dataset, stream)
+	var resources func(*dataset.Sample[T]) string
+	if cfg.Sandbox != nil {
+		resources = func(s *dataset.Sample[T]) string {
+			if e.Sandbox == nil {
+				return sandbox.Resources{}.String()
+			}
+			return sandbox.SpecResources(e.Sandbox(*s)).String()
+		}
+	}
+	samples, err := loadSamples(ctx, e.Dataset, stream, resources)
 	return cfg, samples, err
 }

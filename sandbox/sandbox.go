@@ -236,7 +236,11 @@ func (p *Provider) Provision(ctx context.Context, spec Spec) (*Environment, erro
 		return nil, &PathError{Op: "provision", Err: err}
 	}
 	endSpan(span, nil)
-	return &Environment{d: env, limits: spec.Limits}, nil
+	e := &Environment{d: env, limits: spec.Limits, image: spec.Image}
+	if d, ok := env.(driver.ImageDigester); ok {
+		call(func() error { e.digest = d.ImageDigest(); return nil })
+	}
+	return e, nil
 }
 
 // checkSpec validates spec and returns it with its paths cleaned and its
@@ -347,8 +351,9 @@ func checkCmd(c *Cmd) error {
 // still open stay usable until they are closed, and what the environment
 // holds is released after the last of them.
 type Environment struct {
-	d      driver.Environment
-	limits Limits
+	d             driver.Environment
+	limits        Limits
+	image, digest string
 
 	mu       sync.Mutex
 	open     int // forks not yet closed
@@ -380,7 +385,7 @@ func (e *Environment) Fork(ctx context.Context) (*Sandbox, error) {
 		return nil, &PathError{Op: "fork", Err: err}
 	}
 	endSpan(span, nil)
-	return &Sandbox{d: d, limits: e.limits, done: e.release}, nil
+	return &Sandbox{d: d, limits: e.limits, image: e.image, digest: e.digest, done: e.release}, nil
 }
 
 // release counts a fork closed (or failed) and releases the driver's
@@ -443,8 +448,9 @@ func Open(ctx context.Context, p *Provider, spec Spec) (*Sandbox, error) {
 // runs in it; it is idempotent, may be called from another goroutine while
 // a call is in flight, and calls after it return [ErrClosed].
 type Sandbox struct {
-	d      driver.Sandbox
-	limits Limits
+	d             driver.Sandbox
+	limits        Limits
+	image, digest string
 	done   func() error // the environment's fork count
 	after  func() error // Open's environment, a Pool's slot
 

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"maps"
 	"math"
 	"slices"
@@ -171,6 +172,10 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	}
 	if base.Epochs != head.Epochs && base.Epochs > 0 && head.Epochs > 0 {
 		c.warnf("different epochs: base %d, head %d: per-sample pass rates are averaged over different numbers of tries", base.Epochs, head.Epochs)
+	}
+	if d := manifest.ResourcesDiff(&manifest.Manifest{Resources: base.Resources, ImageDigests: base.ImageDigests},
+		&manifest.Manifest{Resources: head.Resources, ImageDigests: head.ImageDigests}); d != "" {
+		c.warnf("the runs' environments differ: %s: a possible cause of any difference, not the agent", d)
 	}
 
 	baseIndex, headIndex := indexByID(bs), indexByID(hs)

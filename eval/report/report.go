@@ -31,6 +31,12 @@ type Report struct {
 	StartedAt time.Time     `json:"started_at,omitzero"`
 	Wall      time.Duration `json:"wall_ns,omitempty"`
 
+	// Resources and ImageDigests are the run's sandbox resources and what
+	// their images resolved to, from its manifest (manifest.Manifest):
+	// Compare warns when two runs' differ. Empty when not on record.
+	Resources    []string `json:"resources,omitempty"`
+	ImageDigests []string `json:"image_digests,omitempty"`
+
 	Samples   int `json:"samples"`  // distinct samples recorded
 	Epochs    int `json:"epochs"`   // repeats per sample
 	Episodes  int `json:"episodes"` // records: one per finished episode

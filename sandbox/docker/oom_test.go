@@ -66,3 +66,31 @@ type sinkFunc func(sink.Record)
 
 func (f sinkFunc) Write(_ context.Context, r sink.Record) error { f(r); return nil }
 func (sinkFunc) Close(context.Context) error                    { return nil }
+
+// An environment records the digest its image resolved to, for the run's
+// manifest: a tag may move between runs, a digest does not.
+func TestEnvironmentRecordsItsImageDigest(t *testing.T) {
+	t.Parallel()
+	cli := engine(t)
+	p := docker.New(cli, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		docker.Cleanup(ctx, cli, runID(p))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: testImage, Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ins, err := cli.ImageInspect(ctx, testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Resources{MemoryBytes: 64 << 20, Image: testImage, ImageDigest: ins.ID}
+	if got := sb.Resources(); got != want {
+		t.Fatalf("Resources() = %v, want %v", got, want)
+	}
+}

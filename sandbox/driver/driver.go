@@ -104,6 +104,15 @@ type GuaranteeReporter interface {
 	Guarantees() Guarantees
 }
 
+// ImageDigester is an optional interface of an [Environment]: the digest
+// of the image its Spec.Image named when it was provisioned (a registry
+// digest, "name@sha256:…", when the image has one, else the image's ID),
+// so that a run records what its environments ran on, not a tag that may
+// move.
+type ImageDigester interface {
+	ImageDigest() string
+}
+
 // GatewayServer is an optional interface of a [Provider]: it serves an
 // HTTP handler (a model gateway, package gateway) to its sandboxes. What
 // the handler must listen on is the driver's to decide (a host loopback
