@@ -119,3 +119,25 @@ func (s oomSandbox) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io
 	}
 	return exit, err
 }
+
+// A verifier the OOM killer ended gave no verdict: the episode is an
+// error from sandbox/oom, never a fail, though its test command "exited
+// 137".
+func TestOOMInTheVerifierIsAnError(t *testing.T) {
+	t.Parallel()
+	p := sandbox.NewProvider(oomDriver{&sandboxtest.Fake{Exec: func(context.Context, sandboxtest.Files, sandbox.Cmd) (sandbox.Result, error) {
+		return sandbox.Result{ExitCode: 137}, nil
+	}}}, nil)
+	mem := &memSink{}
+	e := &eval.Eval[string, string]{Name: "oom-verifier", Dataset: samples("x"),
+		Harness: harness.Func[string, string](func(context.Context, *harness.Episode[string]) (string, error) { return "done", nil }),
+		Judge: judge.Func[string, string](func(ctx context.Context, ep *harness.Episode[string], _ string) (judge.Verdict, error) {
+			res, _ := ep.Sandbox.Exec(ctx, allocate) // a verifier that reads only the exit code
+			return judge.Verdict{Pass: res.ExitCode == 0}, nil
+		})}
+	_, err := e.Run(context.Background(), eval.Config{Sandbox: p, Retries: -1, Sinks: []sink.Sink{mem}, Quiet: true})
+	require.NoError(t, err)
+	require.Len(t, mem.recs, 1)
+	require.Equal(t, sink.Error, mem.recs[0].Status, mem.recs[0].Reason)
+	require.Equal(t, "sandbox/oom", mem.recs[0].ErrorSource)
+}

@@ -25,7 +25,9 @@ import (
 func limitsEval(memory int64) *eval.Eval[string, string] {
 	return &eval.Eval[string, string]{Name: "limits", Dataset: samples("a", "b"),
 		Harness: harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) { return ep.Sample.Input, nil }),
-		Judge:   judge.Func[string, string](func(context.Context, *harness.Episode[string], string) (judge.Verdict, error) { return judge.Pass(""), nil }),
+		Judge: judge.Func[string, string](func(context.Context, *harness.Episode[string], string) (judge.Verdict, error) {
+			return judge.Pass(""), nil
+		}),
 		Sandbox: func(dataset.Sample[string]) sandbox.Spec {
 			return sandbox.Spec{Image: "python:3.12", Limits: sandbox.Limits{MemoryBytes: memory}}
 		}}

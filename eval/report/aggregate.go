@@ -68,6 +68,7 @@ type Aggregator struct {
 	counts     [4]int // pass, fail, error, unscored
 	notSampled int
 	excluded   int
+	broken     brokenSamples
 	weighted   bool
 	scoreSum   float64
 	latency    histogram
@@ -217,6 +218,9 @@ func (a *Aggregator) keepID(id string) string {
 // buffer, reused for the next record); a new sample's tags map is kept as
 // it is.
 func (a *Aggregator) Add(r *sink.Record) {
+	if a.skipBroken(r) {
+		return
+	}
 	i, ok := a.Index(r.SampleID)
 	if !ok {
 		if a.meta != nil {
@@ -239,6 +243,9 @@ func (a *Aggregator) Usage() usage.Usage { return a.usage }
 // in [0, n) for an aggregator from NewIndexed. It keeps none of r's
 // strings, only copies of the few it needs.
 func (a *Aggregator) AddAt(i int, r *sink.Record) {
+	if a.skipBroken(r) {
+		return
+	}
 	if a.eval == "" {
 		a.eval, a.runID = strings.Clone(r.Eval), strings.Clone(r.RunID)
 	}
@@ -361,6 +368,8 @@ func (a *Aggregator) report(final bool) *Report {
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
 		Warnings: slices.Clone(a.warnings),
+		Broken:   a.broken.ids(), BrokenEpisodes: a.broken.episodes,
+		failOnBroken: a.opts.FailOnBroken,
 	}
 	r.Failures, r.FailuresOmitted = a.failures.listed(a.opts.MaxFailures)
 	if recorded == 0 {

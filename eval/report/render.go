@@ -186,7 +186,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 	} else {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
-	if r.WorstCase != nil {
+	if r.WorstCase != nil || len(r.Broken) > 0 {
 		// First, and alone on its line: what a hurried reader must not
 		// miss, and where the errors came from.
 		t.line(r.Headline())

@@ -56,6 +56,12 @@ type Report struct {
 	// reused_from).
 	Reused   int `json:"reused,omitempty"`
 	Rejudged int `json:"rejudged,omitempty"`
+	// Broken lists the samples whose oracle failed (Options.Broken), by
+	// ID: their BrokenEpisodes are left out of every count, rate and
+	// interval above, and the headline says so.
+	Broken         []string `json:"broken,omitempty"`
+	BrokenEpisodes int      `json:"broken_episodes,omitempty"`
+	failOnBroken   bool     // Options.FailOnBroken
 	// Excluded counts records of samples that are not in the dataset (a
 	// resumed log of a dataset that lost samples): they stay in the log
 	// and are in none of the counts above.
@@ -236,6 +242,12 @@ type Options struct {
 	// does not take it from eval.Config.Report (which refuses it): its
 	// gate is eval.Config.Sequential, which the manifest keeps.
 	Sequential *Sequential
+	// Broken names the samples whose oracle did not pass (eval.Config
+	// Oracle): their records are left out of the report, counted in
+	// Report.Broken. FailOnBroken makes any of them a gate failure
+	// (GateFailure).
+	Broken       map[string]bool
+	FailOnBroken bool
 }
 
 func (o *Options) withDefaults() Options {

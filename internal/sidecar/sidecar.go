@@ -42,6 +42,7 @@ var Files = []File{
 	{"the writer's lock: \"pid host\" under an flock", ".lock", Whole, "whoever writes the log: a run, merge, compact"},
 	{"the human reviews, one JSON line each", ".reviews.jsonl", Whole, "proctor review import, proctor view -review"},
 	{"the review queue", ".queue.json", Whole, "proctor review pick"},
+	{"the oracle's run: its reference solution once per sample, a log of its own (with its manifest and transcripts beside it)", ".oracle.jsonl", Stem, "the engine, with Config.Oracle (-oracle)"},
 	// The model gateway's call store will be one more row here, with its
 	// function below: a Stem file (the run writes it), ".calls.jsonl".
 }
@@ -69,6 +70,9 @@ func Transcripts(log string) string { return stem(log) + ".traces.jsonl" }
 func CompactedTranscripts(log string, n int) string {
 	return filepath.Base(stem(log)) + ".traces.c" + strconv.Itoa(n) + ".jsonl"
 }
+
+// Oracle is the path of the log of the run's oracle pass.
+func Oracle(log string) string { return stem(log) + ".oracle.jsonl" }
 
 // Token is the path of a distributed run's workers' token.
 func Token(log string) string { return stem(log) + ".token" }
