@@ -315,6 +315,29 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	}
 }
 
+// noiseFloor is the noise floor of two runs like this one, or nil when
+// no sample was scored twice.
+func (a *Aggregator) noiseFloor() *stats.NoiseFloor {
+	passes, scored := make([]int, 0, len(a.samples)), make([]int, 0, len(a.samples))
+	n, episodes := 0, 0
+	for i := range a.samples {
+		s := &a.samples[i]
+		m := int(s.pass + s.fail)
+		if m == 0 {
+			continue
+		}
+		passes, scored = append(passes, int(s.pass)), append(scored, m)
+		n, episodes = n+1, episodes+m
+	}
+	v, dof := stats.WithinVariance(passes, scored)
+	if dof == 0 {
+		return nil
+	}
+	e := float64(episodes) / float64(n)
+	nf := stats.Noise(v, n, e, e, a.opts.Level)
+	return &nf
+}
+
 // weighWithCounts starts keeping weights: those of the records so far were
 // all 1.
 func (a *Aggregator) weighWithCounts() {
@@ -411,6 +434,7 @@ func (a *Aggregator) report(final bool) *Report {
 		r.PassHatK = append(r.PassHatK, KValue{k, hat})
 	}
 	r.ByTag = a.byTag(r.Epochs)
+	r.NoiseFloor = a.noiseFloor()
 	if a.seq != nil {
 		r.Sequential = a.sequentialResult(r.Episodes, r.Usage.CostUSD)
 		if r.Sequential.Decision != Undecided {

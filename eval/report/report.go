@@ -56,6 +56,11 @@ type Report struct {
 	// reused_from).
 	Reused   int `json:"reused,omitempty"`
 	Rejudged int `json:"rejudged,omitempty"`
+	// NoiseFloor is the run-to-run noise of the pass rate: two runs of
+	// this agent with as many epochs differ by less than its HalfWidth
+	// with probability Level (stats.NoiseFloor; docs/statistics.md). Nil
+	// with one epoch, which does not measure it.
+	NoiseFloor *stats.NoiseFloor `json:"noise_floor,omitempty"`
 	// Broken lists the samples whose oracle failed (Options.Broken), by
 	// ID: their BrokenEpisodes are left out of every count, rate and
 	// interval above, and the headline says so.
