@@ -74,7 +74,7 @@ func checkOOMIsRetriedNeverFailed(t *testing.T, p *sandbox.Provider, spec sandbo
 func TestOOMIsRetriedNeverFailedLocal(t *testing.T) {
 	t.Parallel()
 	p := local.New(&local.Options{Dir: t.TempDir()})
-	if !p.Guarantees().Memory {
+	if !p.Guarantees().OOM {
 		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
 			t.Fatal("PROCTOR_REQUIRE_TOOLS=1 but the local driver enforces no memory limit here (root and writable cgroups needed)")
 		}

@@ -166,7 +166,7 @@ func (p *Driver) RunID() string { return p.runID }
 // cannot mount a fork's size-limited workspace fails the fork: a disk
 // limit is never silently dropped.
 func (p *Driver) Guarantees() sandbox.Guarantees {
-	return sandbox.Guarantees{Network: true, Gateway: p.localEngine(), CPUs: true, Memory: true, Pids: true, Disk: true}
+	return sandbox.Guarantees{Network: true, Gateway: p.localEngine(), CPUs: true, Memory: true, OOM: true, Pids: true, Disk: true}
 }
 
 func (p *Driver) labels(role string) map[string]string {

@@ -78,9 +78,9 @@ type Sandbox interface {
 	// ctx is done before the command ends, its whole process tree is
 	// killed and Exec returns an error wrapping ctx.Err(). Exec ignores
 	// cmd.Timeout: [Exec] turns it into ctx's deadline. A driver that
-	// claims [Guarantees].Memory returns an error wrapping [ErrOOM] (with
-	// the Exit it saw) when the out-of-memory killer ended a process of
-	// the sandbox while the command ran.
+	// claims [Guarantees].OOM returns an error wrapping [ErrOOM] (with the
+	// Exit it saw) when the out-of-memory killer ended a process of the
+	// sandbox while the command ran.
 	Exec(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (Exit, error)
 	// ReadFile returns the content of the named regular file. A file
 	// larger than max bytes is an error wrapping [ErrTooLarge], found
@@ -221,9 +221,12 @@ type Guarantees struct {
 	// address of the host or beyond, no host Unix socket.
 	Gateway bool
 	// CPUs, Memory, Pids and Disk: the corresponding field of [Limits] is
-	// enforced on every sandbox when set. Memory also promises that a
-	// command the out-of-memory killer ended is reported as [ErrOOM].
+	// enforced on every sandbox when set.
 	CPUs, Memory, Pids, Disk bool
+	// OOM: a command during which the out-of-memory killer ended a
+	// process of the sandbox is reported as [ErrOOM], never as a plain
+	// exit code.
+	OOM bool
 }
 
 var (

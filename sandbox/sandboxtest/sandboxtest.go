@@ -912,7 +912,7 @@ var baseCases = []testCase{
 	},
 	{
 		name: "OOMIsAnError", needs: []Feature{Shell},
-		guarantee: func(g sandbox.Guarantees) bool { return g.Memory },
+		guarantee: func(g sandbox.Guarantees) bool { return g.OOM },
 		rule:      "a command the out-of-memory killer ended is an error wrapping ErrOOM (and ErrUnavailable), kept by OOMKilled; a command killed otherwise is not",
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.MemoryBytes = 32 << 20 })
