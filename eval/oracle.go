@@ -22,6 +22,10 @@ import (
 // stays the oracle's.
 const oracleVersion = "oracle"
 
+// errOracleDistributed: the oracle pass is Run's; a distributed run
+// would need its coordinator to hand out the oracle's work too.
+var errOracleDistributed = &ConfigError{"Config.Oracle is not supported by a distributed run (Open, Work) yet: it runs with Run"}
+
 // runOracle runs the oracle over the run's samples and returns the
 // broken ones.
 func (e *Eval[T, O]) runOracle(ctx context.Context, cfg Config) (map[string]bool, error) {

@@ -36,6 +36,9 @@ type Recording struct {
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
 func (e *Eval[T, O]) Open(ctx context.Context, cfg Config) (*Recording, error) {
+	if cfg.Oracle {
+		return nil, errOracleDistributed
+	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.

@@ -50,6 +50,9 @@ type Finished struct {
 // and holds a sample from its work's arrival to its last episode, reading
 // the dataset again from its start only for work behind its reading.
 func (e *Eval[T, O]) Work(ctx context.Context, cfg Config, assignments <-chan Assignment, done func(Finished)) error {
+	if cfg.Oracle {
+		return errOracleDistributed
+	}
 	// A streamed dataset stays streamed: the worker holds the samples of
 	// the work it has, not the dataset.
 	cfg, samples, err := e.prepare(ctx, cfg, true)
