@@ -189,6 +189,12 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 			endStage(span, res.fault, capErr)
 			return
 		}
+		if oom := oomKilled(ep.Sandbox); oom != nil {
+			// Whatever the harness made of it (a fail, an exit code in
+			// its output), the sandbox's memory limit ended the agent's
+			// command: infrastructure, retried.
+			err = oom
+		}
 		if err != nil {
 			res.fault, res.err = s.classify(ctx, err, sink.KindHarness), err
 			endStage(span, res.fault, err)
@@ -207,6 +213,9 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 		v.Score = 1 // a judge that only says pass
 	}
 	res.v = v
+	if oom := oomKilled(ep.Sandbox); oom != nil {
+		err = oom // a verifier killed for memory gave no verdict
+	}
 	switch {
 	case err != nil:
 		res.fault, res.err = s.classify(ctx, err, sink.KindJudge), err
@@ -314,11 +323,14 @@ func (s *scheduler[T, O]) conclude(j *job, ep *harness.Episode[T], start time.Ti
 }
 
 // errorSource says where an attempt's error or unscored verdict came
-// from, for the record's error_source: "sandbox" for a sandbox fault
+// from, for the record's error_source: "sandbox/oom" for a command the
+// out-of-memory killer ended, "sandbox" for any other sandbox fault
 // wherever it happened, else the stage, and for a judge its path through
 // the combinators (judge.Source).
 func errorSource(stage string, kind sink.ErrorKind, err error) string {
 	switch {
+	case errors.Is(err, sandbox.ErrOOM):
+		return "sandbox/oom"
 	case kind == sink.KindSandbox || stage == "":
 		return "sandbox"
 	case stage == "judge":
@@ -327,6 +339,15 @@ func errorSource(stage string, kind sink.ErrorKind, err error) string {
 		}
 	}
 	return stage
+}
+
+// oomKilled is the error of sb's first command the out-of-memory killer
+// ended, if any.
+func oomKilled(sb *sandbox.Sandbox) error {
+	if sb == nil {
+		return nil
+	}
+	return sb.OOMKilled()
 }
 
 // Permanent marks err as permanent: an episode that ends in it is not

@@ -122,15 +122,17 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 // the aggregator, fed by a scheduler on this machine (execute) or by the
 // results of other machines (Recording).
 type run struct {
-	evalName string
-	start    time.Time
-	total    int64
-	owned    int64 // of total, the episodes this run runs (not other shards', not kept by a rejudge)
-	done     *doneSet
-	agg      *report.Aggregator
-	rec      *recorder
-	opened   *openedLog
-	log      string
+	digests   *imageDigests // what the run's sandbox images resolved to
+	resources []string      // the manifest's
+	evalName  string
+	start     time.Time
+	total     int64
+	owned     int64 // of total, the episodes this run runs (not other shards', not kept by a rejudge)
+	done      *doneSet
+	agg       *report.Aggregator
+	rec       *recorder
+	opened    *openedLog
+	log       string
 	// identity returns the dataset's identity once the run's episodes are
 	// done (identity.go): the manifest gets it at the end.
 	identity  func(context.Context) (manifest.DatasetIdentity, error)
@@ -156,7 +158,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	cfg, samples := setup.cfg, setup.samples
 	n := samples.len()
 	r := &run{evalName: setup.e.Name, start: time.Now(), log: cfg.Log, runID: cfg.RunID, warnings: setup.warnings,
-		total: int64(n) * int64(cfg.Epochs)}
+		total: int64(n) * int64(cfg.Epochs), digests: &setup.samples.digests, resources: setup.samples.resources}
 	r.done = newDoneSet(r.total)
 	// The report indexes samples as the engine does, so that folding a
 	// record in needs no lookup by ID.
@@ -296,7 +298,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 			warnings = append(warnings, fmt.Sprintf("the manifest's dataset identity was not updated: %v", err))
 		} else {
 			var warning string
-			warning, err = r.opened.finishManifest(r.log, identity)
+			warning, err = r.opened.finishManifest(r.log, identity, r.digests)
 			if warning != "" {
 				warnings = append(warnings, warning)
 			}
@@ -305,6 +307,10 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	}
 	rep := r.agg.Final()
 	rep.Eval, rep.RunID = r.evalName, r.runID
+	rep.Resources = r.resources
+	if r.opened != nil {
+		rep.Resources, rep.ImageDigests = r.opened.manifest.Resources, r.opened.manifest.ImageDigests
+	}
 	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
 	rep.Cancelled = r.cancelled
 	rep.Resumed = r.resumed
@@ -342,14 +348,21 @@ type openedLog struct {
 // finishManifest records the identity of the run's dataset in its
 // manifest once known, warning when it differs from the one the log was
 // written with.
-func (l *openedLog) finishManifest(log string, identity manifest.DatasetIdentity) (warning string, err error) {
+func (l *openedLog) finishManifest(log string, identity manifest.DatasetIdentity, digests *imageDigests) (warning string, err error) {
+	changed, warning := digests.merge(l.manifest)
 	if identity == l.oldDataset {
-		return "", nil
+		if changed {
+			err = writeManifest(log, l.manifest)
+		}
+		return warning, err
 	}
 	// A log written by an older proctor hashed its dataset another way:
 	// only its sample count can tell a change then.
 	if l.oldDataset.Comparable(identity) || l.oldDataset.Hash != "" && l.oldDataset.Samples != identity.Samples {
-		warning = fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", l.oldDataset.Samples, identity.Samples)
+		if warning != "" {
+			warning += "; "
+		}
+		warning += fmt.Sprintf("the dataset changed since the log was written (%d samples then, %d now): new samples run, removed ones are excluded from the report", l.oldDataset.Samples, identity.Samples)
 	}
 	l.manifest.Dataset = identity
 	return warning, writeManifest(log, l.manifest)
@@ -474,7 +487,8 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
 		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
-		Dataset: manifest.DatasetIdentity{Samples: samples.len()},
+		Dataset:   manifest.DatasetIdentity{Samples: samples.len()},
+		Resources: samples.resources,
 	}
 	if c := setup.cfg; c.MaxCostUSD > 0 || c.MaxTokens > 0 || c.MaxEpisodeCostUSD > 0 || c.MaxEpisodeTokens > 0 {
 		m.Budget = &manifest.Budget{CostUSD: c.MaxCostUSD, Tokens: c.MaxTokens,

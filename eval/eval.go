@@ -41,6 +41,13 @@ type Eval[T, O any] struct {
 	// Sandbox returns the environment a sample needs when Config.Sandbox is
 	// set; nil means the zero Spec (an empty workspace).
 	Sandbox func(dataset.Sample[T]) sandbox.Spec
+	// Oracle is the eval's reference solution, per sample (a harness that
+	// solves the task: the task's solution applied in its sandbox, say).
+	// With Config.Oracle it runs once per sample before the agent, judged
+	// by Judge: a sample whose oracle does not pass is broken, and the
+	// report leaves it out of the pass rate (docs/guarantees.md,
+	// "Infrastructure noise").
+	Oracle harness.Harness[T, O]
 	// Versions name the versions of the harness, the judge and the sandbox
 	// spec. They are stored in the log's manifest; resuming a log written
 	// under other versions is refused (its records would mix two evals)
@@ -149,6 +156,13 @@ type Config struct {
 	// wire against what the whole run spent, and starts no episode while
 	// one is spent. Run ignores it.
 	RunSpend RunSpend
+	// Oracle runs Eval.Oracle once per sample before the agent's
+	// episodes, in a log of its own beside Log (resumed as Log is), and
+	// makes the report leave the broken samples out (those the oracle
+	// failed: report.Options.Broken); the agent's episodes of them still
+	// run and stay in the log. Report.FailOnBroken makes any broken
+	// sample fail the gate. Not with Sequential.
+	Oracle bool
 	// AllowChanged resumes a log whose manifest names another eval, seed
 	// or component versions, instead of refusing it.
 	AllowChanged bool
@@ -273,6 +287,10 @@ func (c Config) validate() error {
 		return bad("Report.Sequential", "set", "nil: the gate is set in one place, Config.Sequential, which puts it in the manifest with its claim order, seed and epochs")
 	case c.Models != nil && c.Sandbox == nil:
 		return bad("Models", "set", "a Config.Sandbox too: the gateway is served to sandboxes")
+	case c.Oracle && c.Sequential != nil:
+		return bad("Oracle", true, "no Sequential: a gate decides over the samples in its claim order, broken or not")
+	case c.Report.Broken != nil:
+		return bad("Report.Broken", "set", "nil: the oracle pass sets it (Config.Oracle)")
 	case c.Sequential != nil && c.Shard.Count > 1:
 		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
 	}
@@ -338,6 +356,11 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 	if samples, err = narrow(ctx, cfg, samples); err != nil {
 		return nil, err
 	}
+	if cfg.Oracle {
+		if cfg.Report.Broken, err = e.runOracle(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	return execute(ctx, &runSetup[T, O]{e: e, cfg: cfg, samples: samples})
 }
 
@@ -363,6 +386,15 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 		}
 		cfg.Sequential = &s
 	}
-	samples, err := loadSamples(ctx, e.Dataset, stream)
+	var resources func(*dataset.Sample[T]) string
+	if cfg.Sandbox != nil {
+		resources = func(s *dataset.Sample[T]) string {
+			if e.Sandbox == nil {
+				return sandbox.Resources{}.String()
+			}
+			return sandbox.SpecResources(e.Sandbox(*s)).String()
+		}
+	}
+	samples, err := loadSamples(ctx, e.Dataset, stream, resources)
 	return cfg, samples, err
 }

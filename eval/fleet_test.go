@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // runSpend is a run's spend: what the other workers spent, set by the
@@ -37,13 +38,13 @@ func TestAWorkerStartsNothingWhileTheRunsBudgetIsSpent(t *testing.T) {
 			ep.AddUsage(harness.Usage{InputTokens: 5, OutputTokens: 2})
 			return "ok", nil
 		})
-		work := make(chan eval.Assignment, 1)
-		work <- eval.Assignment{SampleID: "task-000", Epochs: []int{0}}
+		work := make(chan distrib.Assignment, 1)
+		work <- distrib.Assignment{SampleID: "task-000", Epochs: []int{0}}
 		close(work)
 		var done atomic.Int64
 		worked := make(chan error, 1)
 		go func() {
-			worked <- e.Work(context.Background(), eval.Config{MaxTokens: 100, RunSpend: spend, Quiet: true}, work, func(eval.Finished) { done.Add(1) })
+			worked <- distrib.Work(e, context.Background(), eval.Config{MaxTokens: 100, RunSpend: spend, Quiet: true}, work, func(distrib.Finished) { done.Add(1) })
 		}()
 		time.Sleep(time.Minute)
 		synctest.Wait()

@@ -143,7 +143,7 @@ func TestCheckSamplesLargeDataset(t *testing.T) {
 				f := dataset.Func[string](func(context.Context) iter.Seq2[dataset.Sample[string], error] {
 					return dataset.Slice[string](d).Samples(context.Background())
 				})
-				return loadSamples(context.Background(), f, true)
+				return loadSamples(context.Background(), f, true, nil)
 			}
 		}
 		t.Run(fmt.Sprint("streamed=", streamed), func(t *testing.T) {

@@ -37,6 +37,9 @@ type recording struct {
 // holds records, checked against its manifest and locked — without running
 // anything: Commit feeds it.
 func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
+	if cfg.Oracle {
+		return nil, errOracleDistributed
+	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"iter"
+	"maps"
 	"math"
 	"math/bits"
 	"runtime"
@@ -39,6 +40,12 @@ type sampleTable[T any] struct {
 	ids  string
 	ends []uint32
 	tags []map[string]string
+
+	// resources are the distinct sandbox resources its samples' specs ask
+	// for (sandbox.Resources.String), sorted; nil without a sandbox.
+	resources []string
+	// digests are what their images resolved to, as provisioned.
+	digests imageDigests
 }
 
 func (t *sampleTable[T]) len() int {
@@ -127,11 +134,40 @@ func rereadError(err error) error {
 // loadSamples reads the dataset and checks it before anything runs: a
 // dataset.Slice, or any dataset unless stream, into memory; any other
 // streamed (its IDs and tags kept).
-func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) (_ *sampleTable[T], err error) {
-	if s, ok := d.(dataset.Slice[T]); ok {
-		return checkSamples(s)
+//
+// resources, when set, names the sandbox resources a sample's spec asks
+// for: the table keeps the distinct ones, found in the same pass.
+func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool, resources func(*dataset.Sample[T]) string) (*sampleTable[T], error) {
+	var seen map[string]bool
+	var visit func(*dataset.Sample[T])
+	if resources != nil {
+		seen = map[string]bool{}
+		visit = func(s *dataset.Sample[T]) { seen[resources(s)] = true }
 	}
+	t, err := readSamples(ctx, d, stream, visit)
+	if err != nil {
+		return nil, err
+	}
+	if seen != nil {
+		t.resources = slices.Sorted(maps.Keys(seen))
+	}
+	return t, nil
+}
+
+// readSamples is loadSamples, calling visit (when set) with every sample.
+func readSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool, visit func(*dataset.Sample[T])) (_ *sampleTable[T], err error) {
 	defer recoverDataset(&err, readError)
+	visitAll := func(t *sampleTable[T], err error) (*sampleTable[T], error) {
+		if err == nil && visit != nil {
+			for i := range t.all {
+				visit(&t.all[i])
+			}
+		}
+		return t, err
+	}
+	if s, ok := d.(dataset.Slice[T]); ok {
+		return visitAll(checkSamples(s))
+	}
 	if !stream {
 		var samples []dataset.Sample[T]
 		for s, err := range d.Samples(ctx) {
@@ -140,7 +176,7 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 			}
 			samples = append(samples, s)
 		}
-		return checkSamples(samples)
+		return visitAll(checkSamples(samples))
 	}
 	t := &sampleTable[T]{src: d}
 	var ids []byte
@@ -159,6 +195,9 @@ func loadSamples[T any](ctx context.Context, d dataset.Dataset[T], stream bool) 
 			t.tags = append(t.tags, tags.intern(s.Tags))
 		} else if t.tags != nil {
 			t.tags = append(t.tags, nil)
+		}
+		if visit != nil {
+			visit(&s)
 		}
 		ids = append(ids, s.ID...)
 		t.ends = append(t.ends, uint32(len(ids)))

@@ -19,7 +19,7 @@ func streamedInts(t *testing.T, n int) *sampleTable[int] {
 		d[i] = dataset.Sample[int]{ID: "s" + strconv.Itoa(i), Input: i * 10}
 	}
 	stream := dataset.Func[int](func(ctx context.Context) iter.Seq2[dataset.Sample[int], error] { return d.Samples(ctx) })
-	tb, err := loadSamples(context.Background(), stream, true)
+	tb, err := loadSamples(context.Background(), stream, true, nil)
 	require.NoError(t, err)
 	require.True(t, tb.streamed())
 	require.Equal(t, "s3", tb.id(3))
@@ -115,7 +115,7 @@ func TestFedStreamHoldsTheWorkersSamplesOnly(t *testing.T) {
 		reads++
 		return d.Samples(ctx)
 	})
-	tb, err := loadSamples(context.Background(), stream, true)
+	tb, err := loadSamples(context.Background(), stream, true, nil)
 	require.NoError(t, err)
 	st := newFedStream(context.Background(), tb, 4)
 	defer st.close()
@@ -189,7 +189,7 @@ func TestStreamedTagsAreInterned(t *testing.T) {
 		}
 	}
 	stream := dataset.Func[int](func(ctx context.Context) iter.Seq2[dataset.Sample[int], error] { return d.Samples(ctx) })
-	tb, err := loadSamples(context.Background(), stream, true)
+	tb, err := loadSamples(context.Background(), stream, true, nil)
 	require.NoError(t, err)
 	maps := map[uintptr]bool{}
 	for i := range d {

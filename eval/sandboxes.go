@@ -73,6 +73,7 @@ func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job, smp *datas
 		}
 		return nil, fault, fmt.Errorf("forking the sandbox: %w", err)
 	}
+	r.samples.digests.add(sb.Resources())
 	j.mu.Lock()
 	j.sb = sb
 	j.mu.Unlock()

@@ -112,7 +112,11 @@ func narrow[T any](ctx context.Context, cfg Config, t *sampleTable[T]) (*sampleT
 			return nil, fmt.Errorf("%w: %s selects none of the %d samples", ErrNothingSelected, cfg.Select, before)
 		}
 	}
-	return checkSamples(samples)
+	n, err := checkSamples(samples)
+	if n != nil {
+		n.resources = t.resources // the dataset's, as the manifest's other fields
+	}
+	return n, err
 }
 
 // samples reads what the selection needs and returns its test of a

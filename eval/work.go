@@ -52,6 +52,9 @@ func init() {
 // and holds a sample from its work's arrival to its last episode, reading
 // the dataset again from its start only for work behind its reading.
 func (e *Eval[T, O]) work(ctx context.Context, cfg Config, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
+	if cfg.Oracle {
+		return errOracleDistributed
+	}
 	// A streamed dataset stays streamed: the worker holds the samples of
 	// the work it has, not the dataset.
 	cfg, samples, err := e.prepare(ctx, cfg, true)

@@ -54,7 +54,8 @@ type Drift struct {
 	// the agent (the model provider, the environment). It needs both
 	// versioned: unversioned components cannot tell the two apart, and
 	// Cause says so; a judge stage that produced no verdict where the
-	// baseline's did is named first.
+	// baseline's did is named first. A change of the sandbox's resources
+	// (limits, image digest) is named in Cause as a possible cause.
 	Outside bool
 	Cause   string
 }
@@ -103,6 +104,9 @@ func Compare(base, head *Run, b, h *report.Report, alpha float64) *Drift {
 	}
 	if d.Alert {
 		d.Outside, d.Cause = cause(base, head)
+		if r := resourcesChanged(base, head); r != "" {
+			d.Cause += "; the environment changed: " + r + " (a possible cause)"
+		}
 		if broken := brokenStages(b, h); broken != "" {
 			if !d.Outside {
 				broken += "; " + d.Cause // the agent changed too, or is unversioned

@@ -13,6 +13,7 @@ package history
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"io/fs"
 	"iter"
 	"math"
@@ -47,6 +48,11 @@ type Run struct {
 	Epochs         int
 	Shard          string
 	Proctor        string
+	// Resources and ImageDigests are the manifest's sandbox resources and
+	// image digests, each list joined by "; " (empty when not on record):
+	// a change of them is a possible cause of drift.
+	Resources    string
+	ImageDigests string
 
 	Start time.Time     // the earliest episode's start (the manifest's creation when the log is empty)
 	Wall  time.Duration // from Start to the latest episode's end
@@ -179,6 +185,7 @@ func FromReport(rep *report.Report, m *manifest.Manifest) *Run {
 		r.DatasetSamples, r.DatasetHash = m.Dataset.Samples, m.Dataset.Hash
 		r.Seed, r.Shard, r.Proctor = m.Seed, m.Shard, m.Proctor
 		r.Epochs = cmp.Or(m.Epochs, r.Epochs)
+		r.Resources, r.ImageDigests = strings.Join(m.Resources, "; "), strings.Join(m.ImageDigests, "; ")
 	}
 	for _, tb := range rep.ByTag {
 		for _, g := range tb.Groups {
@@ -238,7 +245,8 @@ func Baseline(runs []*Run, i int) int {
 }
 
 // Changes names the fingerprints that differ between a run and the one
-// before it: "harness", "judge", "sandbox", "dataset". A history marks
+// before it: "harness", "judge", "sandbox", "dataset", "resources" (the
+// sandbox's limits, image or image digest, where both runs recorded them). A history marks
 // these points: what was measured changed there.
 func Changes(prev, cur *Run) []string {
 	var c []string
@@ -253,6 +261,9 @@ func Changes(prev, cur *Run) []string {
 	}
 	if prev.DatasetHash != cur.DatasetHash || prev.DatasetSamples != cur.DatasetSamples {
 		c = append(c, "dataset")
+	}
+	if resourcesChanged(prev, cur) != "" {
+		c = append(c, "resources")
 	}
 	return c
 }
@@ -277,4 +288,17 @@ func sameFile(a, b string) bool {
 	aa, err1 := filepath.Abs(a)
 	bb, err2 := filepath.Abs(b)
 	return err1 == nil && err2 == nil && aa == bb
+}
+
+// resourcesChanged says how the sandbox resources of two runs differ,
+// where both recorded them, or "".
+func resourcesChanged(base, head *Run) string {
+	var d []string
+	if base.Resources != "" && head.Resources != "" && base.Resources != head.Resources {
+		d = append(d, fmt.Sprintf("sandbox resources [%s] → [%s]", base.Resources, head.Resources))
+	}
+	if base.ImageDigests != "" && head.ImageDigests != "" && base.ImageDigests != head.ImageDigests {
+		d = append(d, fmt.Sprintf("image digests [%s] → [%s]", base.ImageDigests, head.ImageDigests))
+	}
+	return strings.Join(d, ", ")
 }

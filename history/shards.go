@@ -92,6 +92,7 @@ func (r *Run) join() {
 	*r = Run{RunID: first.RunID, Eval: first.Eval, Log: first.Log, HarnessVersion: first.HarnessVersion,
 		JudgeVersion: first.JudgeVersion, SandboxVersion: first.SandboxVersion, DatasetSamples: first.DatasetSamples,
 		DatasetHash: first.DatasetHash, Seed: first.Seed, Epochs: first.Epochs, Proctor: first.Proctor,
+		Resources: first.Resources, ImageDigests: first.ImageDigests,
 		Start: first.Start, Method: "wilson over the shards' episodes", Parts: parts}
 	var end time.Time
 	var p50 float64

@@ -105,6 +105,10 @@ var (
 	// ErrNotRegular is returned by ReadFile for a directory, FIFO, device
 	// or socket.
 	ErrNotRegular = driver.ErrNotRegular
+	// ErrOOM is returned by Exec when the out-of-memory killer ended a
+	// process of the sandbox while the command ran; it wraps
+	// [ErrUnavailable]. See [Sandbox.OOMKilled].
+	ErrOOM = driver.ErrOOM
 )
 
 // Result is what a finished command left. A command that ran and exited
@@ -232,7 +236,11 @@ func (p *Provider) Provision(ctx context.Context, spec Spec) (*Environment, erro
 		return nil, &PathError{Op: "provision", Err: err}
 	}
 	endSpan(span, nil)
-	return &Environment{d: env, limits: spec.Limits}, nil
+	e := &Environment{d: env, limits: spec.Limits, image: spec.Image}
+	if d, ok := env.(driver.ImageDigester); ok {
+		call(func() error { e.digest = d.ImageDigest(); return nil })
+	}
+	return e, nil
 }
 
 // checkSpec validates spec and returns it with its paths cleaned and its
@@ -343,8 +351,9 @@ func checkCmd(c *Cmd) error {
 // still open stay usable until they are closed, and what the environment
 // holds is released after the last of them.
 type Environment struct {
-	d      driver.Environment
-	limits Limits
+	d             driver.Environment
+	limits        Limits
+	image, digest string
 
 	mu       sync.Mutex
 	open     int // forks not yet closed
@@ -376,7 +385,7 @@ func (e *Environment) Fork(ctx context.Context) (*Sandbox, error) {
 		return nil, &PathError{Op: "fork", Err: err}
 	}
 	endSpan(span, nil)
-	return &Sandbox{d: d, limits: e.limits, done: e.release}, nil
+	return &Sandbox{d: d, limits: e.limits, image: e.image, digest: e.digest, done: e.release}, nil
 }
 
 // release counts a fork closed (or failed) and releases the driver's
@@ -439,14 +448,28 @@ func Open(ctx context.Context, p *Provider, spec Spec) (*Sandbox, error) {
 // runs in it; it is idempotent, may be called from another goroutine while
 // a call is in flight, and calls after it return [ErrClosed].
 type Sandbox struct {
-	d      driver.Sandbox
-	limits Limits
+	d             driver.Sandbox
+	limits        Limits
+	image, digest string
 	done   func() error // the environment's fork count
 	after  func() error // Open's environment, a Pool's slot
 
 	mu     sync.Mutex
 	closed bool
 	env    map[string]string // SetEnv's
+	oom    error             // the first command the OOM killer ended
+}
+
+// OOMKilled returns the error of the first command of s during which the
+// out-of-memory killer ended a process (wrapping [ErrOOM], naming the
+// memory limit), or nil. It outlives the harness's handling of that
+// error: the engine reads it after every attempt, so that an episode
+// whose sandbox ran out of memory ends as an infrastructure error,
+// whatever its harness or judge made of the command's failure.
+func (s *Sandbox) OOMKilled() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.oom
 }
 
 // SetEnv sets variables that every command run in s from then on gets,
@@ -533,9 +556,26 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Cmd) (Result, error) {
 	}
 	endSpan(span, err)
 	if err != nil {
+		if errors.Is(err, ErrOOM) {
+			err = s.oomKilled(name, err)
+		}
 		return res, s.fail("exec", name, err)
 	}
 	return res, nil
+}
+
+// oomKilled names the memory limit in a driver's ErrOOM and remembers the
+// first such error for OOMKilled.
+func (s *Sandbox) oomKilled(name string, err error) error {
+	if m := s.limits.MemoryBytes; m > 0 {
+		err = fmt.Errorf("%w (memory limit %d MiB)", err, m>>20)
+	}
+	s.mu.Lock()
+	if s.oom == nil {
+		s.oom = &PathError{Op: "exec", Path: name, Err: err}
+	}
+	s.mu.Unlock()
+	return err
 }
 
 // capped keeps the first max bytes written to it (all of them when max is

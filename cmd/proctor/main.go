@@ -260,7 +260,7 @@ func records(path string, stderr io.Writer) (iter.Seq2[sink.Record, error], erro
 	}, nil
 }
 
-func reportOf(path string, stderr io.Writer, maxNoVerdict float64, maxFailures int) (*report.Report, error) {
+func reportOf(path string, stderr io.Writer, maxNoVerdict float64, maxFailures int, failOnBroken bool) (*report.Report, error) {
 	opts, err := sequentialOptions(path)
 	if err != nil {
 		return nil, err
@@ -268,8 +268,10 @@ func reportOf(path string, stderr io.Writer, maxNoVerdict float64, maxFailures i
 	if opts == nil {
 		opts = &report.Options{}
 	}
-	opts.MaxNoVerdict = maxNoVerdict
-	opts.MaxFailures = maxFailures
+	opts.MaxNoVerdict, opts.MaxFailures, opts.FailOnBroken = maxNoVerdict, maxFailures, failOnBroken
+	if opts.Broken, err = report.OracleBroken(path); err != nil {
+		return nil, err
+	}
 	if endsLine(path) {
 		// A whole log, read on every core: a torn tail would be a warning
 		// in the report, which the command prints on stderr instead.
@@ -340,13 +342,19 @@ runs/*.jsonl matches) is skipped, with a note on stderr.
 It exits with status 1, as the run did, when a RUN fails the gates its log
 carries: its sequential gate did not decide "pass", more of its episodes
 than -max-no-verdict had no verdict, or its judge gave no verdict on any
-call. So CI can gate a log it did not run.`,
+call, or, with -fail-on-broken, it has broken samples. So CI can gate a
+log it did not run.
+
+A log run with an oracle (-oracle) has the oracle's log beside it
+(run.oracle.jsonl): the samples the oracle failed are broken, left out of
+the pass rate and listed in the headline.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print JSON")
 		maxNoVerdict := fs.Float64("max-no-verdict", 0, "exit 1 when more than this `fraction` of a run's episodes errored or were unscored (0: 0.05, negative: never)")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown (for CI job summaries)")
 		htmlOut := fs.String("html", "", "write the run page of one LOG to `file` as self-contained HTML (as proctor view shows it)")
 		ciOut := ciFlags(fs)
+		failOnBroken := fs.Bool("fail-on-broken", false, "exit 1 when a run has broken samples: samples its oracle failed (its log's run.oracle.jsonl)")
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			if *htmlOut != "" {
 				return writeHTMLReport(pos, *htmlOut)
@@ -363,7 +371,7 @@ call. So CI can gate a log it did not run.`,
 			}
 			code := 0
 			for i, path := range pos {
-				rep, err := reportOf(path, stderr, *maxNoVerdict, ciOut.maxFailures())
+				rep, err := reportOf(path, stderr, *maxNoVerdict, ciOut.maxFailures(), *failOnBroken)
 				if err != nil {
 					return 0, fmt.Errorf("%s: %w", path, err)
 				}
@@ -447,11 +455,11 @@ exists.`,
 			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
 				return 0, err
 			}
-			base, err := reportOf(pos[0], stderr, 0, 0)
+			base, err := reportOf(pos[0], stderr, 0, 0, false)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[0], err)
 			}
-			head, err := reportOf(pos[1], stderr, 0, 0)
+			head, err := reportOf(pos[1], stderr, 0, 0, false)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", pos[1], err)
 			}

@@ -45,6 +45,8 @@ func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 	fs.Float64Var(&cfg.Report.MaxNoVerdict, "max-no-verdict", cfg.Report.MaxNoVerdict, "exit 1 when more than this `fraction` of episodes errored or were unscored (0: 0.05, negative: never)")
 	fs.BoolVar(&cfg.RetryLimited, "retry-limited", cfg.RetryLimited, "on resume, run again the episodes a per-episode cap ended (final unless the caps changed)")
 	fs.BoolVar(&cfg.AllowChanged, "allow-changed", cfg.AllowChanged, "resume a log written by another version of the eval")
+	fs.BoolVar(&cfg.Oracle, "oracle", cfg.Oracle, "run the eval's oracle (reference solution) once per sample first: the samples it fails are broken, left out of the pass rate")
+	fs.BoolVar(&cfg.Report.FailOnBroken, "fail-on-broken", cfg.Report.FailOnBroken, "exit 1 when any sample is broken (its oracle failed; with -oracle)")
 	bindReuseFlags(fs, cfg)
 	bindSequentialFlags(fs, cfg)
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line on stderr")

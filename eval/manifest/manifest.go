@@ -74,6 +74,17 @@ type Manifest struct {
 	// viewer; nil without any. It is not part of what a run is: a resumed
 	// run may change it.
 	Budget *Budget `json:"budget,omitempty"`
+	// Resources are the distinct sandbox resources the run's samples ask
+	// for (their limits and image, sandbox.Resources.String), sorted; nil
+	// without a sandbox, and in logs written before they were recorded.
+	// A resume under others is refused (Diff) unless allowed: a memory
+	// limit alone moves a pass rate by points.
+	Resources []string `json:"resources,omitempty"`
+	// ImageDigests are what the images of Resources resolved to as the
+	// run's environments were provisioned ("image=digest", sorted), as
+	// far as the driver says (the Docker driver does). Added as the run
+	// goes; a resume that finds other digests warns.
+	ImageDigests []string `json:"image_digests,omitempty"`
 }
 
 // Budget is a run's budgets (eval.Config.MaxCostUSD and MaxTokens).
@@ -191,7 +202,36 @@ func (m *Manifest) Diff(old *Manifest) []string {
 	add("judge version", old.Versions.Judge, m.Versions.Judge)
 	add("sandbox version", old.Versions.Sandbox, m.Versions.Sandbox)
 	add("shard", old.Shard, m.Shard)
+	if old.Resources != nil && !slices.Equal(old.Resources, m.Resources) {
+		d = append(d, fmt.Sprintf("sandbox resources: %s in the log, %s now", ResourcesString(old.Resources), ResourcesString(m.Resources)))
+	}
 	return d
+}
+
+// ResourcesString is a manifest's Resources in one line.
+func ResourcesString(r []string) string {
+	if len(r) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(r, "; ") + "]"
+}
+
+// ResourcesDiff says how the sandbox resources of two runs differ (their
+// limits and images, then the digests their images resolved to), or ""
+// when they are the same or either run did not record them: a possible
+// cause of a difference between the runs.
+func ResourcesDiff(base, head *Manifest) string {
+	if base == nil || head == nil {
+		return ""
+	}
+	var d []string
+	if base.Resources != nil && head.Resources != nil && !slices.Equal(base.Resources, head.Resources) {
+		d = append(d, fmt.Sprintf("sandbox resources %s → %s", ResourcesString(base.Resources), ResourcesString(head.Resources)))
+	}
+	if base.ImageDigests != nil && head.ImageDigests != nil && !slices.Equal(base.ImageDigests, head.ImageDigests) {
+		d = append(d, fmt.Sprintf("image digests %s → %s", ResourcesString(base.ImageDigests), ResourcesString(head.ImageDigests)))
+	}
+	return strings.Join(d, ", ")
 }
 
 // GateDiff lists what differs between the manifest a log holds (old) and
@@ -282,6 +322,9 @@ func SameRun(a, b *Manifest) []Difference {
 	add("dataset samples", fmt.Sprint(a.Dataset.Samples), fmt.Sprint(b.Dataset.Samples))
 	if a.Dataset.Comparable(b.Dataset) {
 		add("dataset hash", a.Dataset.Hash, b.Dataset.Hash)
+	}
+	if a.Resources != nil && b.Resources != nil {
+		add("sandbox resources", ResourcesString(a.Resources), ResourcesString(b.Resources))
 	}
 	return d
 }

@@ -68,6 +68,7 @@ type Aggregator struct {
 	counts     [4]int // pass, fail, error, unscored
 	notSampled int
 	excluded   int
+	broken     brokenSamples
 	weighted   bool
 	scoreSum   float64
 	latency    histogram
@@ -218,6 +219,9 @@ func (a *Aggregator) keepID(id string) string {
 // buffer, reused for the next record); a new sample's tags map is kept as
 // it is.
 func (a *Aggregator) Add(r *sink.Record) {
+	if a.skipBroken(r) {
+		return
+	}
 	i, ok := a.Index(r.SampleID)
 	if !ok {
 		if a.meta != nil {
@@ -240,6 +244,9 @@ func (a *Aggregator) Usage() usage.Usage { return a.usage }
 // in [0, n) for an aggregator from NewIndexed. It keeps none of r's
 // strings, only copies of the few it needs.
 func (a *Aggregator) AddAt(i int, r *sink.Record) {
+	if a.skipBroken(r) {
+		return
+	}
 	if a.eval == "" {
 		a.eval, a.runID = strings.Clone(r.Eval), strings.Clone(r.RunID)
 	}
@@ -312,6 +319,29 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	}
 }
 
+// noiseFloor is the noise floor of two runs like this one, or nil when
+// no sample was scored twice.
+func (a *Aggregator) noiseFloor() *stats.NoiseFloor {
+	passes, scored := make([]int, 0, len(a.samples)), make([]int, 0, len(a.samples))
+	n, episodes := 0, 0
+	for i := range a.samples {
+		s := &a.samples[i]
+		m := int(s.pass + s.fail)
+		if m == 0 {
+			continue
+		}
+		passes, scored = append(passes, int(s.pass)), append(scored, m)
+		n, episodes = n+1, episodes+m
+	}
+	v, dof := stats.WithinVariance(passes, scored)
+	if dof == 0 {
+		return nil
+	}
+	e := float64(episodes) / float64(n)
+	nf := stats.Noise(v, n, e, e, a.opts.Level)
+	return &nf
+}
+
 // weighWithCounts starts keeping weights: those of the records so far were
 // all 1.
 func (a *Aggregator) weighWithCounts() {
@@ -365,6 +395,8 @@ func (a *Aggregator) report(final bool) *Report {
 		Latency:  a.latency.summary(),
 		Usage:    a.usage,
 		Warnings: slices.Clone(a.warnings),
+		Broken:   a.broken.ids(), BrokenEpisodes: a.broken.episodes,
+		failOnBroken: a.opts.FailOnBroken,
 	}
 	r.Failures, r.FailuresOmitted = a.failures.listed(a.opts.MaxFailures)
 	if recorded == 0 {
@@ -406,6 +438,7 @@ func (a *Aggregator) report(final bool) *Report {
 		r.PassHatK = append(r.PassHatK, KValue{k, hat})
 	}
 	r.ByTag = a.byTag(r.Epochs)
+	r.NoiseFloor = a.noiseFloor()
 	if a.seq != nil {
 		r.Sequential = a.sequentialResult(r.Episodes, r.Usage.CostUSD)
 		if r.Sequential.Decision != Undecided {

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"maps"
 	"math"
 	"slices"
@@ -121,6 +122,13 @@ type Comparison struct {
 	// neither run has any. Gates decide on it ([Comparison.Decision]).
 	WorstCase *WorstDifference `json:"worst_case,omitempty"`
 
+	// NoiseFloor is the run-to-run noise of PassRate.Mean: how far apart
+	// two runs of one agent, with these runs' epochs, land by chance, from
+	// the spread of each paired sample's outcomes across epochs in both
+	// runs (stats.NoiseFloor; docs/statistics.md). Nil when neither run
+	// scored a sample twice: one epoch does not measure it.
+	NoiseFloor *stats.NoiseFloor `json:"noise_floor,omitempty"`
+
 	// Warnings describe what may bias the comparison: samples on one side
 	// only, different evals, epochs, or error rates, torn logs.
 	Warnings []string `json:"warnings,omitempty"`
@@ -171,6 +179,10 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	}
 	if base.Epochs != head.Epochs && base.Epochs > 0 && head.Epochs > 0 {
 		c.warnf("different epochs: base %d, head %d: per-sample pass rates are averaged over different numbers of tries", base.Epochs, head.Epochs)
+	}
+	if d := manifest.ResourcesDiff(&manifest.Manifest{Resources: base.Resources, ImageDigests: base.ImageDigests},
+		&manifest.Manifest{Resources: head.Resources, ImageDigests: head.ImageDigests}); d != "" {
+		c.warnf("the runs' environments differ: %s: a possible cause of any difference, not the agent", d)
 	}
 
 	baseIndex, headIndex := indexByID(bs), indexByID(hs)
@@ -226,6 +238,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 
 	rates, scores := pairedValues(pairs)
 	c.PassRate = stats.Paired(rates[0], rates[1], opts.Level)
+	c.NoiseFloor = noiseOfPairs(pairs, opts.Level)
 	c.Score = stats.Paired(scores[0], scores[1], opts.Level)
 	c.Regressed = c.PassRate.Hi < 0
 	c.NonInferior = c.PassRate.Lo > -opts.Margin || (c.PassRate.Mean == 0 && c.PassRate.SE == 0)
@@ -272,6 +285,26 @@ func indexByID(rs []SampleResult) map[string]int {
 }
 
 type pair struct{ base, head *SampleResult }
+
+// noiseOfPairs is the noise floor of the pairs' pass-rate difference, the
+// within-sample variance pooled over both runs.
+func noiseOfPairs(pairs []pair, level float64) *stats.NoiseFloor {
+	var passes, scored []int
+	var epochs [2]float64
+	for _, p := range pairs {
+		passes = append(passes, p.base.Passed, p.head.Passed)
+		scored = append(scored, p.base.Scored(), p.head.Scored())
+		epochs[0] += float64(p.base.Scored())
+		epochs[1] += float64(p.head.Scored())
+	}
+	v, dof := stats.WithinVariance(passes, scored)
+	if dof == 0 {
+		return nil
+	}
+	n := len(pairs)
+	nf := stats.Noise(v, n, epochs[0]/float64(n), epochs[1]/float64(n), level)
+	return &nf
+}
 
 // pairedValues returns the per-sample pass rates and mean scores of the
 // pairs, base in [0] and head in [1].

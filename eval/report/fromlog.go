@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/internal/recordjson"
 	"github.com/proctor-evals/proctor/internal/safeopen"
 	"github.com/proctor-evals/proctor/sink"
@@ -16,6 +17,22 @@ import (
 // (a torn tail, a corrupt line, not a log at all) is read by FromRecords,
 // which says what it is.
 func FromLog(path string, opts *Options) (*Report, error) {
+	rep, err := fromLog(path, opts)
+	if err == nil {
+		rep.AddManifest(path)
+	}
+	return rep, err
+}
+
+// AddManifest sets what r takes from the manifest of the log at path
+// (its sandbox resources), if it has one.
+func (r *Report) AddManifest(path string) {
+	if m, err := manifest.Read(path); err == nil {
+		r.Resources, r.ImageDigests = m.Resources, m.ImageDigests
+	}
+}
+
+func fromLog(path string, opts *Options) (*Report, error) {
 	f, err := safeopen.Open(path)
 	if err != nil {
 		return FromRecords(jsonl.Records(path), opts) // which says why

@@ -171,6 +171,9 @@ func (r *Report) GateFailure() string {
 		}
 		return fmt.Sprintf("the judge gave no verdict on any of its calls (%s): no share of episodes without a verdict passes a gate with a broken judge", src)
 	}
+	if r.failOnBroken && len(r.Broken) > 0 {
+		return r.brokenLine() + ": -fail-on-broken (Options.FailOnBroken) requires none"
+	}
 	return ""
 }
 
@@ -189,6 +192,14 @@ func (r *Report) GateBound(excludeErrors bool) float64 {
 // the pass rate with its interval and, when episodes errored or were
 // unscored, the range it lies in whatever they would have been.
 func (r *Report) Headline() string {
+	h := r.headline()
+	if b := r.brokenLine(); b != "" {
+		h += "; " + b
+	}
+	return h
+}
+
+func (r *Report) headline() string {
 	if r.Passed+r.Failed == 0 && r.WorstCase == nil {
 		return "pass rate n/a: no scored episodes"
 	}

@@ -83,6 +83,10 @@ func (r *Report) Summary() []SummaryRow {
 	if r.Sequential != nil {
 		rows = append(rows, r.Sequential.summary()...)
 	}
+	if nf := r.NoiseFloor; nf != nil && !math.IsNaN(nf.HalfWidth) {
+		row("noise-floor", "noise floor", fmt.Sprintf("±%.1f pts: two runs of this agent, %.3g epochs each, differ by less %g%% of the time (within-sample spread across epochs)",
+			100*nf.HalfWidth, nf.EpochsA, 100*nf.Level))
+	}
 	if r.Bootstrap != nil {
 		row("bootstrap", "bootstrap CI", fmt.Sprintf("[%s, %s] (clusters resampled)", pct(r.Bootstrap.Lo), pct(r.Bootstrap.Hi)))
 	}
@@ -193,7 +197,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 	} else {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
-	if r.WorstCase != nil {
+	if r.WorstCase != nil || len(r.Broken) > 0 {
 		// First, and alone on its line: what a hurried reader must not
 		// miss, and where the errors came from.
 		t.line(r.Headline())
@@ -410,6 +414,9 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	if c.WorstCase != nil {
 		line("verdict: " + c.WorstCase.String())
 	}
+	if nf := c.NoiseFloor; nf != nil {
+		line("noise floor: " + c.noiseLine())
+	}
 	listed := func(regression bool) []Flip {
 		var fs []Flip
 		for _, f := range c.Flips {
@@ -531,4 +538,15 @@ func (t TagDifference) MarshalJSON() ([]byte, error) {
 		plain
 		HolmP stats.Float `json:"holm_p"`
 	}{plain(t), stats.Float(t.HolmP)})
+}
+
+// noiseLine puts the pass-rate difference beside the run-to-run noise
+// floor: a difference inside it is what running one agent twice gives.
+func (c *Comparison) noiseLine() string {
+	nf, d := c.NoiseFloor, c.PassRate.Mean
+	s := fmt.Sprintf("±%.1f pts (%g%%: two runs of one agent with these epochs differ by less, from the spread of each sample across epochs)", 100*nf.HalfWidth, 100*nf.Level)
+	if nf.Within(d) {
+		return fmt.Sprintf("the difference %s is INSIDE the noise floor %s: what running the same agent again gives", pts(d), s)
+	}
+	return fmt.Sprintf("the difference %s is outside the noise floor %s", pts(d), s)
 }

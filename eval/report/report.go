@@ -31,6 +31,12 @@ type Report struct {
 	StartedAt time.Time     `json:"started_at,omitzero"`
 	Wall      time.Duration `json:"wall_ns,omitempty"`
 
+	// Resources and ImageDigests are the run's sandbox resources and what
+	// their images resolved to, from its manifest (manifest.Manifest):
+	// Compare warns when two runs' differ. Empty when not on record.
+	Resources    []string `json:"resources,omitempty"`
+	ImageDigests []string `json:"image_digests,omitempty"`
+
 	Samples   int `json:"samples"`  // distinct samples recorded
 	Epochs    int `json:"epochs"`   // repeats per sample
 	Episodes  int `json:"episodes"` // records: one per finished episode
@@ -50,6 +56,17 @@ type Report struct {
 	// reused_from).
 	Reused   int `json:"reused,omitempty"`
 	Rejudged int `json:"rejudged,omitempty"`
+	// NoiseFloor is the run-to-run noise of the pass rate: two runs of
+	// this agent with as many epochs differ by less than its HalfWidth
+	// with probability Level (stats.NoiseFloor; docs/statistics.md). Nil
+	// with one epoch, which does not measure it.
+	NoiseFloor *stats.NoiseFloor `json:"noise_floor,omitempty"`
+	// Broken lists the samples whose oracle failed (Options.Broken), by
+	// ID: their BrokenEpisodes are left out of every count, rate and
+	// interval above, and the headline says so.
+	Broken         []string `json:"broken,omitempty"`
+	BrokenEpisodes int      `json:"broken_episodes,omitempty"`
+	failOnBroken   bool     // Options.FailOnBroken
 	// Excluded counts records of samples that are not in the dataset (a
 	// resumed log of a dataset that lost samples): they stay in the log
 	// and are in none of the counts above.
@@ -239,6 +256,12 @@ type Options struct {
 	// does not take it from eval.Config.Report (which refuses it): its
 	// gate is eval.Config.Sequential, which the manifest keeps.
 	Sequential *Sequential
+	// Broken names the samples whose oracle did not pass (eval.Config
+	// Oracle): their records are left out of the report, counted in
+	// Report.Broken. FailOnBroken makes any of them a gate failure
+	// (GateFailure).
+	Broken       map[string]bool
+	FailOnBroken bool
 }
 
 func (o *Options) withDefaults() Options {

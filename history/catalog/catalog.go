@@ -71,7 +71,8 @@ type tagEntry struct {
 
 // The columns, in file order. Usage is the records' totals, then the
 // judge's part of them (Schema 2) and a simulated user's (Schema 3): rows
-// kept from before are read again rather than left at zero.
+// kept from before are read again rather than left at zero; resources and
+// image_digests are the manifest's, each list joined by "; " (Schema 3).
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
@@ -87,6 +88,8 @@ var runFields = []field[entry]{
 	str("seed", func(e *entry) *string { return &e.Seed }),
 	integer("epochs", func(e *entry) *int { return &e.Epochs }),
 	str("proctor_version", func(e *entry) *string { return &e.Proctor }),
+	str("resources", func(e *entry) *string { return &e.Resources }),
+	str("image_digests", func(e *entry) *string { return &e.ImageDigests }),
 	integer("samples", func(e *entry) *int { return &e.Samples }),
 	integer("episodes", func(e *entry) *int { return &e.Episodes }),
 	integer("passed", func(e *entry) *int { return &e.Passed }),

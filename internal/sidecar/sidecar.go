@@ -43,6 +43,7 @@ var Files = []File{
 	{"the human reviews, one JSON line each", ".reviews.jsonl", Whole, "proctor review import, proctor view -review"},
 	{"the review queue", ".queue.json", Whole, "proctor review pick"},
 	{"the model gateway's call store: each model call's request digest and response, one JSON line each", ".calls.jsonl", Stem, "the model gateway, during a run"},
+	{"the oracle's run: its reference solution once per sample, a log of its own (with its manifest and transcripts beside it)", ".oracle.jsonl", Stem, "the engine, with Config.Oracle (-oracle)"},
 }
 
 // Path returns the path of the sidecar f of the log at log. A file whose
@@ -71,6 +72,9 @@ func CompactedTranscripts(log string, n int) string {
 
 // Calls is the path of the run's call store (package gateway's Store).
 func Calls(log string) string { return stem(log) + ".calls.jsonl" }
+
+// Oracle is the path of the log of the run's oracle pass.
+func Oracle(log string) string { return stem(log) + ".oracle.jsonl" }
 
 // Token is the path of a distributed run's workers' token.
 func Token(log string) string { return stem(log) + ".token" }

@@ -47,7 +47,7 @@ func TestDocsListEverySidecar(t *testing.T) {
 func TestPathsFollowTheTable(t *testing.T) {
 	log := filepath.Join("runs", "agent.v2.jsonl")
 	byFunc := []string{sidecar.Manifest(log), sidecar.Transcripts(log), filepath.Join("runs", sidecar.CompactedTranscripts(log, 12)),
-		sidecar.Token(log), sidecar.NATSStore(log), sidecar.Lock(log), sidecar.Reviews(log), sidecar.Queue(log), sidecar.Calls(log)}
+		sidecar.Token(log), sidecar.NATSStore(log), sidecar.Lock(log), sidecar.Reviews(log), sidecar.Queue(log), sidecar.Calls(log), sidecar.Oracle(log)}
 	if len(byFunc) != len(sidecar.Files) {
 		t.Fatalf("%d functions for %d files: a file without a function, or one without a row", len(byFunc), len(sidecar.Files))
 	}

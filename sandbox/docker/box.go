@@ -11,6 +11,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ type box struct {
 
 	mu     sync.Mutex
 	closed bool
-	n      int // names pid files
+	n      int   // names pid files
+	ooms   int64 // the container's OOM kills already reported
 
 	background sync.WaitGroup // internal execs still running (pid file removal)
 }
@@ -43,11 +45,14 @@ func (b *box) fault(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if cerrdefs.IsNotFound(err) {
-		if st, ierr := b.p.cli.ContainerInspect(ctx, b.id, client.ContainerInspectOptions{}); ierr == nil &&
-			st.Container.State != nil && st.Container.State.Running {
-			return fs.ErrNotExist
-		}
+	st, ierr := b.p.cli.ContainerInspect(ctx, b.id, client.ContainerInspectOptions{})
+	running := ierr == nil && st.Container.State != nil && st.Container.State.Running
+	if cerrdefs.IsNotFound(err) && running {
+		return fs.ErrNotExist
+	}
+	if ierr == nil && st.Container.State != nil && st.Container.State.OOMKilled {
+		// The container itself died of its memory limit.
+		return fmt.Errorf("docker: %w: %w", sandbox.ErrOOM, err)
 	}
 	return fmt.Errorf("docker: %w: %w", sandbox.ErrUnavailable, err)
 }
@@ -169,7 +174,39 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 		time.Sleep(5 * time.Millisecond)
 	}
 	b.rmPidfile(pidfile)
+	if res.Code != 0 && b.spec.Limits.MemoryBytes > 0 && b.oomKilled(ctx) {
+		return res, sandbox.ErrOOM
+	}
 	return res, nil
+}
+
+// oomCount prints the container's memory cgroup's count of processes the
+// OOM killer ended (cgroup v2 with its own namespace, then v1).
+const oomCount = `for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do [ -r $f ] && exec cat $f; done`
+
+// oomKilled reports whether the OOM killer ended a process of the
+// container since the last time it said so. A process killed in an exec
+// leaves no trace in the container's state (State.OOMKilled is the main
+// process's), only in its cgroup's count, read here after a command that
+// failed: a process killed for memory fails its command.
+func (b *box) oomKilled(ctx context.Context) bool {
+	var out bytes.Buffer
+	if err := b.output(ctx, []string{"sh", "-c", oomCount}, &out); err != nil {
+		return false
+	}
+	for line := range strings.Lines(out.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if n > b.ooms {
+				b.ooms = n
+				return true
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // wait waits for the output stream after a kill, closing it if the engine
@@ -204,16 +241,23 @@ func (b *box) rmPidfile(pidfile string) {
 
 // run runs an internal command to completion, ignoring its output.
 func (b *box) run(ctx context.Context, args []string) {
+	b.output(ctx, args, io.Discard)
+}
+
+// output runs an internal command to completion, copying its standard
+// output to w.
+func (b *box) output(ctx context.Context, args []string, w io.Writer) error {
 	created, err := b.p.cli.ExecCreate(ctx, b.id, client.ExecCreateOptions{Cmd: args, AttachStdout: true, AttachStderr: true})
 	if err != nil {
-		return
+		return err
 	}
 	att, err := b.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return
+		return err
 	}
 	defer att.Close()
-	io.Copy(io.Discard, att.Reader)
+	_, err = stdcopy.StdCopy(w, io.Discard, att.Reader)
+	return err
 }
 
 // --- files ---

@@ -166,7 +166,7 @@ func (p *Driver) RunID() string { return p.runID }
 // cannot mount a fork's size-limited workspace fails the fork: a disk
 // limit is never silently dropped.
 func (p *Driver) Guarantees() sandbox.Guarantees {
-	return sandbox.Guarantees{Network: true, Gateway: p.localEngine(), CPUs: true, Memory: true, Pids: true, Disk: true}
+	return sandbox.Guarantees{Network: true, Gateway: p.localEngine(), CPUs: true, Memory: true, OOM: true, Pids: true, Disk: true}
 }
 
 func (p *Driver) labels(role string) map[string]string {
@@ -289,7 +289,14 @@ func (p *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if err != nil {
 		return nil, unavailable("commit", err)
 	}
-	return &environment{p: p, image: img.ID, spec: spec}, nil
+	env := &environment{p: p, image: img.ID, spec: spec}
+	if ins, err := p.cli.ImageInspect(ctx, spec.Image); err == nil {
+		env.digest = ins.ID
+		if len(ins.RepoDigests) > 0 {
+			env.digest = ins.RepoDigests[0]
+		}
+	}
+	return env, nil
 }
 
 // must runs c in b, an error unless it exits 0.
@@ -318,10 +325,14 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 type environment struct {
-	p     *Driver
-	image string
-	spec  sandbox.Spec
+	p      *Driver
+	image  string
+	spec   sandbox.Spec
+	digest string // of spec.Image
 }
+
+// ImageDigest implements [driver.ImageDigester].
+func (e *environment) ImageDigest() string { return e.digest }
 
 // Fork implements [driver.Environment].
 func (e *environment) Fork(ctx context.Context) (driver.Sandbox, error) {

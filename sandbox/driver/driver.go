@@ -77,7 +77,10 @@ type Sandbox interface {
 	// that exits non-zero is an Exit with that code and a nil error. When
 	// ctx is done before the command ends, its whole process tree is
 	// killed and Exec returns an error wrapping ctx.Err(). Exec ignores
-	// cmd.Timeout: [Exec] turns it into ctx's deadline.
+	// cmd.Timeout: [Exec] turns it into ctx's deadline. A driver that
+	// claims [Guarantees].OOM returns an error wrapping [ErrOOM] (with the
+	// Exit it saw) when the out-of-memory killer ended a process of the
+	// sandbox while the command ran.
 	Exec(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (Exit, error)
 	// ReadFile returns the content of the named regular file. A file
 	// larger than max bytes is an error wrapping [ErrTooLarge], found
@@ -99,6 +102,15 @@ type Sandbox interface {
 // nothing.
 type GuaranteeReporter interface {
 	Guarantees() Guarantees
+}
+
+// ImageDigester is an optional interface of an [Environment]: the digest
+// of the image its Spec.Image named when it was provisioned (a registry
+// digest, "name@sha256:…", when the image has one, else the image's ID),
+// so that a run records what its environments ran on, not a tag that may
+// move.
+type ImageDigester interface {
+	ImageDigest() string
 }
 
 // GatewayServer is an optional interface of a [Provider]: it serves an
@@ -211,6 +223,10 @@ type Guarantees struct {
 	// CPUs, Memory, Pids and Disk: the corresponding field of [Limits] is
 	// enforced on every sandbox when set.
 	CPUs, Memory, Pids, Disk bool
+	// OOM: a command during which the out-of-memory killer ended a
+	// process of the sandbox is reported as [ErrOOM], never as a plain
+	// exit code.
+	OOM bool
 }
 
 var (
@@ -225,4 +241,14 @@ var (
 	// ErrNotRegular is returned by ReadFile for what is not a regular
 	// file (a directory, FIFO, device or socket).
 	ErrNotRegular = errors.New("sandbox: not a regular file")
+	// ErrOOM is returned by Exec for a command during which the kernel's
+	// out-of-memory killer ended a process of the sandbox: the sandbox
+	// reached its memory limit (or the host ran out). It is an
+	// infrastructure fault, not the agent's, and wraps [ErrUnavailable].
+	ErrOOM error = oomError{}
 )
+
+type oomError struct{}
+
+func (oomError) Error() string { return "sandbox: killed by the out-of-memory killer" }
+func (oomError) Unwrap() error { return ErrUnavailable }

@@ -147,6 +147,7 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	}
 
 	c := &exec.Cmd{Path: path, Args: cmd.Args, Dir: dir, Env: env, Stdin: inR, Stdout: outW, Stderr: errW}
+	oomBefore := b.cg.oomKills()
 	p, err := b.start(c)
 	closeParent()
 	if err != nil {
@@ -188,7 +189,14 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 	errR.Close()
 	inW.Close()
 
-	return driver.Exit{Code: c.ProcessState.ExitCode()}, ctxErr
+	exit := driver.Exit{Code: c.ProcessState.ExitCode()}
+	if ctxErr == nil && b.cg.oomKills() > oomBefore {
+		// The sandbox's cgroup ran out of memory while the command ran
+		// (another command of the fork may have been the one killed:
+		// either way the limit, not the agent, decided).
+		return exit, sandbox.ErrOOM
+	}
+	return exit, ctxErr
 }
 
 // dir resolves a command's working directory inside the workspace.

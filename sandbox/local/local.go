@@ -214,7 +214,7 @@ func (d *Driver) Guarantees() sandbox.Guarantees {
 		return sandbox.Guarantees{}
 	}
 	c := d.iso.cgroup != cgroupNone
-	return sandbox.Guarantees{IPNetwork: d.iso.root, CPUs: c, Memory: c, Pids: c,
+	return sandbox.Guarantees{IPNetwork: d.iso.root, CPUs: c, Memory: c, OOM: c, Pids: c,
 		Disk: d.method == Overlay && d.iso.root}
 }
 

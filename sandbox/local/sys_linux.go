@@ -283,6 +283,36 @@ func newCgroup(mode cgroupMode, l sandbox.Limits) (*cgroup, error) {
 	return cg, nil
 }
 
+// oomKills is how many processes of the cgroup the out-of-memory killer
+// has ended: memory.events (v2) or memory.oom_control (v1), line
+// "oom_kill N". Without a memory controller, or on a kernel that does
+// not count them, it is 0.
+func (cg *cgroup) oomKills() int64 {
+	if cg == nil {
+		return 0
+	}
+	file := "memory.events"
+	if cg.mode == cgroupV1 {
+		file = "memory.oom_control"
+	}
+	for _, d := range cg.dirs {
+		if cg.mode == cgroupV1 && filepath.Base(filepath.Dir(filepath.Dir(d))) != "memory" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, file))
+		if err != nil {
+			return 0
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
 // join moves one thread (v1 allows it) into the cgroup: a process forked
 // from that thread starts inside it, so no child escapes by forking early.
 func (cg *cgroup) join(tid int) error {

@@ -41,7 +41,8 @@ func (*netns) close() {}
 
 type cgroup struct{}
 
-func (*cgroup) remove() {}
+func (*cgroup) remove()         {}
+func (*cgroup) oomKills() int64 { return 0 }
 
 func (b *box) start(c *exec.Cmd) (*process, error) {
 	if err := startRetrying(c); err != nil {

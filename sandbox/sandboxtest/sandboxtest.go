@@ -905,14 +905,35 @@ var baseCases = []testCase{
 		rule:      "Limits.MemoryBytes bounds a runaway allocation",
 		run: func(t T, s *suite) {
 			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.MemoryBytes = 32 << 20 })
-			res := run(t, sb, sandbox.Cmd{
-				Args:    []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`},
-				Timeout: 60 * time.Second,
-			})
+			res, _ := sb.Exec(ctx(t), allocate)
 			isFalse(t, res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "200000000",
 				"200 MB held under a 32 MB limit")
 		},
 	},
+	{
+		name: "OOMIsAnError", needs: []Feature{Shell},
+		guarantee: func(g sandbox.Guarantees) bool { return g.OOM },
+		rule:      "a command the out-of-memory killer ended is an error wrapping ErrOOM (and ErrUnavailable), kept by OOMKilled; a command killed otherwise is not",
+		run: func(t T, s *suite) {
+			sb := s.sandbox(t, func(sp *sandbox.Spec) { sp.Limits.MemoryBytes = 32 << 20 })
+			res, err := sb.Exec(ctx(t), sh("sleep 30 & kill -9 $!; wait $!"))
+			noError(t, err, "a command whose child was killed by SIGKILL, under a memory limit it did not reach")
+			notEqual(t, 0, res.ExitCode, "exit code of a command whose child was killed")
+			noError(t, sb.OOMKilled(), "OOMKilled before any allocation")
+			_, err = sb.Exec(ctx(t), allocate)
+			errorIs(t, err, sandbox.ErrOOM, "a command allocating 200 MB under a 32 MB limit")
+			errorIs(t, err, sandbox.ErrUnavailable, "the OOM error")
+			errorIs(t, sb.OOMKilled(), sandbox.ErrOOM, "OOMKilled after the allocation")
+			res = run(t, sb, sh("echo still-here"))
+			equal(t, "still-here", strings.TrimSpace(string(res.Stdout)), "a command after the OOM kill")
+		},
+	},
+}
+
+// allocate holds 200 MB in a shell variable.
+var allocate = sandbox.Cmd{
+	Args:    []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`},
+	Timeout: 60 * time.Second,
 }
 
 // hostAddrs is the host's loopback and every IPv4 address of its
