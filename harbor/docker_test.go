@@ -147,3 +147,37 @@ func TestAgentSolvesOne(t *testing.T) {
 	require.Contains(t, reason["json-reward"], "reward 0 (reward.json)")
 	require.Contains(t, reason["broken-solution"], "answer.txt holds: cat: can't open '/app/answer.txt'")
 }
+
+// The solution as the eval's oracle (Config.Oracle): the task whose
+// solution fails is broken, left out of the agent's pass rate and named,
+// and the agent's own failure on a sound task stays a failure.
+func TestTheSolutionFindsBrokenTasksBeforeTheAgent(t *testing.T) {
+	t.Parallel()
+	cli, ts := engine(t)
+	p := docker.New(cli, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		docker.Cleanup(ctx, cli, p.Driver().(*docker.Driver).RunID())
+	})
+	hello := harness.Command[harbor.Task]{
+		Cmd: func(ep *harness.Episode[harbor.Task]) sandbox.Cmd {
+			return sandbox.Cmd{Args: []string{"sh", "-c", `printf 'Hello, world!\n' > hello.txt`}, Timeout: ep.Sample.Input.AgentTimeout()}
+		},
+	}
+	e := &eval.Eval[harbor.Task, harness.CommandOutput]{
+		Name: "harbor-oracle", Dataset: ts, Sandbox: harbor.Spec, Harness: hello,
+		Judge: harbor.Verifier[harness.CommandOutput]{}, Oracle: harbor.Solution{},
+	}
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: p, Concurrency: 2, Quiet: true, Oracle: true,
+		Log: t.TempDir() + "/run.jsonl", Report: report.Options{MaxFailures: 100}})
+	require.NoError(t, err)
+	require.Contains(t, rep.Broken, "broken-solution", "the task whose solution fails is broken: %v", rep.Broken)
+	require.NotContains(t, rep.Broken, "hello")
+	require.NotContains(t, rep.Broken, "json-reward", "a sound task the agent fails is hard, not broken")
+	status, _ := outcomes(rep)
+	require.Equal(t, "pass", status["hello"])
+	require.Equal(t, "fail", status["json-reward"])
+	_, listed := status["broken-solution"]
+	require.False(t, listed, "a broken task is left out of the agent's results")
+}
