@@ -386,14 +386,12 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 		}
 		cfg.Sequential = &s
 	}
+	// The resources come from the eval's specs alone, not from whether
+	// this process has a provider: a cluster's coordinator has none, and
+	// its manifest must say what its workers' sandboxes are asked for.
 	var resources func(*dataset.Sample[T]) string
-	if cfg.Sandbox != nil {
-		resources = func(s *dataset.Sample[T]) string {
-			if e.Sandbox == nil {
-				return sandbox.Resources{}.String()
-			}
-			return sandbox.SpecResources(e.Sandbox(*s)).String()
-		}
+	if e.Sandbox != nil {
+		resources = func(s *dataset.Sample[T]) string { return sandbox.SpecResources(e.Sandbox(*s)).String() }
 	}
 	samples, err := loadSamples(ctx, e.Dataset, stream, resources)
 	return cfg, samples, err

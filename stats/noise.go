@@ -14,8 +14,9 @@ type NoiseFloor struct {
 	WithinVar float64 `json:"within_var"`
 	// Samples is n, the samples the difference is over; EpochsA and
 	// EpochsB the epochs each run averages per sample.
-	Samples          int     `json:"samples"`
-	EpochsA, EpochsB float64 `json:"-"`
+	Samples int     `json:"samples"`
+	EpochsA float64 `json:"epochs_a"`
+	EpochsB float64 `json:"epochs_b"`
 	// HalfWidth is z·√(WithinVar/(n·EpochsA) + WithinVar/(n·EpochsB)):
 	// the two runs' pass rates differ by less than this with probability
 	// Level when the agent did not change. NaN when no sample was scored
