@@ -72,7 +72,9 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 	}
 	_, err = cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 	_, err = cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = cs.CoreV1().Services(ns).Create(ctx, only[*corev1.Service](t, coordinator), metav1.CreateOptions{})

@@ -718,8 +718,8 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 			// storage does (whatever PV it is bound to), removed with the
 			// cluster.
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: vm.MountPath,
-				ReadOnly: vm.ReadOnly || v.PersistentVolumeClaim.ReadOnly,
-				Source:   "kubetest-" + k.id + "-pvc-" + pod.Namespace + "-" + v.PersistentVolumeClaim.ClaimName,
+				ReadOnly:      vm.ReadOnly || v.PersistentVolumeClaim.ReadOnly,
+				Source:        "kubetest-" + k.id + "-pvc-" + pod.Namespace + "-" + v.PersistentVolumeClaim.ClaimName,
 				VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{labelCluster: k.id, labelPid: labels[labelPid]}}})
 			continue
 		}
