@@ -150,6 +150,30 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 	checkWhole(t, log2)
 	require.NotEqual(t, uid1, uid2)
 	t.Logf("two runs of 180 records each, logs /logs/%s and /logs/%s, in %v", uid1, uid2, time.Since(t0).Round(time.Second))
+
+	// Misused (exit 2), the coordinator is not started again: its
+	// podFailurePolicy fails the Job on its exit code, backoffLimit aside.
+	bad := only[*batchv1.Job](t, coordinator).DeepCopy()
+	onTestCluster(c, &bad.Spec.Template.Spec, image)
+	bad.Spec.Template.Spec.Containers[0].Args = append(bad.Spec.Template.Spec.Containers[0].Args, "-no-such-flag")
+	bad, err = cs.BatchV1().Jobs(ns).Create(ctx, bad, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var failed *batchv1.JobCondition
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		j, err := cs.BatchV1().Jobs(ns).Get(ctx, bad.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				failed, bad = &c, j
+				return true, nil
+			}
+		}
+		return false, nil
+	}), "the misused coordinator's Job fails")
+	require.Equal(t, batchv1.JobReasonPodFailurePolicy, failed.Reason, failed.Message)
+	require.Equal(t, int32(1), bad.Status.Failed, "one pod, not started again")
 }
 
 // onTestCluster sets what the test cluster needs of a pod: its node, and
