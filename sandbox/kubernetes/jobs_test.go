@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -80,37 +82,81 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 	_, err = cs.CoreV1().Services(ns).Create(ctx, only[*corev1.Service](t, coordinator), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	// One run: the Jobs applied, run to completion, the log read out.
-	run := func() (uid string, log []byte) {
+	// The coordinator's Job applied, and its pod's IP once it has one
+	// (the pod after the one given, if any).
+	startCoordinator := func() *batchv1.Job {
 		coord := only[*batchv1.Job](t, coordinator).DeepCopy()
 		onTestCluster(c, &coord.Spec.Template.Spec, image)
 		coord.Spec.Template.Annotations = map[string]string{kubetest.NetworkAnnotation: "bridge"}
 		coord, err := cs.BatchV1().Jobs(ns).Create(ctx, coord, metav1.CreateOptions{})
 		require.NoError(t, err)
-
-		// No kube-proxy nor cluster DNS here: the workers join the
-		// coordinator's pod by its IP instead of the Service's name.
-		var ip string
+		return coord
+	}
+	podOf := func(coord *batchv1.Job, after string) (pod corev1.Pod) {
 		require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(coord.UID)})
-			if err != nil || len(pods.Items) == 0 {
+			if err != nil {
 				return false, err
 			}
-			ip = pods.Items[0].Status.PodIP
-			return ip != "", nil
-		}), "the coordinator's pod gets an IP")
+			for _, p := range pods.Items {
+				if p.Name != after && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+					pod = p
+					return true, nil
+				}
+			}
+			return false, nil
+		}), "a pod of the coordinator's Job runs")
+		return pod
+	}
+	// The workers' Job applied, joining ip (with parallelism, if not 0,
+	// and args added). No kube-proxy nor cluster DNS
+	// here: they join the coordinator's pod by its IP instead of the
+	// Service's name.
+	startWorkers := func(ip string, parallelism int32, args ...string) *batchv1.Job {
 		work := only[*batchv1.Job](t, worker).DeepCopy()
+		if parallelism > 0 {
+			work.Spec.Parallelism = &parallelism
+		}
 		onTestCluster(c, &work.Spec.Template.Spec, image)
 		work.Spec.Template.Annotations = map[string]string{kubetest.NetworkAnnotation: "bridge"}
-		args := work.Spec.Template.Spec.Containers[0].Args
-		require.Contains(t, args, "nats://coordinator:4222")
-		for i, a := range args {
-			if a == "nats://coordinator:4222" {
-				args[i] = "nats://" + ip + ":4222"
+		a := work.Spec.Template.Spec.Containers[0].Args
+		require.Contains(t, a, "nats://coordinator:4222")
+		for i := range a {
+			if a[i] == "nats://coordinator:4222" {
+				a[i] = "nats://" + ip + ":4222"
 			}
 		}
-		work, err = cs.BatchV1().Jobs(ns).Create(ctx, work, metav1.CreateOptions{})
+		work.Spec.Template.Spec.Containers[0].Args = append(a, args...)
+		work, err := cs.BatchV1().Jobs(ns).Create(ctx, work, metav1.CreateOptions{})
 		require.NoError(t, err)
+		return work
+	}
+	startReader := func() string {
+		pod := only[*corev1.Pod](t, reader).DeepCopy()
+		onTestCluster(c, &pod.Spec, kubetest.BusyboxImage(t))
+		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = claim.Name // as the docs say for coordinator.yaml
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitPodReady(ctx, t, cs, ns, pod.Name)
+		return pod.Name
+	}
+	deleteAll := func(jobs ...*batchv1.Job) {
+		background := metav1.DeletePropagationBackground
+		for _, j := range jobs {
+			require.NoError(t, cs.BatchV1().Jobs(ns).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &background}))
+		}
+		grace := int64(0)
+		require.NoError(t, cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}))
+		require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
+		}), "the pods are gone")
+	}
+
+	// One run: the Jobs applied, run to completion, the log read out.
+	run := func() (uid string, log []byte) {
+		coord := startCoordinator()
+		work := startWorkers(podOf(coord, "").Status.PodIP, 0)
 
 		for _, j := range []*batchv1.Job{coord, work} {
 			j = waitJobDone(ctx, t, cs, j)
@@ -120,25 +166,9 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 
 		// The docs' recipe: the log-reader pod on the claim, then
 		// `kubectl cp` of /logs/<the Job's UID>, which is tar in the pod.
-		pod := only[*corev1.Pod](t, reader).DeepCopy()
-		onTestCluster(c, &pod.Spec, kubetest.BusyboxImage(t))
-		pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = claim.Name // as the docs say for coordinator.yaml
-		_, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		require.NoError(t, err)
-		waitPodReady(ctx, t, cs, ns, pod.Name)
-		files := copyOut(ctx, t, c.RESTConfig(), cs, ns, pod.Name, "/logs/"+string(coord.UID))
-		grace := int64(0)
-		require.NoError(t, cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}))
-
+		files := copyOut(ctx, t, c.RESTConfig(), cs, ns, startReader(), "/logs/"+string(coord.UID))
 		// The next run: the Jobs deleted, to be applied again.
-		background := metav1.DeletePropagationBackground
-		for _, j := range []*batchv1.Job{coord, work} {
-			require.NoError(t, cs.BatchV1().Jobs(ns).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &background}))
-		}
-		require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(pods.Items) == 0, err
-		}), "the runs' pods are gone")
+		deleteAll(coord, work)
 		require.Contains(t, files, "run.jsonl", "files of %s: %v", coord.UID, keys(files))
 		return string(coord.UID), files["run.jsonl"]
 	}
@@ -174,6 +204,59 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 	}), "the misused coordinator's Job fails")
 	require.Equal(t, batchv1.JobReasonPodFailurePolicy, failed.Reason, failed.Message)
 	require.Equal(t, int32(1), bad.Status.Failed, "one pod, not started again")
+	deleteAll(bad)
+
+	// Killed mid-run, the coordinator is started again in a new pod once
+	// the old one has ended, and resumes its log: whole, each record once.
+	// One worker at concurrency 1 (180 episodes of 40 ms) so the kill
+	// lands mid-run.
+	readerPod := startReader()
+	coord := startCoordinator()
+	first := podOf(coord, "")
+	work := startWorkers(first.Status.PodIP, 1, "-concurrency", "1")
+	log := "/logs/" + string(coord.UID) + "/run.jsonl"
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		out := execIn(ctx, t, c.RESTConfig(), cs, ns, readerPod, "sh", "-c", "cat "+log+" 2>/dev/null | wc -l")
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		return err == nil && n >= 20, nil
+	}), "the first coordinator commits records")
+	id, err := c.ContainerID(ns, first.Name, "coordinator")
+	require.NoError(t, err)
+	_, err = c.Docker().ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	// The workers joined the first pod's IP (a Service would follow the
+	// coordinator): they are applied again for the second.
+	background := metav1.DeletePropagationBackground
+	require.NoError(t, cs.BatchV1().Jobs(ns).Delete(ctx, work.Name, metav1.DeleteOptions{PropagationPolicy: &background}))
+	second := podOf(coord, first.Name)
+	old, err := cs.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, corev1.PodFailed, old.Status.Phase, "the old pod ended before the new one")
+	require.True(t, old.Status.ContainerStatuses[0].State.Terminated != nil && old.Status.ContainerStatuses[0].State.Terminated.ExitCode == 137, "killed: %+v", old.Status.ContainerStatuses[0].State)
+	require.True(t, !second.CreationTimestamp.Before(&old.Status.ContainerStatuses[0].State.Terminated.FinishedAt), "the new pod was created after the old one ended")
+	require.NoError(t, wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(work.UID)})
+		return err == nil && len(pods.Items) == 0, err
+	}), "the first workers are gone")
+	work = startWorkers(second.Status.PodIP, 0)
+	coord = waitJobDone(ctx, t, cs, coord)
+	require.Equal(t, int32(1), coord.Status.Failed, "the killed pod")
+	require.Equal(t, int32(1), coord.Status.Succeeded)
+	waitJobDone(ctx, t, cs, work)
+	files := copyOut(ctx, t, c.RESTConfig(), cs, ns, readerPod, "/logs/"+string(coord.UID))
+	checkWhole(t, files["run.jsonl"])
+}
+
+// execIn runs a command in a pod and returns its stdout.
+func execIn(ctx context.Context, t *testing.T, cfg *rest.Config, cs k8s.Interface, ns, pod string, command ...string) string {
+	t.Helper()
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}), "%v in %s: %s", command, pod, stderr.String())
+	return stdout.String()
 }
 
 // onTestCluster sets what the test cluster needs of a pod: its node, and
@@ -315,14 +398,9 @@ func waitPodReady(ctx context.Context, t *testing.T, cs k8s.Interface, ns, name 
 // dir).
 func copyOut(ctx context.Context, t *testing.T, cfg *rest.Config, cs k8s.Interface, ns, pod, dir string) map[string][]byte {
 	t.Helper()
-	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Command: []string{"tar", "cf", "-", "-C", dir, "."}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
-	require.NoError(t, err)
-	var stdout, stderr bytes.Buffer
-	require.NoError(t, ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}), "tar in %s: %s", pod, stderr.String())
+	stdout := bytes.NewBufferString(execIn(ctx, t, cfg, cs, ns, pod, "tar", "cf", "-", "-C", dir, "."))
 	files := map[string][]byte{}
-	tr := tar.NewReader(&stdout)
+	tr := tar.NewReader(stdout)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
