@@ -67,7 +67,7 @@ func TestExampleCoordinatorAndWorkerJobs(t *testing.T) {
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:                   claim.Spec.AccessModes,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain, // the test deletes it
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim.Name},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent"}},
 		},
