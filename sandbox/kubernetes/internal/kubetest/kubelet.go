@@ -560,7 +560,12 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
 			return st, "", nil
 		}
-		id, err = k.create(ctx, pod, c, u, first)
+		vars, err := k.env(ctx, pod, c)
+		if err != nil {
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
+			return st, "", nil
+		}
+		id, err = k.create(ctx, pod, c, u, vars, first)
 		if err != nil {
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
 			return st, "", nil
@@ -641,7 +646,7 @@ func (k *kubelet) watch(id, key string) {
 }
 
 // create creates the Docker container of a pod's container.
-func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, u user, first string) (string, error) {
+func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, u user, vars []string, first string) (string, error) {
 	labels := map[string]string{
 		labelCluster:   k.id,
 		labelPid:       strconv.Itoa(os.Getpid()),
@@ -652,11 +657,11 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 	}
 	cfg := &container.Config{
 		Image:      c.Image,
-		Entrypoint: c.Command,
-		Cmd:        c.Args,
+		Entrypoint: expand(c.Command, vars),
+		Cmd:        expand(c.Args, vars),
 		WorkingDir: c.WorkingDir,
 		Labels:     labels,
-		Env:        env(pod, c),
+		Env:        vars,
 		Tty:        c.TTY,
 		OpenStdin:  c.Stdin,
 	}
@@ -708,8 +713,18 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 	}
 	for _, vm := range c.VolumeMounts {
 		v, ok := volumes[vm.Name]
+		if ok && v.PersistentVolumeClaim != nil {
+			// A named volume per claim, outliving its pods as the claim's
+			// storage does (whatever PV it is bound to), removed with the
+			// cluster.
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: vm.MountPath,
+				ReadOnly:      vm.ReadOnly || v.PersistentVolumeClaim.ReadOnly,
+				Source:        "kubetest-" + k.id + "-pvc-" + pod.Namespace + "-" + v.PersistentVolumeClaim.ClaimName,
+				VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{labelCluster: k.id, labelPid: labels[labelPid]}}})
+			continue
+		}
 		if !ok || v.EmptyDir == nil {
-			continue // only emptyDir is simulated
+			continue // only emptyDir and persistentVolumeClaim are simulated
 		}
 		if v.EmptyDir.Medium == corev1.StorageMediumMemory {
 			// A tmpfs through HostConfig.Tmpfs, whose options the engine
@@ -800,32 +815,118 @@ func userOf(pod *corev1.Pod, c corev1.Container, imageUser string) (user, error)
 	return u, nil
 }
 
-// env is a container's environment: plain values, and the pod's name,
-// namespace and UID by fieldRef; other sources are left out.
-func env(pod *corev1.Pod, c corev1.Container) []string {
+// env is a container's environment: plain values; by fieldRef the pod's
+// name, namespace, UID, node, and its labels and annotations by key; by
+// secretKeyRef a key of a Secret of the pod's namespace (missing, an error
+// unless optional, as a kubelet's CreateContainerConfigError); other
+// sources are left out.
+func (k *kubelet) env(ctx context.Context, pod *corev1.Pod, c corev1.Container) ([]string, error) {
 	var out []string
 	for _, e := range c.Env {
 		v := e.Value
-		if e.ValueFrom != nil {
-			if e.ValueFrom.FieldRef == nil {
-				continue
-			}
-			switch e.ValueFrom.FieldRef.FieldPath {
-			case "metadata.name":
-				v = pod.Name
-			case "metadata.namespace":
-				v = pod.Namespace
-			case "metadata.uid":
-				v = string(pod.UID)
-			case "spec.nodeName":
-				v = pod.Spec.NodeName
+		if from := e.ValueFrom; from != nil {
+			switch {
+			case from.FieldRef != nil:
+				var ok bool
+				if v, ok = fieldRef(pod, from.FieldRef.FieldPath); !ok {
+					continue
+				}
+			case from.SecretKeyRef != nil:
+				ref := from.SecretKeyRef
+				optional := ref.Optional != nil && *ref.Optional
+				s, err := k.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) && optional {
+					continue
+				}
+				if apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("secret %q not found", ref.Name)
+				}
+				if err != nil {
+					return nil, err
+				}
+				b, ok := s.Data[ref.Key]
+				if !ok {
+					if optional {
+						continue
+					}
+					return nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+				}
+				v = string(b)
 			default:
 				continue
 			}
 		}
 		out = append(out, e.Name+"="+v)
 	}
+	return out, nil
+}
+
+// expand replaces, as a kubelet does, each $(NAME) in args by the value of
+// the container's variable NAME (left as it is when undefined), and $$ by
+// $.
+func expand(args, vars []string) []string {
+	if args == nil {
+		return nil
+	}
+	values := map[string]string{}
+	for _, v := range vars {
+		name, value, _ := strings.Cut(v, "=")
+		values[name] = value
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		var b strings.Builder
+		for len(a) > 0 {
+			j := strings.IndexByte(a, '$')
+			if j < 0 || j == len(a)-1 {
+				b.WriteString(a)
+				break
+			}
+			b.WriteString(a[:j])
+			a = a[j:]
+			switch {
+			case a[1] == '$':
+				b.WriteByte('$')
+				a = a[2:]
+				continue
+			case a[1] == '(':
+				if end := strings.IndexByte(a, ')'); end > 0 {
+					if v, ok := values[a[2:end]]; ok {
+						b.WriteString(v)
+						a = a[end+1:]
+						continue
+					}
+				}
+			}
+			b.WriteByte('$')
+			a = a[1:]
+		}
+		out[i] = b.String()
+	}
 	return out
+}
+
+// fieldRef is the value of a downward-API field path, and whether it is
+// one simulated.
+func fieldRef(pod *corev1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	case "spec.nodeName":
+		return pod.Spec.NodeName, true
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": pod.Labels, "metadata.annotations": pod.Annotations} {
+		if key, ok := strings.CutPrefix(path, prefix+"['"); ok {
+			if key, ok := strings.CutSuffix(key, "']"); ok {
+				return m[key], true
+			}
+		}
+	}
+	return "", false
 }
 
 // finalize stops a deleted pod's containers within its grace period,

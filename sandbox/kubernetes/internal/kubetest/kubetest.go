@@ -18,16 +18,21 @@
 // as the exit code. (The apiserver verifies the kubelet's certificate; the
 // kubelet, on loopback, does not authenticate the apiserver.)
 //
-// What the kubelet maps from a pod: each container's image, command, args,
-// env (plain values and the pod's name, namespace and UID by fieldRef),
+// What the kubelet maps from a pod: each container's image, command, args
+// (with $(VAR) expanded from its env, as a kubelet does), env (plain
+// values; the pod's name, namespace, UID, node, labels and annotations by
+// fieldRef; Secret keys by secretKeyRef),
 // workingDir, resource limits (cpu, memory; every pod also gets
 // [PodPidsLimit] like a kubelet's --pod-max-pids), the pod's and the
 // container's securityContext (runAsUser, runAsGroup, supplementalGroups;
 // fsGroup as a supplementary group, volumes are not given to it;
 // runAsNonRoot, refused with CreateContainerConfigError for an image that
 // runs as root, as a kubelet does; capabilities, readOnlyRootFilesystem,
-// allowPrivilegeEscalation) and emptyDir volumes (a Docker volume, or tmpfs
-// bounded by sizeLimit for medium Memory). The containers of a pod share
+// allowPrivilegeEscalation), emptyDir volumes (a Docker volume, or tmpfs
+// bounded by sizeLimit for medium Memory) and persistentVolumeClaim volumes
+// (a Docker volume per claim, kept across its pods until the cluster stops;
+// the claim must be bound for the scheduler: there is no provisioner, a
+// test creates the PersistentVolume). The containers of a pod share
 // their network and IPC namespaces. Pods get no network (Docker's "none")
 // unless annotated [NetworkAnnotation] with a Docker network name such as
 // "bridge". Not simulated: init containers, probes, other volume types
