@@ -101,6 +101,16 @@ func (m *modelMeter) AddEvent(ev harness.Event) {
 	m.tokens += n
 	m.nanoUSD += usd
 	m.live.add(n, usd)
+	// A call that brought the episode to its cap (a stream the gateway cut
+	// there) stops the attempt now, as Remaining would on the next call:
+	// an agent that exits on the cut makes no next call, and would
+	// otherwise be judged on the answer it was cut short of.
+	if m.maxTokens > 0 || m.maxUSD > 0 {
+		used := m.ep.Usage().Add(m.earlier)
+		if (m.maxTokens > 0 && used.Tokens() >= m.maxTokens) || (m.maxUSD > 0 && used.CostUSD >= m.maxUSD) {
+			m.cancel(errOverCap)
+		}
+	}
 }
 
 // CallKey is the episode's key in the gateway's call store (package
