@@ -451,8 +451,8 @@ type Sandbox struct {
 	d             driver.Sandbox
 	limits        Limits
 	image, digest string
-	done   func() error // the environment's fork count
-	after  func() error // Open's environment, a Pool's slot
+	done          func() error // the environment's fork count
+	after         func() error // Open's environment, a Pool's slot
 
 	mu     sync.Mutex
 	closed bool

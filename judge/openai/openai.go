@@ -55,9 +55,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/proctor-evals/proctor/internal/providerusage"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/judge/internal/httpapi"
-	"github.com/proctor-evals/proctor/internal/providerusage"
 	"github.com/proctor-evals/proctor/usage"
 )
 
