@@ -24,6 +24,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = jsontext.AppendInt(b, int64(r.Schema))
 	b = appendStringField(b, `,"run_id":`, r.RunID)
 	b = appendStringField(b, `,"eval":`, r.Eval)
+	b = appendOptString(b, `,"variant":`, r.Variant)
 	b = appendStringField(b, `,"sample_id":`, r.SampleID)
 	b = append(b, `,"epoch":`...)
 	b = jsontext.AppendInt(b, int64(r.Epoch))
@@ -106,6 +107,15 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = jsontext.AppendFloat(b, r.SimulatorCostUSD)
 	}
 	b = appendOptString(b, `,"simulator_model":`, r.SimulatorModel)
+	b = appendOptString(b, `,"resources":`, r.Resources)
+	if r.CallsReplayed != 0 {
+		b = append(b, `,"calls_replayed":`...)
+		b = jsontext.AppendInt(b, int64(r.CallsReplayed))
+	}
+	if r.ReplayDivergedAt != 0 {
+		b = append(b, `,"replay_diverged_at":`...)
+		b = jsontext.AppendInt(b, int64(r.ReplayDivergedAt))
+	}
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = appendOptString(b, `,"trace":`, r.Transcript)

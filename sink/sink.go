@@ -74,6 +74,10 @@ const (
 //     run.jsonl; jsonl.TranscriptLink). The JSON name predates the word.
 //   - judge_stages: the calls of each stage of the judge, and how many
 //     gave a verdict (Go: JudgeStages).
+//   - resources: the limits and image digest of the episode's sandbox.
+//   - calls_replayed, replay_diverged_at: the model calls the gateway
+//     answered from the call store when the episode ran again, and the
+//     first whose request differed.
 //   - parent_run_id: for a rejudged run, the run whose outputs it judged.
 //   - reused_from: for a reused result, the run that produced it.
 //   - worker: where the episode ran in a sharded or distributed run
@@ -83,9 +87,13 @@ const (
 //
 // AppendJSON writes that form without reflection; encoding/json reads it.
 type Record struct {
-	Schema    int                `json:"schema"`
-	RunID     string             `json:"run_id"`
-	Eval      string             `json:"eval"`
+	Schema int    `json:"schema"`
+	RunID  string `json:"run_id"`
+	Eval   string `json:"eval"`
+	// Variant names the harness variant the episode ran (Eval.Variants):
+	// with the sample and the epoch it keys the episode. Empty for an eval
+	// without variants and in logs written before they existed.
+	Variant   string             `json:"variant,omitempty"`
 	SampleID  string             `json:"sample_id"`
 	Epoch     int                `json:"epoch"`
 	Attempt   int                `json:"attempt"`
@@ -135,8 +143,19 @@ type Record struct {
 	SimulatorOutputTokens int64   `json:"simulator_output_tokens,omitempty"`
 	SimulatorCostUSD      float64 `json:"simulator_cost_usd,omitempty"`
 	SimulatorModel        string  `json:"simulator_model,omitempty"`
-	Seed                  uint64  `json:"seed"`
-	Transcript            string  `json:"trace,omitempty"` // a link that resolves to the episode's transcript
+	// Resources are the limits and image (with the digest it resolved
+	// to) of the episode's sandbox, sandbox.Resources.String; empty for an
+	// episode without a sandbox.
+	Resources string `json:"resources,omitempty"`
+	// CallsReplayed counts the model calls the gateway answered from the
+	// call store when the episode ran again (a retry, a resume): they cost
+	// nothing and are in no usage above. ReplayDivergedAt is the number
+	// (from 1) of the first call whose request differed from the recorded
+	// one, which went live with every call after it; 0 when none did.
+	CallsReplayed    int    `json:"calls_replayed,omitempty"`
+	ReplayDivergedAt int    `json:"replay_diverged_at,omitempty"`
+	Seed             uint64 `json:"seed"`
+	Transcript       string `json:"trace,omitempty"` // a link that resolves to the episode's transcript
 	// ParentRunID names the run this record was derived from (a rejudged
 	// run links to the run whose outputs it judged again).
 	ParentRunID string `json:"parent_run_id,omitempty"`
@@ -154,12 +173,13 @@ type Record struct {
 
 // Key identifies an episode within a run: the unit of exactly-once.
 type Key struct {
+	Variant  string // empty for an eval without variants
 	SampleID string
 	Epoch    int
 }
 
 // Key returns the record's episode key.
-func (r *Record) Key() Key { return Key{r.SampleID, r.Epoch} }
+func (r *Record) Key() Key { return Key{r.Variant, r.SampleID, r.Epoch} }
 
 // EffectiveWeight returns Weight, or 1 when it is unset.
 func (r *Record) EffectiveWeight() float64 {

@@ -91,6 +91,7 @@ type plainRecord struct {
 	Schema                int                `json:"schema"`
 	RunID                 string             `json:"run_id"`
 	Eval                  string             `json:"eval"`
+	Variant               string             `json:"variant,omitempty"`
 	SampleID              string             `json:"sample_id"`
 	Epoch                 int                `json:"epoch"`
 	Attempt               int                `json:"attempt"`
@@ -120,6 +121,9 @@ type plainRecord struct {
 	SimulatorOutputTokens int64              `json:"simulator_output_tokens,omitempty"`
 	SimulatorCostUSD      float64            `json:"simulator_cost_usd,omitempty"`
 	SimulatorModel        string             `json:"simulator_model,omitempty"`
+	Resources             string             `json:"resources,omitempty"`
+	CallsReplayed         int                `json:"calls_replayed,omitempty"`
+	ReplayDivergedAt      int                `json:"replay_diverged_at,omitempty"`
 	Seed                  uint64             `json:"seed"`
 	Transcript            string             `json:"trace,omitempty"`
 	ParentRunID           string             `json:"parent_run_id,omitempty"`
@@ -149,6 +153,7 @@ func fullRecord() sink.Record {
 		ErrorSource: "judge/cascade.expensive/rubric", JudgeInputTokens: 30, JudgeOutputTokens: 5, JudgeCostUSD: 0.0011,
 		Model: "gpt-4o", JudgeModel: "gpt-4o-mini",
 		SimulatorInputTokens: 40, SimulatorOutputTokens: 9, SimulatorCostUSD: 0.0007, SimulatorModel: "claude-haiku",
+		Variant: "v", Resources: "cpus=1", CallsReplayed: 3, ReplayDivergedAt: 4,
 		InputTokens: 100, OutputTokens: 20, CostUSD: 0.0042, Seed: math.MaxUint64, Transcript: "file:///t/1",
 		ParentRunID: "run-0", ReusedFrom: "run-prev", Worker: "host-a:4242",
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",

@@ -87,6 +87,7 @@ func DecodeLine(line []byte, r *sink.Record, opts *DecodeOptions) error {
 type LineKey struct {
 	Schema     int
 	RunID      []byte // aliases the line unless it held escapes
+	Variant    []byte // aliases the line unless it held escapes
 	SampleID   []byte // aliases the line unless it held escapes
 	Epoch      int
 	Status     sink.Status
@@ -105,6 +106,7 @@ func ScanLine(line []byte) (LineKey, error) {
 		k := LineKey{
 			Schema:     l.ints[fSchema],
 			RunID:      l.bytes(line, fRunID),
+			Variant:    l.bytes(line, fVariant),
 			SampleID:   l.bytes(line, fSampleID),
 			Epoch:      l.ints[fEpoch],
 			Status:     sink.Status(l.constOr(line, fStatus, statuses[:], nil)),
@@ -119,7 +121,7 @@ func ScanLine(line []byte) (LineKey, error) {
 	if err := json.Unmarshal(line, &r); err != nil {
 		return LineKey{}, err
 	}
-	return LineKey{r.Schema, []byte(r.RunID), []byte(r.SampleID), r.Epoch, r.Status, []byte(r.Transcript), r.ErrorKind}, nil
+	return LineKey{r.Schema, []byte(r.RunID), []byte(r.Variant), []byte(r.SampleID), r.Epoch, r.Status, []byte(r.Transcript), r.ErrorKind}, nil
 }
 
 // The fields, in AppendJSON's order.
@@ -127,6 +129,7 @@ const (
 	fSchema = iota
 	fRunID
 	fEval
+	fVariant
 	fSampleID
 	fEpoch
 	fAttempt
@@ -156,6 +159,9 @@ const (
 	fSimulatorOutputTokens
 	fSimulatorCostUSD
 	fSimulatorModel
+	fResources
+	fCallsReplayed
+	fReplayDivergedAt
 	fSeed
 	fTranscript
 	fParentRunID
@@ -191,6 +197,7 @@ var fields = [nFields]struct {
 	fSchema:                {`"schema":`, kInt, false},
 	fRunID:                 {`,"run_id":`, kString, false},
 	fEval:                  {`,"eval":`, kString, false},
+	fVariant:               {`,"variant":`, kString, true},
 	fSampleID:              {`,"sample_id":`, kString, false},
 	fEpoch:                 {`,"epoch":`, kInt, false},
 	fAttempt:               {`,"attempt":`, kInt, false},
@@ -220,6 +227,9 @@ var fields = [nFields]struct {
 	fSimulatorOutputTokens: {`,"simulator_output_tokens":`, kInt, true},
 	fSimulatorCostUSD:      {`,"simulator_cost_usd":`, kFloat, true},
 	fSimulatorModel:        {`,"simulator_model":`, kString, true},
+	fResources:             {`,"resources":`, kString, true},
+	fCallsReplayed:         {`,"calls_replayed":`, kInt, true},
+	fReplayDivergedAt:      {`,"replay_diverged_at":`, kInt, true},
 	fSeed:                  {`,"seed":`, kUint, false},
 	fTranscript:            {`,"trace":`, kString, true},
 	fParentRunID:           {`,"parent_run_id":`, kString, true},
@@ -332,7 +342,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	var short strings.Builder
 	n := 0
 	if !l.alias {
-		for _, f := range [...]int{fRunID, fEval, fStatus, fErrorKind, fErrorSource, fJudgeStages, fModel, fJudgeModel, fSimulatorModel, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
+		for _, f := range [...]int{fRunID, fEval, fVariant, fStatus, fErrorKind, fErrorSource, fJudgeStages, fModel, fJudgeModel, fSimulatorModel, fResources, fTranscript, fParentRunID, fReusedFrom, fWorker, fTraceID, fSpanID} {
 			n += l.spans[f][1] - l.spans[f][0]
 		}
 	}
@@ -344,6 +354,7 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	r.Schema = l.ints[fSchema]
 	r.RunID = l.str(b, fRunID, &short)
 	r.Eval = l.str(b, fEval, &short)
+	l.optStr(b, fVariant, &r.Variant, &short)
 	r.SampleID = l.str(b, fSampleID, nil)
 	r.Epoch = l.ints[fEpoch]
 	r.Attempt = l.ints[fAttempt]
@@ -403,6 +414,13 @@ func (l *canonLine) decode(b []byte, r *sink.Record, o DecodeOptions) {
 	l.optInt64(fSimulatorOutputTokens, &r.SimulatorOutputTokens)
 	l.float(fSimulatorCostUSD, &r.SimulatorCostUSD)
 	l.optStr(b, fSimulatorModel, &r.SimulatorModel, &short)
+	l.optStr(b, fResources, &r.Resources, &short)
+	if l.has&(1<<fCallsReplayed) != 0 {
+		r.CallsReplayed = l.ints[fCallsReplayed]
+	}
+	if l.has&(1<<fReplayDivergedAt) != 0 {
+		r.ReplayDivergedAt = l.ints[fReplayDivergedAt]
+	}
 	r.Seed = l.seed
 	l.optStr(b, fTranscript, &r.Transcript, &short)
 	l.optStr(b, fParentRunID, &r.ParentRunID, &short)

@@ -83,6 +83,10 @@ func roundTripRecords() []sink.Record {
 		SimulatorOutputTokens: math.MinInt64,
 		SimulatorCostUSD:      2e-9,
 		SimulatorModel:        "sim \u2028",
+		Variant:               "v \"1\" é",
+		Resources:             "cpus=1 memory=1GiB image=x@sha256:ab",
+		CallsReplayed:         math.MaxInt32,
+		ReplayDivergedAt:      7,
 		Seed:                  math.MaxUint64,
 		Transcript:            "https://example.com/t?a=1&b=2",
 		ParentRunID:           "parent \"run\" é",
@@ -121,6 +125,13 @@ func roundTripRecords() []sink.Record {
 		{Schema: 1, SimulatorInputTokens: 1},
 		{Schema: 1, SimulatorCostUSD: 0.125, SimulatorModel: "s"},
 		{Schema: 1, JudgeModel: "j", SimulatorOutputTokens: 2, Worker: "w"},
+		// The variant, the resources and the replay counts, alone and in gapped pairs.
+		{Schema: 1, Variant: "a"},
+		{Schema: 1, Resources: "r"},
+		{Schema: 1, CallsReplayed: 3},
+		{Schema: 1, ReplayDivergedAt: 2},
+		{Schema: 1, Variant: "a", CallsReplayed: -1, Worker: "w"},
+		{Schema: 1, Resources: "r", ReplayDivergedAt: 4},
 	}
 }
 
@@ -468,7 +479,7 @@ func checkDecode(t *testing.T, b []byte) {
 		t.Fatalf("ScanLine(%q): err %v, encoding/json err %v", b, err, wantErr)
 	}
 	if err == nil {
-		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.SampleID), want.Epoch, want.Status, []byte(want.Transcript), want.ErrorKind}
+		wantKey := LineKey{want.Schema, []byte(want.RunID), []byte(want.Variant), []byte(want.SampleID), want.Epoch, want.Status, []byte(want.Transcript), want.ErrorKind}
 		if diff := cmp.Diff(wantKey, k, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("ScanLine(%q) (-encoding/json +got):\n%s", b, diff)
 		}

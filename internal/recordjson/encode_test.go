@@ -25,6 +25,7 @@ func appendJSONReference(r *sink.Record, b []byte) []byte {
 	b = strconv.AppendInt(b, int64(r.Schema), 10)
 	b = refStringField(b, "run_id", r.RunID)
 	b = refStringField(b, "eval", r.Eval)
+	b = refOptString(b, "variant", r.Variant)
 	b = refStringField(b, "sample_id", r.SampleID)
 	b = append(b, `,"epoch":`...)
 	b = strconv.AppendInt(b, int64(r.Epoch), 10)
@@ -104,6 +105,15 @@ func appendJSONReference(r *sink.Record, b []byte) []byte {
 		b = refAppendFloat(b, r.SimulatorCostUSD)
 	}
 	b = refOptString(b, "simulator_model", r.SimulatorModel)
+	b = refOptString(b, "resources", r.Resources)
+	if r.CallsReplayed != 0 {
+		b = append(b, `,"calls_replayed":`...)
+		b = strconv.AppendInt(b, int64(r.CallsReplayed), 10)
+	}
+	if r.ReplayDivergedAt != 0 {
+		b = append(b, `,"replay_diverged_at":`...)
+		b = strconv.AppendInt(b, int64(r.ReplayDivergedAt), 10)
+	}
 	b = append(b, `,"seed":`...)
 	b = strconv.AppendUint(b, r.Seed, 10)
 	b = refOptString(b, "trace", r.Transcript)

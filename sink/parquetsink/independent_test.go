@@ -61,6 +61,10 @@ type independentRow struct {
 	JudgeCostUSD      float64            `parquet:"judge_cost_usd"`
 	Model             string             `parquet:"model"`
 	JudgeModel        string             `parquet:"judge_model"`
+	Variant           string             `parquet:"variant"`
+	Resources         string             `parquet:"resources"`
+	CallsReplayed     int64              `parquet:"calls_replayed"`
+	ReplayDivergedAt  int64              `parquet:"replay_diverged_at"`
 }
 
 // TestIndependentReader reads the files the Writer produced with
@@ -83,6 +87,7 @@ func TestIndependentReader(t *testing.T) {
 	recs[13].ErrorSource, recs[13].Model, recs[13].JudgeModel = "judge/cascade.expensive/rubric", "gpt-4o", "gpt-4o-mini"
 	recs[13].JudgeInputTokens, recs[13].JudgeOutputTokens, recs[13].JudgeCostUSD = 120, 30, 0.00125
 	recs[13].JudgeStages = "judge/cascade.cheap=1/0,judge/cascade.expensive/rubric=1/1"
+	recs[14].Variant, recs[14].Resources, recs[14].CallsReplayed, recs[14].ReplayDivergedAt = "claude/react", "cpus=2 memory=1GiB", 12, 13
 	recs[12].ParentRunID, recs[12].ReusedFrom, recs[12].Worker, recs[12].TraceID, recs[12].SpanID = "p é", "r 😀", "w\u2028", "t", "s"
 	for i := 1000; i < 2500; i += 3 { // across row groups and files
 		recs[i].Worker = "worker-" + strconv.Itoa(i%4) + ":1"
@@ -143,6 +148,8 @@ func TestIndependentReader(t *testing.T) {
 			{"judge_stages", "STRING"},
 			{"model", "STRING"},
 			{"judge_model", "STRING"},
+			{"variant", "STRING"},
+			{"resources", "STRING"},
 		} {
 			field, ok := pf.Schema().Lookup(col.name)
 			if col.logical == "MAP" {
@@ -202,6 +209,7 @@ func expectedRow(r sink.Record) independentRow {
 		ReusedFrom: r.ReusedFrom, Worker: r.Worker, TraceID: r.TraceID, SpanID: r.SpanID,
 		ErrorSource: r.ErrorSource, JudgeStages: r.JudgeStages, JudgeInputTokens: r.JudgeInputTokens, JudgeOutputTokens: r.JudgeOutputTokens,
 		JudgeCostUSD: r.JudgeCostUSD, Model: r.Model, JudgeModel: r.JudgeModel,
+		Variant: r.Variant, Resources: r.Resources, CallsReplayed: int64(r.CallsReplayed), ReplayDivergedAt: int64(r.ReplayDivergedAt),
 	}
 	if len(r.Input) > 0 {
 		s := string(r.Input)

@@ -20,6 +20,7 @@ const (
 	leafSchema = iota
 	leafRunID
 	leafEval
+	leafVariant
 	leafSampleID
 	leafEpoch
 	leafAttempt
@@ -51,6 +52,9 @@ const (
 	leafSimulatorOutputTokens
 	leafSimulatorCostUSD
 	leafSimulatorModel
+	leafResources
+	leafCallsReplayed
+	leafReplayDivergedAt
 	leafSeed
 	leafTranscript
 	leafParentRunID
@@ -74,6 +78,8 @@ const (
 	i64JudgeOutputTokens
 	i64SimulatorInputTokens
 	i64SimulatorOutputTokens
+	i64CallsReplayed
+	i64ReplayDivergedAt
 	i64Seed // uint64 bits
 	numI64
 )
@@ -92,6 +98,7 @@ const (
 const (
 	strRunID = iota
 	strEval
+	strVariant
 	strSampleID
 	strStatus
 	strScoreKey
@@ -107,6 +114,7 @@ const (
 	strModel
 	strJudgeModel
 	strSimulatorModel
+	strResources
 	strTranscript
 	strParentRunID
 	strReusedFrom
@@ -138,6 +146,7 @@ var leaves = [numLeaves]leaf{
 	leafSchema:                {"schema", pq.Types.Int64, i64Schema, levelsNone},
 	leafRunID:                 {"run_id", pq.Types.ByteArray, strRunID, levelsNone},
 	leafEval:                  {"eval", pq.Types.ByteArray, strEval, levelsNone},
+	leafVariant:               {"variant", pq.Types.ByteArray, strVariant, levelsNone},
 	leafSampleID:              {"sample_id", pq.Types.ByteArray, strSampleID, levelsNone},
 	leafEpoch:                 {"epoch", pq.Types.Int64, i64Epoch, levelsNone},
 	leafAttempt:               {"attempt", pq.Types.Int64, i64Attempt, levelsNone},
@@ -169,6 +178,9 @@ var leaves = [numLeaves]leaf{
 	leafSimulatorOutputTokens: {"simulator_output_tokens", pq.Types.Int64, i64SimulatorOutputTokens, levelsNone},
 	leafSimulatorCostUSD:      {"simulator_cost_usd", pq.Types.Double, f64SimulatorCostUSD, levelsNone},
 	leafSimulatorModel:        {"simulator_model", pq.Types.ByteArray, strSimulatorModel, levelsNone},
+	leafResources:             {"resources", pq.Types.ByteArray, strResources, levelsNone},
+	leafCallsReplayed:         {"calls_replayed", pq.Types.Int64, i64CallsReplayed, levelsNone},
+	leafReplayDivergedAt:      {"replay_diverged_at", pq.Types.Int64, i64ReplayDivergedAt, levelsNone},
 	leafSeed:                  {"seed", pq.Types.Int64, i64Seed, levelsNone},
 	leafTranscript:            {"trace", pq.Types.ByteArray, strTranscript, levelsNone},
 	leafParentRunID:           {"parent_run_id", pq.Types.ByteArray, strParentRunID, levelsNone},
@@ -216,6 +228,7 @@ func buildSchema() *schema.GroupNode {
 		i64("schema"),
 		str("run_id"),
 		str("eval"),
+		str("variant"),
 		str("sample_id"),
 		i64("epoch"),
 		i64("attempt"),
@@ -245,6 +258,9 @@ func buildSchema() *schema.GroupNode {
 		i64("simulator_output_tokens"),
 		f64("simulator_cost_usd"),
 		str("simulator_model"),
+		str("resources"),
+		i64("calls_replayed"),
+		i64("replay_diverged_at"),
 		prim("seed", req, schema.NewIntLogicalType(64, false), pq.Types.Int64),
 		str("trace"),
 		str("parent_run_id"),

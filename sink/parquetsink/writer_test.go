@@ -91,7 +91,7 @@ func TestEmptyRunLeavesOneFile(t *testing.T) {
 	require.NoError(t, err)
 	defer rdr.Close()
 	require.Equal(t, int64(0), rdr.NumRows())
-	require.Equal(t, 39, rdr.MetaData().Schema.NumColumns()-2) // scores and tags hold 2 leaves each
+	require.Equal(t, 43, rdr.MetaData().Schema.NumColumns()-2) // scores and tags hold 2 leaves each
 }
 
 // TestNewResumesOwnDir: a run resumed into its own Parquet directory

@@ -242,6 +242,7 @@ var cases = []testCase{
 			b.JudgeStages = ""
 			b.ErrorSource, b.JudgeInputTokens, b.JudgeOutputTokens, b.JudgeCostUSD, b.Model, b.JudgeModel = "", 0, 0, 0, "", ""
 			b.SimulatorInputTokens, b.SimulatorOutputTokens, b.SimulatorCostUSD, b.SimulatorModel = 0, 0, 0, ""
+			b.Variant, b.Resources, b.CallsReplayed, b.ReplayDivergedAt = "", "", 0, 0
 			// The optional strings after seed, one at a time.
 			c, d, e := full(3), full(4), full(5)
 			c.ParentRunID, c.ReusedFrom, c.TraceID = "", "", ""
@@ -252,6 +253,8 @@ var cases = []testCase{
 			d.JudgeOutputTokens, d.JudgeCostUSD, d.JudgeModel = 0, 0, ""
 			c.SimulatorInputTokens, d.SimulatorModel, e.SimulatorCostUSD = 0, "", 0
 			e.ErrorSource, c.JudgeStages = "", ""
+			// The variant, the resources and the replay counts, one at a time.
+			c.Variant, d.Resources, e.CallsReplayed, c.ReplayDivergedAt = "", "", 0, 0
 			roundTrip(t, h, []sink.Record{a, b, full(2), c, d, e, {Schema: sink.SchemaVersion, SampleID: "only-id"}})
 		},
 	},
@@ -265,6 +268,7 @@ var cases = []testCase{
 				r.RunID, r.Eval, r.SampleID, r.Reason, r.Error, r.Transcript, r.ParentRunID = s, s, s+strconv.Itoa(i), s, s, s, s
 				r.ReusedFrom, r.Worker, r.TraceID, r.SpanID = s, s, s, s
 				r.ErrorSource, r.JudgeStages, r.Model, r.JudgeModel, r.SimulatorModel = s, s, s, s, s
+				r.Variant, r.Resources = s, s
 				r.Scores = map[string]float64{s: 0.5, "plain": 1}
 				r.Tags = map[string]string{s: s, "k": s}
 				r.Output = mustJSON(t, map[string]string{"text": s})
@@ -619,6 +623,7 @@ func full(i int) sink.Record {
 		Schema:                sink.SchemaVersion,
 		RunID:                 "run-2025-06-01",
 		Eval:                  "swe-mini",
+		Variant:               []string{"gpt-4o/plain", "claude-sonnet-4/react"}[i%2],
 		SampleID:              fmt.Sprintf("sample-%06d", i),
 		Epoch:                 i % 3,
 		Attempt:               i % 2,
@@ -648,6 +653,9 @@ func full(i int) sink.Record {
 		SimulatorOutputTokens: int64(30 + i),
 		SimulatorCostUSD:      0.0007 * float64(i+1),
 		SimulatorModel:        "claude-haiku-4",
+		Resources:             fmt.Sprintf("cpus=2 memory=%dMiB image=swe:%d@sha256:%064x", 512*(1+i%4), i%3, i),
+		CallsReplayed:         i % 5,
+		ReplayDivergedAt:      (i % 3) * (1 + i%5),
 		Seed:                  uint64(i)*0x9E3779B97F4A7C15 + 1,
 		Transcript:            fmt.Sprintf("file:///traces/run-2025-06-01/sample-%06d.jsonl", i),
 		ParentRunID:           []string{"", "run-2025-05-01"}[i%2],
@@ -834,7 +842,9 @@ func quickEqual(a, b *sink.Record) bool {
 		a.ErrorSource == b.ErrorSource && a.JudgeStages == b.JudgeStages && a.JudgeInputTokens == b.JudgeInputTokens && a.JudgeOutputTokens == b.JudgeOutputTokens &&
 		a.JudgeCostUSD == b.JudgeCostUSD && a.Model == b.Model && a.JudgeModel == b.JudgeModel &&
 		a.SimulatorInputTokens == b.SimulatorInputTokens && a.SimulatorOutputTokens == b.SimulatorOutputTokens &&
-		a.SimulatorCostUSD == b.SimulatorCostUSD && a.SimulatorModel == b.SimulatorModel
+		a.SimulatorCostUSD == b.SimulatorCostUSD && a.SimulatorModel == b.SimulatorModel &&
+		a.Variant == b.Variant && a.Resources == b.Resources && a.CallsReplayed == b.CallsReplayed &&
+		a.ReplayDivergedAt == b.ReplayDivergedAt
 }
 
 // absentJSON is the value of an empty raw message, distinct from null.
