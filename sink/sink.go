@@ -51,8 +51,9 @@ const (
 //
 //   - schema: 1 ([SchemaVersion]).
 //   - run_id, eval: the run and the eval's name.
-//   - sample_id, epoch: the episode's key: (run, sample, epoch) is recorded
-//     exactly once.
+//   - variant: the harness variant, for an eval with variants.
+//   - sample_id, epoch: with the variant, the episode's key: (run,
+//     variant, sample, epoch) is recorded exactly once.
 //   - attempt: 0 on the first try; retries count up.
 //   - status: pass, fail (the agent was wrong), error (infrastructure:
 //     timeout, panic, sandbox, harness or judge error, after retries),
