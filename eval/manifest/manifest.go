@@ -85,6 +85,31 @@ type Manifest struct {
 	// far as the driver says (the Docker driver does). Added as the run
 	// goes; a resume that finds other digests warns.
 	ImageDigests []string `json:"image_digests,omitempty"`
+	// Variants are the eval's harness variants, in the eval's order; nil
+	// for an eval without them. Each variant's harness version replaces
+	// Versions.Harness for its episodes.
+	Variants []Variant `json:"variants,omitempty"`
+	// Eliminations are the variants the run stopped running because
+	// another was better with anytime-valid confidence (adaptive depth
+	// across variants), in the order they were decided.
+	Eliminations []Elimination `json:"eliminations,omitempty"`
+}
+
+// Variant is one of an eval's harness variants, as a manifest names it.
+type Variant struct {
+	Name    string `json:"name"`
+	Harness string `json:"harness,omitempty"` // its harness version
+}
+
+// Elimination is a variant a run stopped running: By was better, with
+// the run's error rate Alpha, after AfterSamples samples had been run for
+// both; its Saved episodes were never run.
+type Elimination struct {
+	Variant      string  `json:"variant"`
+	By           string  `json:"by"`
+	Alpha        float64 `json:"alpha"`
+	AfterSamples int     `json:"after_samples"`
+	Saved        int     `json:"saved"`
 }
 
 // Budget is a run's budgets (eval.Config.MaxCostUSD and MaxTokens).
