@@ -2,7 +2,7 @@ package cluster
 
 // The run's budgets (Config.MaxTokens, MaxCostUSD) on the model gateway's
 // wire, across the workers: the run's spend is one key of the run's
-// bucket, "spend", holding what each worker spent (eval.RunSpend). A
+// bucket, "spend", holding what each worker spent (distrib.RunSpend). A
 // worker adds its own entry with compare-and-set, and hears every write
 // of the key as it is made (a subscription to its subject), so that a
 // call on any worker sees what the others spent within a message's
@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // keySpend is the run's spend, in the run's bucket.
@@ -116,7 +117,7 @@ func (v *spendView) exhausted(tokens int64, usd float64) bool {
 	return tokens > 0 && v.tokens.Load() >= tokens || usd > 0 && float64(v.nanoUSD.Load())/1e9 >= usd
 }
 
-// runSpend is a worker's eval.RunSpend.
+// runSpend is a worker's distrib.RunSpend.
 type runSpend struct {
 	kv   jetstream.KeyValue
 	me   string // this worker's entry
@@ -124,7 +125,7 @@ type runSpend struct {
 	view *spendView // the other workers'
 	// What this worker counted (Add), and the most it ever was: the count
 	// dips for a moment as a call in flight is taken back before its
-	// attempt's usage counts (eval.RunSpend); what it spent does not.
+	// attempt's usage counts (distrib.RunSpend); what it spent does not.
 	tokens, nanoUSD       atomic.Int64
 	maxTokens, maxNanoUSD atomic.Int64
 	kick                  chan struct{}
@@ -133,11 +134,11 @@ type runSpend struct {
 // shareSpend returns cfg with the run's budgets, as its manifest holds
 // them (the coordinator's, whatever this worker's flags say), and the
 // spend shared with the run's other workers, for the worker's run (ctx);
-// cfg as it is when the run has no budget.
-func (w *worker) shareSpend(ctx context.Context, cfg eval.Config) (eval.Config, error) {
+// cfg as it is and no spend when the run has no budget.
+func (w *worker) shareSpend(ctx context.Context, cfg eval.Config) (eval.Config, distrib.RunSpend, error) {
 	b := w.manifest.Budget
 	if b == nil || b.Tokens <= 0 && b.CostUSD <= 0 {
-		return cfg, nil
+		return cfg, nil, nil
 	}
 	me := w.batchIDs[:len(w.batchIDs)-1] // <host>-<pid>-<random>: this process's
 	r := &runSpend{kv: w.kv, me: me, log: w.log, view: newSpendView(me), kick: make(chan struct{}, 1)}
@@ -147,16 +148,16 @@ func (w *worker) shareSpend(ctx context.Context, cfg eval.Config) (eval.Config, 
 		}
 	})
 	if err != nil {
-		return cfg, fmt.Errorf("cluster: the run's spend: %w", err)
+		return cfg, nil, fmt.Errorf("cluster: the run's spend: %w", err)
 	}
 	context.AfterFunc(ctx, func() { sub.Unsubscribe() })
 	r.read(ctx)
 	go r.flush(ctx)
-	cfg.MaxTokens, cfg.MaxCostUSD, cfg.RunSpend = b.Tokens, b.CostUSD, r
-	return cfg, nil
+	cfg.MaxTokens, cfg.MaxCostUSD = b.Tokens, b.CostUSD
+	return cfg, r, nil
 }
 
-// Add implements eval.RunSpend.
+// Add implements distrib.RunSpend.
 func (r *runSpend) Add(tokens, nanoUSD int64) {
 	raise(&r.maxTokens, r.tokens.Add(tokens))
 	raise(&r.maxNanoUSD, r.nanoUSD.Add(nanoUSD))
@@ -172,7 +173,7 @@ func raise(c *atomic.Int64, v int64) {
 	}
 }
 
-// Spent implements eval.RunSpend.
+// Spent implements distrib.RunSpend.
 func (r *runSpend) Spent() (tokens, nanoUSD int64) {
 	return satAdd(r.maxTokens.Load(), r.view.tokens.Load()), satAdd(r.maxNanoUSD.Load(), r.view.nanoUSD.Load())
 }

@@ -135,11 +135,11 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 	}
 	w.shareRateLimits(ctx, cfg)
 	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan distrib.Assignment) error {
-		cfg, err := w.shareSpend(ctx, cfg)
+		cfg, spend, err := w.shareSpend(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		return distrib.Work(e, ctx, cfg, in, w.finished)
+		return distrib.Work(e, ctx, cfg, spend, in, w.finished)
 	})
 }
 

@@ -150,12 +150,6 @@ type Config struct {
 	// Worker is written in each record's worker field: where the episode
 	// ran ("host:pid"). cli.Main sets it for shards and cluster workers.
 	Worker string
-	// RunSpend, on a worker of a distributed run, is the run's spend
-	// shared by all its workers (package cluster sets it): Work then holds
-	// the run's budgets (MaxTokens, MaxCostUSD) on the model gateway's
-	// wire against what the whole run spent, and starts no episode while
-	// one is spent. Run ignores it.
-	RunSpend RunSpend
 	// Oracle runs Eval.Oracle once per sample before the agent's
 	// episodes, in a log of its own beside Log (resumed as Log is), and
 	// makes the report leave the broken samples out (those the oracle

@@ -1,7 +1,7 @@
 package eval
 
 // The run's budgets on the model gateway's wire across a distributed
-// run's workers (Config.RunSpend): each worker counts what it spends into
+// run's workers (distrib.RunSpend): each worker counts what it spends into
 // the run's spend, which package cluster shares among the workers, and
 // holds the run's budgets against the whole run's.
 
@@ -10,28 +10,14 @@ import (
 	"time"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
-
-// RunSpend is a distributed run's spend, shared by its workers: package
-// cluster gives one to each worker (Config.RunSpend). Its methods are
-// called concurrently, on the path of every model call: they must not
-// block.
-type RunSpend interface {
-	// Add counts what this worker spent, in tokens and nano-dollars. A
-	// negative figure takes back what was counted ahead: a model call of
-	// an attempt in flight counts as it ends, and is taken back just
-	// before the attempt's whole usage counts.
-	Add(tokens, nanoUSD int64)
-	// Spent is what the run spent on all its workers, this one's Adds
-	// included.
-	Spent() (tokens, nanoUSD int64)
-}
 
 // fleetBudget is a worker's share of the run's budgets: the whole run's
 // spend and the run's budgets (0: none), which a worker's Config no longer
 // holds (they are the coordinator's stop).
 type fleetBudget struct {
-	spend  RunSpend
+	spend  distrib.RunSpend
 	tokens int64
 	usd    float64
 }

@@ -44,7 +44,7 @@ func TestAWorkerStartsNothingWhileTheRunsBudgetIsSpent(t *testing.T) {
 		var done atomic.Int64
 		worked := make(chan error, 1)
 		go func() {
-			worked <- distrib.Work(e, context.Background(), eval.Config{MaxTokens: 100, RunSpend: spend, Quiet: true}, work, func(distrib.Finished) { done.Add(1) })
+			worked <- distrib.Work(e, context.Background(), eval.Config{MaxTokens: 100, Quiet: true}, spend, work, func(distrib.Finished) { done.Add(1) })
 		}()
 		time.Sleep(time.Minute)
 		synctest.Wait()

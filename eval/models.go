@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
 )
 
 // Models is a model gateway through which the agents of a run call their
@@ -83,7 +84,7 @@ type modelMeter struct {
 // (fleet.go).
 type liveSpend struct {
 	tokens, nanoUSD atomic.Int64
-	fleet           RunSpend
+	fleet           distrib.RunSpend
 }
 
 // AddEvent implements harness.Meter. A call that ends after the

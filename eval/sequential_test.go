@@ -300,7 +300,7 @@ func TestSequentialCoordinatorDecidesAsOneProcess(t *testing.T) {
 		wg.Go(func() {
 			wc := c
 			wc.Log, wc.Worker = "", fmt.Sprintf("w%d", w)
-			require.NoError(t, distrib.Work(e, context.Background(), wc, work, func(f distrib.Finished) { require.NoError(t, rec.Commit(f)) }))
+			require.NoError(t, distrib.Work(e, context.Background(), wc, nil, work, func(f distrib.Finished) { require.NoError(t, rec.Commit(f)) }))
 		})
 	}
 	wg.Wait()

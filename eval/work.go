@@ -17,7 +17,7 @@ import (
 // distributable is an *Eval of any types.
 type distributable interface {
 	open(ctx context.Context, cfg Config) (*recording, error)
-	work(ctx context.Context, cfg Config, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error
+	work(ctx context.Context, cfg Config, spend distrib.RunSpend, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error
 }
 
 func init() {
@@ -28,8 +28,8 @@ func init() {
 		}
 		return r, nil
 	}
-	distrib.Work = func(e any, ctx context.Context, cfg any, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
-		return e.(distributable).work(ctx, cfg.(Config), assignments, done)
+	distrib.Work = func(e any, ctx context.Context, cfg any, spend distrib.RunSpend, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
+		return e.(distributable).work(ctx, cfg.(Config), spend, assignments, done)
 	}
 }
 
@@ -44,14 +44,14 @@ func init() {
 // given to done. The stops a coordinator decides for the whole run
 // (cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate) do not apply here;
 // with cfg.Models the worker serves its own gateway to its sandboxes, and
-// the per-episode caps hold on its wire, and with cfg.RunSpend the run's
-// budgets too, against what every worker spent. An assignment of
+// the per-episode caps hold on its wire, and with spend the run's budgets
+// too, against what every worker spent. An assignment of
 // a sample the dataset lacks, or of an epoch out of range, is an error:
 // the worker's eval is not the coordinator's. A streamed dataset (any but
 // a dataset.Slice) stays streamed, as in Run: the worker keeps its IDs,
 // and holds a sample from its work's arrival to its last episode, reading
 // the dataset again from its start only for work behind its reading.
-func (e *Eval[T, O]) work(ctx context.Context, cfg Config, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
+func (e *Eval[T, O]) work(ctx context.Context, cfg Config, spend distrib.RunSpend, assignments <-chan distrib.Assignment, done func(distrib.Finished)) error {
 	if cfg.Oracle {
 		return errOracleDistributed
 	}
@@ -61,7 +61,7 @@ func (e *Eval[T, O]) work(ctx context.Context, cfg Config, assignments <-chan di
 	if err != nil {
 		return err
 	}
-	fleet := fleetBudget{cfg.RunSpend, cfg.MaxTokens, cfg.MaxCostUSD}
+	fleet := fleetBudget{spend, cfg.MaxTokens, cfg.MaxCostUSD}
 	cfg.MaxCostUSD, cfg.MaxTokens, cfg.MaxErrorRate = 0, 0, -1 // the coordinator's stops (none here)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -155,7 +155,7 @@ func testWorkFeedingARecording(t *testing.T, streamed bool) {
 	var first *distrib.Finished
 	w := c
 	w.Log, w.Worker = "", "host-a:1"
-	err = distrib.Work(e, context.Background(), w, work, func(f distrib.Finished) {
+	err = distrib.Work(e, context.Background(), w, nil, work, func(f distrib.Finished) {
 		require.Equal(t, "host-a:1", f.Record.Worker)
 		require.NoError(t, rec.Commit(f))
 		mu.Lock()
@@ -224,7 +224,7 @@ func TestWorkStreamsAStreamedDataset(t *testing.T) {
 	}()
 	var mu sync.Mutex
 	got := map[string]sink.Status{}
-	err = distrib.Work(e, context.Background(), cfg, in, func(f distrib.Finished) {
+	err = distrib.Work(e, context.Background(), cfg, nil, in, func(f distrib.Finished) {
 		mu.Lock()
 		defer mu.Unlock()
 		got[fmt.Sprint(f.Record.SampleID, f.Record.Epoch)] = f.Record.Status
@@ -241,6 +241,6 @@ func TestWorkRefusesAnAssignmentItsDatasetLacks(t *testing.T) {
 	t.Parallel()
 	work := make(chan distrib.Assignment, 1)
 	work <- distrib.Assignment{SampleID: "elsewhere", Epochs: []int{0}}
-	err := distrib.Work(seeded(3), context.Background(), eval.Config{}, work, func(distrib.Finished) { t.Error("nothing runs") })
+	err := distrib.Work(seeded(3), context.Background(), eval.Config{}, nil, work, func(distrib.Finished) { t.Error("nothing runs") })
 	require.ErrorContains(t, err, `"elsewhere" is not in this worker's dataset`)
 }

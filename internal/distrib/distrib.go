@@ -25,8 +25,25 @@ var Open func(e any, ctx context.Context, cfg any) (Recording, error)
 // Work runs the episodes of the assignments it receives on this machine,
 // with Run's scheduler, and gives each finished episode to done, from
 // many goroutines at once; it records nothing itself. e is an *eval.Eval
-// of any types and cfg an eval.Config. See eval's work.go for the rules.
-var Work func(e any, ctx context.Context, cfg any, assignments <-chan Assignment, done func(Finished)) error
+// of any types and cfg an eval.Config. With spend, the run's budgets
+// (cfg.MaxTokens, cfg.MaxCostUSD, which are then the run's, not this
+// worker's) hold on the model gateway's wire against what every worker
+// spent. See eval's work.go for the rules.
+var Work func(e any, ctx context.Context, cfg any, spend RunSpend, assignments <-chan Assignment, done func(Finished)) error
+
+// RunSpend is a distributed run's spend, shared by its workers (package
+// cluster keeps it in the run's key-value bucket). Its methods are called
+// concurrently, on the path of every model call: they must not block.
+type RunSpend interface {
+	// Add counts what this worker spent, in tokens and nano-dollars. A
+	// negative figure takes back what was counted ahead: a model call of
+	// an attempt in flight counts as it ends, and is taken back just
+	// before the attempt's whole usage counts.
+	Add(tokens, nanoUSD int64)
+	// Spent is what the run spent on all its workers, this one's Adds
+	// included.
+	Spent() (tokens, nanoUSD int64)
+}
 
 // Assignment is work for a worker: epochs of one sample, run on one
 // machine so that the sample's sandbox environment is provisioned once.

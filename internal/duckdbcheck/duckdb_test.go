@@ -135,8 +135,8 @@ func TestParquetInDuckDB(t *testing.T) {
 		"error_source": "VARCHAR", "judge_stages": "VARCHAR", "model": "VARCHAR", "judge_model": "VARCHAR",
 		"judge_input_tokens": "BIGINT", "judge_output_tokens": "BIGINT", "judge_cost_usd": "DOUBLE",
 		"simulator_input_tokens": "BIGINT", "simulator_output_tokens": "BIGINT", "simulator_cost_usd": "DOUBLE",
-		"simulator_model": "VARCHAR",
-		"variant": "VARCHAR", "resources": "VARCHAR", "calls_replayed": "BIGINT", "replay_diverged_at": "BIGINT",
+		"simulator_model": "VARCHAR", "variant": "VARCHAR", "resources": "VARCHAR",
+		"calls_replayed": "BIGINT", "replay_diverged_at": "BIGINT",
 	} {
 		require.Equal(t, want, types[col], col)
 	}
