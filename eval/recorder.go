@@ -27,8 +27,9 @@ type recorder struct {
 	log         *jsonl.Writer // nil without a log
 	transcripts *jsonl.Writer
 	sinks       []sink.Sink
-	done        *doneSet // exactly once: a key already marked is dropped
-	epochs      int64
+	done        *doneSet     // exactly once: a key already marked is dropped
+	epochs      int64        // slots per sample (variants × epochs)
+	plan        *variantPlan // a record's slot
 	agg         *report.Aggregator
 	fail        func(error) // stops the run when results cannot be recorded
 
@@ -69,8 +70,8 @@ type committedStats struct {
 	tokens          atomic.Int64
 }
 
-func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
-	r := &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
+func newRecorder(done *doneSet, plan *variantPlan, agg *report.Aggregator, fail func(error)) *recorder {
+	r := &recorder{done: done, epochs: int64(plan.slots()), plan: plan, agg: agg, fail: fail,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), complete: make(chan struct{}), ingested: make(chan struct{})}
 	r.notFull = sync.NewCond(&r.mu)
 	return r
@@ -257,7 +258,8 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.err != nil {
 		return // stopping: results that cannot be recorded are not kept
 	}
-	if !r.done.add(int64(f.sample)*r.epochs + int64(f.rec.Epoch)) {
+	slot, _ := r.plan.recordSlot(&f.rec) // checked by whoever made f
+	if !r.done.add(int64(f.sample)*r.epochs + int64(slot)) {
 		r.duplicates++
 		return
 	}
@@ -334,7 +336,7 @@ func (r *recorder) ingestLog(path string, size int64, index func(id string) (int
 			return resumed, excluded, err
 		}
 		i, ok := index(rec.SampleID)
-		if !ok || int64(rec.Epoch) >= r.epochs {
+		if _, known := r.plan.recordSlot(&rec); !ok || !known {
 			excluded++
 			continue
 		}

@@ -173,8 +173,8 @@ func (r *recording) Commit(f distrib.Finished) error {
 		return errors.New("eval: commit on a closed Recording")
 	}
 	i, ok := r.index.get(f.Record.SampleID)
-	if !ok || f.Record.Epoch < 0 || f.Record.Epoch >= r.epochs {
-		return fmt.Errorf("eval: a result for sample %q epoch %d, which this run does not have", f.Record.SampleID, f.Record.Epoch)
+	if _, known := r.run.rec.plan.recordSlot(&f.Record); !ok || !known {
+		return fmt.Errorf("eval: a result for sample %q%s epoch %d, which this run does not have", f.Record.SampleID, variantOf(f.Record.Variant), f.Record.Epoch)
 	}
 	rec := f.Record
 	rec.RunID = r.run.runID

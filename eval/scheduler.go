@@ -44,7 +44,8 @@ type finished struct {
 // counter, so no goroutine or channel entry exists per pending episode.
 type scheduler[T, O any] struct {
 	e           *Eval[T, O]
-	harness     harness.Harness[T, O] // e's, or one around it (schedule)
+	harnesses   []harness.Harness[T, O] // per variant: e's, or ones around them (schedule)
+	plan        *variantPlan            // cfg.plan: the slots of a sample
 	cfg         Config
 	runID       string
 	parentRunID string // set when rejudging
@@ -159,7 +160,7 @@ type kept struct {
 // schedule is what a scheduler is given besides the eval, its config and
 // samples: what it runs them with and where their results go.
 type schedule[T, O any] struct {
-	harness     harness.Harness[T, O] // the eval's, or the rejudge plan's around it (reuse.go)
+	harnesses   []harness.Harness[T, O] // per variant: the eval's, or the rejudge plan's around them (reuse.go)
 	runID       string
 	parentRunID string // set when rejudging
 	done        *doneSet
@@ -185,7 +186,7 @@ type schedule[T, O any] struct {
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], sc schedule[T, O]) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
-		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
+		harnesses: sc.harnesses, plan: cfg.plan, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
 		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window,
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
