@@ -10,6 +10,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/internal/distrib"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // recording is an open run fed with finished episodes from elsewhere: the
@@ -136,6 +137,10 @@ func (r *recording) Has(sampleID string, epoch int) bool {
 	}
 	return r.run.done.has(int64(i)*int64(r.epochs) + int64(epoch))
 }
+
+// Slot returns the slot of r's episode (distrib.Assignment.Epochs), and
+// false when the run has no such variant or epoch.
+func (r *recording) Slot(rec *sink.Record) (int, bool) { return r.run.rec.plan.recordSlot(rec) }
 
 // HasSample reports whether the run's dataset has the sample.
 func (r *recording) HasSample(sampleID string) bool {

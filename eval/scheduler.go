@@ -34,6 +34,7 @@ type committer interface {
 // finished is an episode with its final record.
 type finished struct {
 	sample int // index in the scheduler's samples
+	slot   int // the episode's slot of its sample (variants.go)
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its transcript link, by the worker
@@ -522,7 +523,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 	} else {
 		s.countSettled(rec)
 		s.hashSettled(w, j.sample, rec.Input)
-		f.sample, f.events = j.sample, j.events
+		f.sample, f.slot, f.events = j.sample, j.epoch, j.events
 		rec.Worker = s.cfg.Worker
 		s.out.commit(f)
 	}
