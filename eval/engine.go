@@ -87,6 +87,13 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		<-run.rec.ingested
 		sc.order, sc.decided, sc.window = run.agg.ClaimOrder(), run.decided, run.rec.window
 	}
+	if run.elim != nil {
+		// Samples in the tests' order, so that the prefix they are fed
+		// grows as the run goes; an eliminated variant's episodes of a
+		// resumed log are known before claiming.
+		<-run.rec.ingested
+		sc.order, sc.elim, sc.window = run.elim.order, run.elim, run.rec.window
+	}
 	tracker := newProgressTracker(run, &setup.cfg)
 	prog := newProgressReporter(tracker, &setup.cfg)
 	if prog != nil {
@@ -149,6 +156,9 @@ type run struct {
 	// reuse is the plan of Config.ReuseFrom for the episodes whose output
 	// is judged again; nil without one.
 	reuse *reuse
+	// elim decides which variants stop being run (eliminate.go); nil
+	// without Config.EliminateVariants.
+	elim *eliminator
 }
 
 // openRun opens the log (resuming what it holds), marks the episodes that
@@ -235,6 +245,14 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	if r.runID == "" {
 		r.runID = newRunID()
 	}
+	if cfg.EliminateVariants > 0 {
+		var earlier []manifest.Elimination
+		if r.opened != nil {
+			earlier = r.opened.manifest.Eliminations
+		}
+		r.elim = newEliminator(&cfg, n, samples.id, earlier)
+		r.rec.elim, r.rec.window = r.elim, newClaimWindow(cfg.Concurrency)
+	}
 	var err error
 	if r.reuse, err = reuseEarlier(r, setup); err != nil {
 		return nil, err
@@ -311,6 +329,10 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 			warning, err = r.opened.finishManifest(r.log, identity, r.digests)
 			if warning != "" {
 				warnings = append(warnings, warning)
+			}
+			if err == nil && r.elim != nil {
+				r.opened.manifest.Eliminations = r.elim.eliminations()
+				err = writeManifest(r.log, r.opened.manifest)
 			}
 			recErr = errors.Join(recErr, err)
 		}
@@ -408,7 +430,9 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	// error is final under a sequential gate: running it again would draw
 	// it a second time (docs/stopping-early.md).
 	keepLimits := !cfg.RetryLimited && (old == nil || old.Budget.Episode() == m.Budget.Episode())
-	gated := cfg.Sequential != nil
+	// So it is when variants are eliminated: the tests see each episode's
+	// first draw.
+	gated := cfg.Sequential != nil || cfg.EliminateVariants > 0
 	plan := cfg.plan
 	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: !gated, KeepLimits: keepLimits, ErrorsFinal: gated, Visit: func(variant, id []byte, epoch int) {
 		slot, ok := plan.slotOfBytes(variant, epoch)

@@ -315,6 +315,8 @@ func (c Config) validate() error {
 		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
 	case !(c.EliminateVariants >= 0 && c.EliminateVariants < 1):
 		return bad("EliminateVariants", c.EliminateVariants, "an error rate in (0,1), or 0 for none")
+	case c.EliminateVariants > 0 && c.Shard.Count > 1:
+		return bad("EliminateVariants", c.EliminateVariants, "no Shard: each shard would decide on its part, at α each")
 	}
 	return c.validateReuse()
 }
@@ -370,7 +372,7 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 	// A run that narrows the dataset or reuses earlier results reads it
 	// into memory; any other streams it (samples.go).
 	// So does a sequential run, which claims samples in a random order.
-	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0 || cfg.Sequential != nil
+	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0 || cfg.Sequential != nil || cfg.EliminateVariants > 0
 	cfg, samples, err := e.prepare(ctx, cfg, !narrows)
 	if err != nil {
 		return nil, err

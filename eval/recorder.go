@@ -30,6 +30,7 @@ type recorder struct {
 	done        *doneSet     // exactly once: a key already marked is dropped
 	epochs      int64        // slots per sample (variants × epochs)
 	plan        *variantPlan // a record's slot
+	elim        *eliminator  // fed every record; nil without elimination
 	agg         *report.Aggregator
 	fail        func(error) // stops the run when results cannot be recorded
 
@@ -109,6 +110,7 @@ func (r *recorder) start(ingest func()) {
 			ingest()
 		}
 		r.window.advance(r.agg, r.epochs)
+		r.advanceElimination()
 		close(r.ingested)
 		r.loop()
 	}()
@@ -276,7 +278,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
+	r.elim.add(f.sample, slot, &f.rec)
 	r.window.advance(r.agg, r.epochs)
+	r.advanceElimination()
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
 	if f.rec.Status == sink.Error {
@@ -289,6 +293,15 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		r.committed.tokens.Add(n)
 	}
 	r.checkComplete()
+}
+
+// advanceElimination lets claims go as far past elimination's folded
+// prefix as the window allows: claims that outran the tests would run the
+// episodes an elimination is about to save.
+func (r *recorder) advanceElimination() {
+	if r.elim != nil {
+		r.window.advanceTo(int64(r.elim.prefix) * r.epochs)
+	}
 }
 
 // checkComplete closes complete once every episode is done.
@@ -336,11 +349,13 @@ func (r *recorder) ingestLog(path string, size int64, index func(id string) (int
 			return resumed, excluded, err
 		}
 		i, ok := index(rec.SampleID)
-		if _, known := r.plan.recordSlot(&rec); !ok || !known {
+		slot, known := r.plan.recordSlot(&rec)
+		if !ok || !known {
 			excluded++
 			continue
 		}
 		r.agg.AddAt(i, &rec)
+		r.elim.add(i, slot, &rec)
 		r.tally.add(&rec)
 		resumed++
 	}

@@ -392,6 +392,9 @@ func (c *reuseCopier) copy(src *reuseSource, i int, rec *sink.Record, tags map[s
 		}
 	}
 	r.agg.AddAt(i, rec)
+	if slot, ok := r.rec.plan.recordSlot(rec); ok {
+		r.elim.add(i, slot, rec)
+	}
 	return nil
 }
 

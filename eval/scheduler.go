@@ -69,6 +69,9 @@ type scheduler[T, O any] struct {
 	order   []int32
 	decided <-chan struct{}
 	window  *claimWindow
+	// elim, when variants are eliminated: the slots of an eliminated
+	// variant are not claimed.
+	elim *eliminator
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -179,6 +182,7 @@ type schedule[T, O any] struct {
 	order   []int32
 	decided <-chan struct{}
 	window  *claimWindow // bounds the claims beyond the finished prefix
+	elim    *eliminator  // skips the eliminated variants' episodes
 	// stream, when set, reads a streamed dataset for a worker's feed
 	// (work.go); Run's scheduler makes its own.
 	stream *sampleStream[T]
@@ -188,7 +192,7 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harnesses: sc.harnesses, plan: cfg.plan, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window, elim: sc.elim,
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
@@ -469,6 +473,10 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.done.has(i) {
 			continue
 		}
+		if s.elim.outSlot(int(i % epochs)) {
+			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
+			continue
+		}
 		*j = job{sample: int(i / epochs), epoch: int(i % epochs)}
 		return j
 	}
@@ -497,7 +505,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 	rec := j.rec()
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
 		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load() &&
-		(s.cfg.Sequential == nil || j.notRun)
+		(s.cfg.Sequential == nil && s.cfg.EliminateVariants == 0 || j.notRun)
 	if retry {
 		d := min(s.cfg.Backoff<<j.attempt, maxBackoff)
 		t := time.NewTimer(rand.N(d) + 1)

@@ -230,3 +230,52 @@ func TestVariantsAreChecked(t *testing.T) {
 	}
 	require.NoError(t, eval.CheckVariantName("gpt-5/high+tools_v1.2"))
 }
+
+// TestEliminationStopsALosingVariant: with Config.EliminateVariants, a
+// variant that always fails stops being run once one that always passes
+// is better with confidence; the manifest says by whom, after how many
+// samples and what it saved; every environment is still provisioned
+// once per sample and closed; a resume runs nothing of the eliminated
+// variant.
+func TestEliminationStopsALosingVariant(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	var d dataset.Slice[string]
+	for i := range n {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%03d", i), Input: "x"})
+	}
+	var cl variantCalls
+	e := variantsEval(&cl, d, "a", "b", "c") // a passes, b and c fail
+	e.Sandbox = func(dataset.Sample[string]) sandbox.Spec { return sandbox.Spec{} }
+	c := &counting{Provider: &sandboxtest.Fake{}}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Sandbox: c.provider(), EliminateVariants: 0.05, Concurrency: 4, Quiet: true, Seed: 3}
+	rep, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	ran := cl.count()
+	require.Equal(t, n, ran["a"], "the winner runs every sample")
+	require.Less(t, ran["b"], n/2, "b stopped early")
+	require.Less(t, ran["c"], n/2, "c stopped early")
+	require.Equal(t, int32(n), c.provisions.Load(), "one environment per sample still")
+	c.requireAllClosed(t)
+	require.Less(t, rep.Episodes, 3*n)
+
+	m, err := manifest.Read(log)
+	require.NoError(t, err)
+	require.Len(t, m.Eliminations, 2)
+	for _, el := range m.Eliminations {
+		require.Equal(t, "a", el.By)
+		require.Equal(t, 0.05, el.Alpha)
+		require.Positive(t, el.AfterSamples)
+		require.Equal(t, n-ran[el.Variant], el.Saved, "%s: saved what it did not run", el.Variant)
+	}
+
+	cl = variantCalls{}
+	_, err = e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Empty(t, cl.count()["b"], "a resume does not run an eliminated variant")
+	require.Empty(t, cl.count()["c"])
+	m2, err := manifest.Read(log)
+	require.NoError(t, err)
+	require.Equal(t, m.Eliminations, m2.Eliminations)
+}

@@ -150,7 +150,9 @@ func checkAssignment(a distrib.Assignment, index *sampleIndex, epochs int) (int,
 // workCommitter hands a worker's finished episodes to its caller.
 type workCommitter func(distrib.Finished)
 
-func (w workCommitter) commit(f *finished) { w(distrib.Finished{Record: f.rec, Transcript: f.events, Slot: f.slot}) }
+func (w workCommitter) commit(f *finished) {
+	w(distrib.Finished{Record: f.rec, Transcript: f.events, Slot: f.slot})
+}
 
 // check rejects an Eval that cannot run.
 func (e *Eval[T, O]) check() error {
