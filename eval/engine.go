@@ -252,6 +252,9 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 		}
 		r.elim = newEliminator(&cfg, n, samples.id, earlier)
 		r.rec.elim, r.rec.window = r.elim, newClaimWindow(cfg.Concurrency)
+		// Claims go a block of samples (claimAt) past the prefix the tests
+		// were fed: a sample's last slot is claimed a block after its first.
+		r.rec.window.width += int64(variantBlock(cfg.Concurrency)) * int64(cfg.Epochs)
 	}
 	var err error
 	if r.reuse, err = reuseEarlier(r, setup); err != nil {

@@ -72,6 +72,10 @@ type scheduler[T, O any] struct {
 	// elim, when variants are eliminated: the slots of an eliminated
 	// variant are not claimed.
 	elim *eliminator
+	// block, with variants, is how many samples' episodes are claimed
+	// interleaved (claimAt): 0 claims a sample's episodes one after the
+	// other.
+	block int64
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -199,6 +203,9 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		inputsByPointer: encodesByPointer(reflect.TypeFor[T]())}
 	if cfg.Sandbox != nil {
 		s.newPool()
+	}
+	if len(e.Variants) > 0 {
+		s.block = int64(variantBlock(cfg.Concurrency))
 	}
 	return s
 }
@@ -467,9 +474,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.window != nil && (!s.window.wait(i, ctx.Done(), s.decided) || s.stopped.Load()) {
 			return nil
 		}
-		if s.order != nil {
-			i = int64(s.order[i/epochs])*epochs + i%epochs
-		}
+		i = s.claimAt(i)
 		if s.done.has(i) {
 			continue
 		}
@@ -482,6 +487,31 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 	}
 	return nil
 }
+
+// claimAt returns the episode (sample × slots + slot) at claim position
+// i. With variants, samples are claimed in blocks: the first slot of each
+// of a block's samples, then the second of each, and so on. Every
+// variant of a sample runs within its block (close together: pairs for
+// elimination), and a block's environments are provisioned side by side,
+// not one sample's at a time while the workers wait on it.
+func (s *scheduler[T, O]) claimAt(i int64) int64 {
+	slots := int64(s.cfg.Epochs)
+	pos, slot := i/slots, i%slots
+	if s.block > 1 {
+		first := i / (s.block * slots) * s.block
+		width := min(s.block, s.total/slots-first)
+		r := i - first*slots
+		pos, slot = first+r%width, r/width
+	}
+	if s.order != nil {
+		pos = int64(s.order[pos])
+	}
+	return pos*slots + slot
+}
+
+// variantBlock is the number of samples claimed interleaved with
+// variants: enough for every worker to start on a sample of its own.
+func variantBlock(concurrency int) int { return concurrency }
 
 func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 	if s.stopped.Load() {
