@@ -50,9 +50,6 @@ func (p *variantPlan) slots() int { return len(p.names) * p.epochs }
 // slot is the slot of variant v's epoch ep.
 func (p *variantPlan) slot(v, ep int) int { return v*p.epochs + ep }
 
-// of returns the variant and epoch of a slot.
-func (p *variantPlan) of(slot int) (v, ep int) { return slot / p.epochs, slot % p.epochs }
-
 // name is the variant name of a slot, "" without variants.
 func (p *variantPlan) name(slot int) string { return p.names[slot/p.epochs] }
 
