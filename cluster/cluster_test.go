@@ -63,6 +63,7 @@ type shape struct {
 	Big     int           // bytes of output and transcript of every eighth sample
 	Calls   string        // a file each harness call appends a line to
 	Sandbox string        // a dir for the local sandbox driver: each sample's environment, provisioned once (appending a line to Sandbox/provisions)
+	Matrix  int           // the eval's variants (m0, m1…); 0 for none
 }
 
 func (s shape) env() []string {
@@ -74,6 +75,7 @@ func (s shape) env() []string {
 		"PROCTOR_TEST_BIG=" + strconv.Itoa(s.Big),
 		"PROCTOR_TEST_CALLS=" + s.Calls,
 		"PROCTOR_TEST_SANDBOX=" + s.Sandbox,
+		"PROCTOR_TEST_MATRIX=" + strconv.Itoa(s.Matrix),
 	}
 }
 
@@ -86,6 +88,7 @@ func shapeFromEnv() shape {
 	s.Big, _ = strconv.Atoi(os.Getenv("PROCTOR_TEST_BIG"))
 	s.Calls = os.Getenv("PROCTOR_TEST_CALLS")
 	s.Sandbox = os.Getenv("PROCTOR_TEST_SANDBOX")
+	s.Matrix, _ = strconv.Atoi(os.Getenv("PROCTOR_TEST_MATRIX"))
 	return s
 }
 
@@ -110,7 +113,7 @@ func testEval(s shape) *eval.Eval[input, string] {
 				"sh", "provisioned " + smp.ID, smp.ID, filepath.Join(s.Sandbox, "provisions")}}}}
 		}
 	}
-	return &eval.Eval[input, string]{
+	e := &eval.Eval[input, string]{
 		Name:    "cluster-test",
 		Sandbox: spec,
 		Dataset: samples,
@@ -142,7 +145,9 @@ func testEval(s shape) *eval.Eval[input, string] {
 				ep.AddEvent(harness.Event{Kind: "note", Name: "big", Output: json.RawMessage(`"` + big + `"`)})
 				return big, nil
 			}
-			return strconv.FormatUint(ep.Seed%5, 10), nil
+			// A variant's outcome is its own function of the seed.
+			variant, _ := strconv.Atoi(strings.TrimPrefix(ep.Variant, "m"))
+			return strconv.FormatUint((ep.Seed+uint64(variant))%5, 10), nil
 		}),
 		Judge: judge.Func[input, string](func(ctx context.Context, ep *harness.Episode[input], out string) (judge.Verdict, error) {
 			pass := out != "0" && out != "1"
@@ -153,6 +158,13 @@ func testEval(s shape) *eval.Eval[input, string] {
 			return judge.Verdict{Pass: pass, Score: score}, nil
 		}),
 	}
+	for i := range s.Matrix {
+		e.Variants = append(e.Variants, eval.Variant[input, string]{Name: "m" + strconv.Itoa(i), Harness: e.Harness, Version: "1"})
+	}
+	if s.Matrix > 0 {
+		e.Harness = nil
+	}
+	return e
 }
 
 // config is cfg with the shape's sandbox provider.

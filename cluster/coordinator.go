@@ -548,7 +548,7 @@ func (c *Coordinator) commitEntry(seq uint64, e *entry) {
 		}
 		body = b
 	}
-	f, err := decodeResult(body, sampleID, epoch)
+	f, err := decodeResult(body, sampleID, epoch, c.rec.Slot)
 	if err == nil {
 		err = checkRecord(&f.Record, c.rec.Manifest().Eval)
 	}

@@ -132,9 +132,10 @@ func encodeResult(b []byte, f *distrib.Finished) ([]byte, error) {
 }
 
 // decodeResult decodes a result for the episode (sampleID, epoch) that
-// its entry names: a record of another episode is refused, so that an
-// episode's tag vouches for its record only.
-func decodeResult(body []byte, sampleID string, epoch int) (distrib.Finished, error) {
+// its entry names, epoch being the episode's slot (distrib.Assignment),
+// which slot finds from a record: a record of another episode is
+// refused, so that an episode's tag vouches for its record only.
+func decodeResult(body []byte, sampleID string, epoch int, slot func(*sink.Record) (int, bool)) (distrib.Finished, error) {
 	var f distrib.Finished
 	line, trace, hasTrace := bytes.Cut(body, []byte{'\n'})
 	if len(line) == 0 {
@@ -143,9 +144,10 @@ func decodeResult(body []byte, sampleID string, epoch int) (distrib.Finished, er
 	if err := recordjson.DecodeLine(line, &f.Record, nil); err != nil {
 		return f, fmt.Errorf("cluster: result record: %w", err)
 	}
-	if f.Record.SampleID != sampleID || f.Record.Epoch != epoch {
-		return f, fmt.Errorf("cluster: result for sample %q epoch %d sent as sample %q epoch %d", f.Record.SampleID, f.Record.Epoch, sampleID, epoch)
+	if s, ok := slot(&f.Record); f.Record.SampleID != sampleID || !ok || s != epoch {
+		return f, fmt.Errorf("cluster: result for sample %q%s epoch %d sent as sample %q slot %d", f.Record.SampleID, variantNamed(f.Record.Variant), f.Record.Epoch, sampleID, epoch)
 	}
+	f.Slot = epoch
 	switch f.Record.Status {
 	case sink.Pass, sink.Fail, sink.Error, sink.Unscored:
 	default:
@@ -186,4 +188,12 @@ func decodeAssignment(body []byte, sampleID string) (workMsg, error) {
 		}
 	}
 	return a, nil
+}
+
+// variantNamed names a record's variant in a message, if it has one.
+func variantNamed(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " variant " + strconv.Quote(v)
 }

@@ -20,20 +20,48 @@ func TestResultRoundTrip(t *testing.T) {
 		Record: sink.Record{Schema: 1, RunID: "r", Eval: "e", SampleID: "a.b c/\n", Epoch: 2, Status: sink.Pass, Score: 1,
 			Output: json.RawMessage(`{"x":"line\nbreak"}`), StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Worker: "h:1"},
 		Transcript: []harness.Event{{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: "note", Output: json.RawMessage(`"hi"`)}},
+		Slot:       2,
 	}
 	b, err := encodeResult(nil, &f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeResult(b, f.Record.SampleID, f.Record.Epoch)
+	got, err := decodeResult(b, f.Record.SampleID, f.Record.Epoch, epochSlot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(f, got); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
-	if _, err := decodeResult(b, f.Record.SampleID, 3); err == nil || !strings.Contains(err.Error(), "sent as") {
+	if _, err := decodeResult(b, f.Record.SampleID, 3, epochSlot); err == nil || !strings.Contains(err.Error(), "sent as") {
 		t.Errorf("a result sent as another episode's was accepted (err %v)", err)
+	}
+}
+
+// epochSlot is the slot of a record of an eval without variants.
+func epochSlot(r *sink.Record) (int, bool) { return r.Epoch, r.Variant == "" }
+
+// TestResultOfAVariantIsCheckedBySlot: with variants, a result's entry
+// names its slot (variant × epochs + epoch), and a record of another
+// variant sent under it is refused.
+func TestResultOfAVariantIsCheckedBySlot(t *testing.T) {
+	t.Parallel()
+	const epochs = 2
+	slot := func(r *sink.Record) (int, bool) {
+		v := map[string]int{"a": 0, "b": 1}[r.Variant]
+		return v*epochs + r.Epoch, r.Variant == "a" || r.Variant == "b"
+	}
+	f := distrib.Finished{Record: sink.Record{Schema: 1, Eval: "e", Variant: "b", SampleID: "s", Epoch: 1, Status: sink.Pass}, Slot: 3}
+	b, err := encodeResult(nil, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeResult(b, "s", 3, slot)
+	if err != nil || got.Slot != 3 || got.Record.Variant != "b" {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if _, err := decodeResult(b, "s", 1, slot); err == nil || !strings.Contains(err.Error(), `variant "b"`) {
+		t.Errorf("variant b's record sent as variant a's slot was accepted (err %v)", err)
 	}
 }
 
@@ -127,7 +155,7 @@ func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte(`{"sample_id":"q1","epochs":[0,2],"tags":["a","b"]}`))
 	f.Add([]byte(`{"schema":1,"eval":"e","sample_id":"q1","epoch":0,"status":"pass","score":7,"cost_usd":-1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := decodeResult(body, "q1", 0)
+		got, err := decodeResult(body, "q1", 0, epochSlot)
 		if err == nil && (got.Record.SampleID != "q1" || got.Record.Epoch != 0) {
 			t.Fatalf("accepted a result for %q epoch %d", got.Record.SampleID, got.Record.Epoch)
 		}

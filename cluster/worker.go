@@ -87,6 +87,7 @@ func compareManifests(run, mine *manifest.Manifest) []string {
 	add("sandbox version", strconv.Quote(run.Versions.Sandbox), strconv.Quote(mine.Versions.Sandbox))
 	add("seed", run.Seed, mine.Seed)
 	add("epochs", run.Epochs, mine.Epochs)
+	add("variants", variantsString(run.Variants), variantsString(mine.Variants))
 	return d
 }
 
@@ -250,7 +251,7 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 		cfg.Concurrency = eval.DefaultConcurrency
 	}
 	cfg.Worker = w.id
-	w.slots, w.epochs, w.quiet = cfg.Concurrency, max(m.Epochs, 1), cfg.Quiet
+	w.slots, w.epochs, w.quiet = cfg.Concurrency, max(m.Epochs, 1)*max(len(m.Variants), 1), cfg.Quiet
 	if done, stop := w.control(ctx); done {
 		w.done = true
 		w.log.Info("proctor: run "+w.runID+" is done already: nothing to do", "server", redactURL(w.join))
@@ -681,15 +682,15 @@ func (w *worker) refuse(h *held, sampleID string, epochs []int, why error) {
 // calls it from many goroutines.
 func (w *worker) finished(f distrib.Finished) {
 	w.mu.Lock()
-	h := w.release(heldKey{f.Record.SampleID, f.Record.Epoch})
+	h := w.release(heldKey{f.Record.SampleID, f.Slot})
 	w.running--
 	w.unstored++
 	w.mu.Unlock()
 	w.freed()
 	r := &result{held: h}
-	e := entry{SampleID: f.Record.SampleID, Epoch: f.Record.Epoch}
+	e := entry{SampleID: f.Record.SampleID, Epoch: f.Slot}
 	if h != nil {
-		e.Tag = h.tags[f.Record.Epoch]
+		e.Tag = h.tags[f.Slot]
 	}
 	body, err := encodeResult(make([]byte, 0, 1024), &f)
 	if err != nil {
@@ -700,7 +701,7 @@ func (w *worker) finished(f distrib.Finished) {
 	if len(body) > maxInline {
 		sum := sha256.Sum256(body)
 		r.blob = body
-		e.Blob = fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Record.Epoch, workerKey(w.id), time.Now().UnixNano())
+		e.Blob = fmt.Sprintf("%s.%d.%s.%d", sampleKey(f.Record.SampleID), f.Slot, workerKey(w.id), time.Now().UnixNano())
 		e.Digest = hex.EncodeToString(sum[:])
 	} else {
 		e.Body = body
@@ -1063,4 +1064,16 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// variantsString is a manifest's variants in one line, to compare.
+func variantsString(vs []manifest.Variant) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = v.Name + "@" + strconv.Quote(v.Harness)
+	}
+	return strings.Join(s, ", ")
 }

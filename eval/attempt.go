@@ -55,8 +55,11 @@ func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T
 //
 //go:noinline
 func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) (ctx context.Context, ep *harness.Episode[T], k *kept, start time.Time, phase uint64) {
-	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Epoch: j.epoch, Attempt: j.attempt,
-		Seed: episodeSeed(s.cfg.Seed, smp.ID, j.epoch)}}
+	// j.epoch is the slot: the variant's epoch. Its seed is the epoch's,
+	// whatever the variant: variants are compared on the same draws.
+	epoch := s.plan.epoch(j.epoch)
+	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Variant: s.plan.name(j.epoch), Epoch: epoch, Attempt: j.attempt,
+		Seed: episodeSeed(s.cfg.Seed, smp.ID, epoch)}}
 	ep = &a.ep
 	// Read before the attempt is published: once it runs, the watchdog may
 	// abandon it and drop j.kept while the abandoned call still reads it.
@@ -109,7 +112,7 @@ type attemptState[T any] struct {
 // unreadable ends an attempt whose sample a streamed dataset failed to
 // yield again: the run stops, and the episode runs on resume.
 func (s *scheduler[T, O]) unreadable(j *job, err error) {
-	ep := &harness.Episode[T]{RunID: s.runID, Sample: dataset.Sample[T]{ID: s.samples.id(j.sample)}, Epoch: j.epoch, Attempt: j.attempt}
+	ep := &harness.Episode[T]{RunID: s.runID, Sample: dataset.Sample[T]{ID: s.samples.id(j.sample)}, Variant: s.plan.name(j.epoch), Epoch: s.plan.epoch(j.epoch), Attempt: j.attempt}
 	s.conclude(j, ep, s.now(), &outcome[O]{fault: sink.KindCancelled, err: err})
 }
 
@@ -177,7 +180,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 	} else {
 		hctx, span := s.startStage(ctx, "harness")
 		res.span = span
-		out, err := s.harness.Run(hctx, ep)
+		out, err := s.harnesses[j.epoch/s.plan.epochs].Run(hctx, ep)
 		res.span = nil
 		capErr := s.overCap(ep, j)
 		if capErr == nil && s.cfg.Models != nil {

@@ -73,11 +73,11 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 	}
 	run.warnings = append(run.warnings, warnings...)
 	sc := schedule[T, O]{
-		harness:     rejudging(run.reuse, setup.e.Harness, setup.samples.index, setup.cfg.Epochs),
+		harnesses:   rejudging(run.reuse, setup.e.harnesses(), setup.samples.index, setup.cfg.plan),
 		runID:       run.runID,
 		parentRunID: setup.parentRunID,
 		done:        run.done,
-		out:         run.reuse.committer(run.rec, setup.cfg.Epochs),
+		out:         run.reuse.committer(run.rec, setup.cfg.plan),
 		cancel:      cancel,
 		ident:       run.ident,
 	}
@@ -86,6 +86,13 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		// claiming anything.
 		<-run.rec.ingested
 		sc.order, sc.decided, sc.window = run.agg.ClaimOrder(), run.decided, run.rec.window
+	}
+	if run.elim != nil {
+		// Samples in the tests' order, so that the prefix they are fed
+		// grows as the run goes; an eliminated variant's episodes of a
+		// resumed log are known before claiming.
+		<-run.rec.ingested
+		sc.order, sc.elim, sc.window = run.elim.order, run.elim, run.rec.window
 	}
 	tracker := newProgressTracker(run, &setup.cfg)
 	prog := newProgressReporter(tracker, &setup.cfg)
@@ -149,6 +156,9 @@ type run struct {
 	// reuse is the plan of Config.ReuseFrom for the episodes whose output
 	// is judged again; nil without one.
 	reuse *reuse
+	// elim decides which variants stop being run (eliminate.go); nil
+	// without Config.EliminateVariants.
+	elim *eliminator
 }
 
 // openRun opens the log (resuming what it holds), marks the episodes that
@@ -176,7 +186,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 			return nil, err
 		}
 	}
-	r.rec = newRecorder(r.done, cfg.Epochs, r.agg, fail)
+	r.rec = newRecorder(r.done, cfg.plan, r.agg, fail)
 	r.rec.sinks = cfg.Sinks
 	if cfg.Sequential != nil {
 		r.rec.window = newClaimWindow(cfg.Concurrency)
@@ -197,6 +207,16 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 			}
 			r.runID = id
 			setup.cfg.RunID = r.runID
+		}
+	}
+	// The variants this run does not run (Config.Variants) count as done.
+	for v, run := range cfg.plan.selected {
+		if !run {
+			for i := range n {
+				for ep := range cfg.plan.epochs {
+					r.done.add(int64(i)*int64(cfg.Epochs) + int64(cfg.plan.slot(v, ep)))
+				}
+			}
 		}
 	}
 	if setup.skip != nil {
@@ -224,6 +244,17 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	}
 	if r.runID == "" {
 		r.runID = newRunID()
+	}
+	if cfg.EliminateVariants > 0 {
+		var earlier []manifest.Elimination
+		if r.opened != nil {
+			earlier = r.opened.manifest.Eliminations
+		}
+		r.elim = newEliminator(&cfg, n, samples.id, earlier)
+		r.rec.elim, r.rec.window = r.elim, newClaimWindow(cfg.Concurrency)
+		// Claims go a block of samples (claimAt) past the prefix the tests
+		// were fed: a sample's last slot is claimed a block after its first.
+		r.rec.window.width += int64(variantBlock(cfg.Concurrency)) * int64(cfg.Epochs)
 	}
 	var err error
 	if r.reuse, err = reuseEarlier(r, setup); err != nil {
@@ -301,6 +332,10 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 			warning, err = r.opened.finishManifest(r.log, identity, r.digests)
 			if warning != "" {
 				warnings = append(warnings, warning)
+			}
+			if err == nil && r.elim != nil {
+				r.opened.manifest.Eliminations = r.elim.eliminations()
+				err = writeManifest(r.log, r.opened.manifest)
 			}
 			recErr = errors.Join(recErr, err)
 		}
@@ -385,7 +420,7 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 		if d := m.GateDiff(old); len(d) > 0 {
 			return nil, &manifest.MismatchError{Log: cfg.Log, Diffs: d, Gate: true}
 		}
-		d = m.Diff(old)
+		d = append(m.Diff(old), variantsDiff(old.Variants, m.Variants)...)
 	} else {
 		d = recordsDiff(cfg.Log, setup.e.Name, cfg.Seed)
 	}
@@ -398,10 +433,17 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	// error is final under a sequential gate: running it again would draw
 	// it a second time (docs/stopping-early.md).
 	keepLimits := !cfg.RetryLimited && (old == nil || old.Budget.Episode() == m.Budget.Episode())
-	gated := cfg.Sequential != nil
-	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: !gated, KeepLimits: keepLimits, ErrorsFinal: gated, Visit: func(id []byte, epoch int) {
-		if i, ok := setup.samples.index.getBytes(id); ok && int64(epoch) < epochs {
-			done.add(int64(i)*epochs + int64(epoch))
+	// So it is when variants are eliminated: the tests see each episode's
+	// first draw.
+	gated := cfg.Sequential != nil || cfg.EliminateVariants > 0
+	plan := cfg.plan
+	w, rec, err := jsonl.Open(cfg.Log, &jsonl.OpenOptions{DropErrors: !gated, KeepLimits: keepLimits, ErrorsFinal: gated, Visit: func(variant, id []byte, epoch int) {
+		slot, ok := plan.slotOfBytes(variant, epoch)
+		if !ok {
+			return
+		}
+		if i, ok := setup.samples.index.getBytes(id); ok {
+			done.add(int64(i)*epochs + int64(slot))
 		}
 	}})
 	if err != nil {
@@ -433,9 +475,11 @@ func openLog[T, O any](setup *runSetup[T, O], done *doneSet) (*openedLog, error)
 	}
 	if old != nil {
 		m.CreatedAt, m.Dataset = old.CreatedAt, old.Dataset
+		m.Variants = mergeVariants(m.Variants, old.Variants)
+		m.Eliminations = old.Eliminations
 	}
 	m.RunID = l.runID
-	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) || cfg.Sequential != nil {
+	if old == nil || cfg.AllowChanged || old.Epochs != m.Epochs || !reflect.DeepEqual(old.Budget, m.Budget) || !reflect.DeepEqual(old.Variants, m.Variants) || cfg.Sequential != nil {
 		if err := writeManifest(cfg.Log, m); err != nil {
 			return fail(err)
 		}
@@ -485,7 +529,7 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	samples := setup.samples
 	m := &manifest.Manifest{
 		Schema: manifestSchema, Eval: setup.e.Name, CreatedAt: time.Now().UTC(),
-		Epochs: setup.cfg.Epochs, Seed: strconv.FormatUint(setup.cfg.Seed, 10),
+		Epochs: setup.cfg.plan.epochs, Variants: setup.cfg.plan.manifestVariants(), Seed: strconv.FormatUint(setup.cfg.Seed, 10),
 		Versions: setup.e.Versions, Proctor: proctorVersion(),
 		Dataset:   manifest.DatasetIdentity{Samples: samples.len()},
 		Resources: samples.resources,

@@ -36,8 +36,14 @@ type Eval[T, O any] struct {
 	// runs samples in any order, read it into memory instead; so does
 	// dataset.Collect. A coordinator (Open) keeps only the IDs.
 	Dataset dataset.Dataset[T]
+	// Harness runs the agent; nil when Variants are given.
 	Harness harness.Harness[T, O]
-	Judge   judge.Judge[T, O]
+	// Variants, when given, are the harnesses the eval compares (a model,
+	// a prompt, a scaffold: docs/comparing-agents.md): each sample runs
+	// every variant's episodes, in one environment provisioned once for
+	// all of them, with the same episode seeds. Harness must then be nil.
+	Variants []Variant[T, O]
+	Judge    judge.Judge[T, O]
 	// Sandbox returns the environment a sample needs when Config.Sandbox is
 	// set; nil means the zero Spec (an empty workspace).
 	Sandbox func(dataset.Sample[T]) sandbox.Spec
@@ -60,8 +66,18 @@ type Eval[T, O any] struct {
 type Config struct {
 	// Concurrency bounds the episodes in flight; default 16.
 	Concurrency int
-	// Epochs is how many times each sample runs; default 1.
+	// Epochs is how many times each sample runs (per variant); default 1.
 	Epochs int
+	// Variants runs only the eval's variants named (Eval.Variants); nil
+	// runs them all. The log keeps the others' records, out of the report.
+	Variants []string
+	// EliminateVariants, when above 0, stops running a variant once
+	// another is better with anytime-valid confidence, and is the bound on
+	// the probability that any variant is stopped wrongly (the best one,
+	// or one no worse than the one that stopped it): see
+	// docs/comparing-agents.md, "Stopping losers early". 0 runs every
+	// variant on every sample. Needs two variants or more.
+	EliminateVariants float64
 	// Timeout bounds one attempt of an episode (harness and judge); default
 	// 30 minutes, negative for none. A harness that ignores its context is
 	// abandoned when it expires and the attempt is an error of kind timeout.
@@ -230,6 +246,10 @@ type Config struct {
 	// (the OpenTelemetry Logs API); nil means the global provider
 	// (otel.GetLoggerProvider) as Run starts.
 	LoggerProvider log.LoggerProvider
+
+	// plan numbers the episodes' slots (variants.go), set by prepare, which
+	// then makes Epochs the slots per sample (variants × epochs).
+	plan *variantPlan
 }
 
 // Defaults.
@@ -287,6 +307,10 @@ func (c Config) validate() error {
 		return bad("Report.Broken", "set", "nil: the oracle pass sets it (Config.Oracle)")
 	case c.Sequential != nil && c.Shard.Count > 1:
 		return bad("Sequential", "set", "no Shard: a shard sees part of the claim order (use a coordinator)")
+	case !(c.EliminateVariants >= 0 && c.EliminateVariants < 1):
+		return bad("EliminateVariants", c.EliminateVariants, "an error rate in (0,1), or 0 for none")
+	case c.EliminateVariants > 0 && c.Shard.Count > 1:
+		return bad("EliminateVariants", c.EliminateVariants, "no Shard: each shard would decide on its part, at α each")
 	}
 	return c.validateReuse()
 }
@@ -342,7 +366,7 @@ func (e *Eval[T, O]) Run(ctx context.Context, cfg Config) (*report.Report, error
 	// A run that narrows the dataset or reuses earlier results reads it
 	// into memory; any other streams it (samples.go).
 	// So does a sequential run, which claims samples in a random order.
-	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0 || cfg.Sequential != nil
+	narrows := cfg.Subset.PerValue > 0 || cfg.Select != nil || len(cfg.ReuseFrom) > 0 || cfg.Sequential != nil || cfg.EliminateVariants > 0
 	cfg, samples, err := e.prepare(ctx, cfg, !narrows)
 	if err != nil {
 		return nil, err
@@ -368,7 +392,24 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 	if err := cfg.validate(); err != nil {
 		return cfg, nil, err
 	}
+	if cfg.plan != nil {
+		cfg.Epochs = cfg.plan.epochs // prepared before: Epochs holds slots
+	}
 	cfg = cfg.withDefaults()
+	plan, err := newVariantPlan(e, &cfg, cfg.Epochs)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if len(e.Variants) > 0 && cfg.Sequential != nil {
+		return cfg, nil, &ConfigError{"Config.Sequential with Eval.Variants: a gate per variant is not supported yet (use Config.EliminateVariants to stop losing variants early)"}
+	}
+	if cfg.EliminateVariants > 0 && len(e.Variants) < 2 {
+		return cfg, nil, &ConfigError{"Config.EliminateVariants needs two Eval.Variants or more"}
+	}
+	if cfg.EliminateVariants > 0 && len(e.Variants) > maxEliminated {
+		return cfg, nil, &ConfigError{fmt.Sprintf("Config.EliminateVariants handles at most %d variants, not %d", maxEliminated, len(e.Variants))}
+	}
+	cfg.plan, cfg.Epochs = plan, plan.slots()
 	if cfg.Sequential != nil {
 		// Checked, and its baseline read, once: the run keeps this copy.
 		s := *cfg.Sequential

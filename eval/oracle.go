@@ -33,10 +33,10 @@ func (e *Eval[T, O]) runOracle(ctx context.Context, cfg Config) (map[string]bool
 		return nil, &ConfigError{"Config.Oracle is set: want an Eval.Oracle, the reference solution to run"}
 	}
 	o := *e
-	o.Harness, o.Oracle = e.Oracle, nil
+	o.Harness, o.Oracle, o.Variants = e.Oracle, nil, nil
 	o.Versions.Harness = oracleVersion
 	oc := cfg
-	oc.Oracle, oc.Epochs, oc.RunID = false, 1, ""
+	oc.Oracle, oc.Epochs, oc.RunID, oc.plan, oc.Variants, oc.EliminateVariants = false, 1, "", nil, nil, 0
 	oc.Sinks, oc.ReuseFrom, oc.OnProgress = nil, nil, nil
 	oc.Report = report.Options{Level: cfg.Report.Level, Resamples: -1}
 	if cfg.Log != "" {

@@ -35,7 +35,7 @@ func TestProgressShowsTheRateGovernor(t *testing.T) {
 	lanes := []RateLimit{{"openai", "gpt-4o-mini", 12, 12, 3}, {"anthropic", "claude-sonnet-4-5", 8, 8, 30}}
 	done := newDoneSet(10)
 	agg := report.NewIndexed(nil, 10, func(i int) (string, map[string]string) { return "s", nil })
-	r := &run{evalName: "e", start: time.Now(), total: 10, owned: 10, done: done, rec: newRecorder(done, 1, agg, func(err error) { t.Error(err) })}
+	r := &run{evalName: "e", start: time.Now(), total: 10, owned: 10, done: done, rec: newRecorder(done, epochsOnly(1), agg, func(err error) { t.Error(err) })}
 	r.rec.start(nil)
 	tr := newProgressTracker(r, &Config{Models: governedModels{lanes: lanes}})
 	p := tr.snapshot(time.Now(), false)

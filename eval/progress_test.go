@@ -206,7 +206,7 @@ func TestProgressCountsWhatTheRecorderCommits(t *testing.T) {
 	const total = 40
 	done := newDoneSet(total)
 	agg := report.NewIndexed(nil, total, func(i int) (string, map[string]string) { return "s", nil })
-	rec := newRecorder(done, 1, agg, func(err error) { t.Error(err) })
+	rec := newRecorder(done, epochsOnly(1), agg, func(err error) { t.Error(err) })
 	rec.start(nil)
 	r := &run{evalName: "e", start: time.Now(), total: total, owned: total, done: done, rec: rec}
 	tr := newProgressTracker(r, &Config{Concurrency: 4, MaxCostUSD: 20, MaxTokens: 1000})

@@ -29,7 +29,7 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	}
 	*rec = sink.Record{
 		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
-		SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
+		Variant: ep.Variant, SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
 		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
 		Error: errMsg, ErrorKind: kind, JudgeStages: judging.Stages(ep),
 		Input: input, Output: output,

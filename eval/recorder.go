@@ -27,8 +27,10 @@ type recorder struct {
 	log         *jsonl.Writer // nil without a log
 	transcripts *jsonl.Writer
 	sinks       []sink.Sink
-	done        *doneSet // exactly once: a key already marked is dropped
-	epochs      int64
+	done        *doneSet     // exactly once: a key already marked is dropped
+	epochs      int64        // slots per sample (variants × epochs)
+	plan        *variantPlan // a record's slot
+	elim        *eliminator  // fed every record; nil without elimination
 	agg         *report.Aggregator
 	fail        func(error) // stops the run when results cannot be recorded
 
@@ -69,8 +71,8 @@ type committedStats struct {
 	tokens          atomic.Int64
 }
 
-func newRecorder(done *doneSet, epochs int, agg *report.Aggregator, fail func(error)) *recorder {
-	r := &recorder{done: done, epochs: int64(epochs), agg: agg, fail: fail,
+func newRecorder(done *doneSet, plan *variantPlan, agg *report.Aggregator, fail func(error)) *recorder {
+	r := &recorder{done: done, epochs: int64(plan.slots()), plan: plan, agg: agg, fail: fail,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), complete: make(chan struct{}), ingested: make(chan struct{})}
 	r.notFull = sync.NewCond(&r.mu)
 	return r
@@ -108,6 +110,7 @@ func (r *recorder) start(ingest func()) {
 			ingest()
 		}
 		r.window.advance(r.agg, r.epochs)
+		r.advanceElimination()
 		close(r.ingested)
 		r.loop()
 	}()
@@ -257,7 +260,8 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.err != nil {
 		return // stopping: results that cannot be recorded are not kept
 	}
-	if !r.done.add(int64(f.sample)*r.epochs + int64(f.rec.Epoch)) {
+	slot, _ := r.plan.recordSlot(&f.rec) // checked by whoever made f
+	if !r.done.add(int64(f.sample)*r.epochs + int64(slot)) {
 		r.duplicates++
 		return
 	}
@@ -274,7 +278,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
+	r.elim.add(f.sample, slot, &f.rec)
 	r.window.advance(r.agg, r.epochs)
+	r.advanceElimination()
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
 	if f.rec.Status == sink.Error {
@@ -287,6 +293,15 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		r.committed.tokens.Add(n)
 	}
 	r.checkComplete()
+}
+
+// advanceElimination lets claims go as far past elimination's folded
+// prefix as the window allows: claims that outran the tests would run the
+// episodes an elimination is about to save.
+func (r *recorder) advanceElimination() {
+	if r.elim != nil {
+		r.window.advanceTo(int64(r.elim.prefix) * r.epochs)
+	}
 }
 
 // checkComplete closes complete once every episode is done.
@@ -334,11 +349,13 @@ func (r *recorder) ingestLog(path string, size int64, index func(id string) (int
 			return resumed, excluded, err
 		}
 		i, ok := index(rec.SampleID)
-		if !ok || int64(rec.Epoch) >= r.epochs {
+		slot, known := r.plan.recordSlot(&rec)
+		if !ok || !known {
 			excluded++
 			continue
 		}
 		r.agg.AddAt(i, &rec)
+		r.elim.add(i, slot, &rec)
 		r.tally.add(&rec)
 		resumed++
 	}

@@ -39,7 +39,7 @@ func TestRecorderBlocksCommitsWhenItsQueueIsFull(t *testing.T) {
 	total := int64(maxQueued + 2)
 	done := newDoneSet(total)
 	agg := report.NewIndexed(nil, int(total), func(i int) (string, map[string]string) { return "s", nil })
-	r := newRecorder(done, 1, agg, func(err error) { t.Error(err) })
+	r := newRecorder(done, epochsOnly(1), agg, func(err error) { t.Error(err) })
 	g := &gateSink{entered: make(chan struct{}), release: make(chan struct{})}
 	r.sinks = []sink.Sink{g}
 	r.start(nil)
@@ -89,7 +89,7 @@ func TestRecorderConcurrentCommitsKeepEachWorkersOrder(t *testing.T) {
 	const workers, each = 8, 3 * maxQueued
 	done := newDoneSet(workers * each)
 	agg := report.NewIndexed(nil, workers, func(i int) (string, map[string]string) { return "s", nil })
-	r := newRecorder(done, each, agg, func(err error) { t.Error(err) })
+	r := newRecorder(done, epochsOnly(each), agg, func(err error) { t.Error(err) })
 	o := &orderSink{}
 	r.sinks = []sink.Sink{o}
 	r.start(nil)
@@ -136,7 +136,7 @@ func TestRecorderMoreWorkersThanQueueSlots(t *testing.T) {
 	const workers, each = 3*maxQueued + 7, 3
 	done := newDoneSet(workers * each)
 	agg := report.NewIndexed(nil, workers, func(i int) (string, map[string]string) { return "s", nil })
-	r := newRecorder(done, each, agg, func(err error) { t.Error(err) })
+	r := newRecorder(done, epochsOnly(each), agg, func(err error) { t.Error(err) })
 	g := &gateSink{entered: make(chan struct{}), release: make(chan struct{})}
 	r.sinks = []sink.Sink{g}
 	r.start(nil)

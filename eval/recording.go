@@ -10,6 +10,7 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/internal/distrib"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // recording is an open run fed with finished episodes from elsewhere: the
@@ -39,6 +40,9 @@ type recording struct {
 func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	if cfg.Oracle {
 		return nil, errOracleDistributed
+	}
+	if cfg.EliminateVariants > 0 {
+		return nil, &ConfigError{"Config.EliminateVariants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
 	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
@@ -137,6 +141,10 @@ func (r *recording) Has(sampleID string, epoch int) bool {
 	return r.run.done.has(int64(i)*int64(r.epochs) + int64(epoch))
 }
 
+// Slot returns the slot of r's episode (distrib.Assignment.Epochs), and
+// false when the run has no such variant or epoch.
+func (r *recording) Slot(rec *sink.Record) (int, bool) { return r.run.rec.plan.recordSlot(rec) }
+
 // HasSample reports whether the run's dataset has the sample.
 func (r *recording) HasSample(sampleID string) bool {
 	_, ok := r.index.get(sampleID)
@@ -173,8 +181,8 @@ func (r *recording) Commit(f distrib.Finished) error {
 		return errors.New("eval: commit on a closed Recording")
 	}
 	i, ok := r.index.get(f.Record.SampleID)
-	if !ok || f.Record.Epoch < 0 || f.Record.Epoch >= r.epochs {
-		return fmt.Errorf("eval: a result for sample %q epoch %d, which this run does not have", f.Record.SampleID, f.Record.Epoch)
+	if _, known := r.run.rec.plan.recordSlot(&f.Record); !ok || !known {
+		return fmt.Errorf("eval: a result for sample %q%s epoch %d, which this run does not have", f.Record.SampleID, variantOf(f.Record.Variant), f.Record.Epoch)
 	}
 	rec := f.Record
 	rec.RunID = r.run.runID

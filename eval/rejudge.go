@@ -57,16 +57,30 @@ func (e *Eval[T, O]) Rejudge(ctx context.Context, fromLog string, cfg Config) (*
 	if len(src.samples) == 0 {
 		return nil, fmt.Errorf("eval: %s holds no records to rejudge", fromLog)
 	}
-	cfg.Epochs = src.epochs
-	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge, Harness: replay[T, O](f, fromLog, src)}
+	d := &Eval[T, O]{Name: e.Name, Judge: e.Judge}
+	h := replay[T, O](f, fromLog, src)
+	if len(src.variants) == 1 && src.variants[0] == "" {
+		d.Harness = h
+	} else {
+		// Every variant the log holds is judged again, under its name.
+		for _, name := range src.variants {
+			d.Variants = append(d.Variants, Variant[T, O]{Name: name, Harness: h})
+		}
+	}
+	cfg.Variants = nil
+	plan, err := newVariantPlan(d, &cfg, src.epochs)
+	if err != nil {
+		return nil, fmt.Errorf("eval: rejudging %s: %w", fromLog, err)
+	}
+	cfg.plan, cfg.Epochs = plan, plan.slots()
 	samples, err := checkSamples(src.samples)
 	if err != nil {
 		return nil, err
 	}
 	setup := &runSetup[T, O]{e: d, cfg: cfg, samples: samples, parentRunID: src.runID,
 		// Episodes with nothing to judge count as done.
-		skip: func(i, ep int) bool {
-			_, ok := src.outputs[sink.Key{SampleID: samples.id(i), Epoch: ep}]
+		skip: func(i, slot int) bool {
+			_, ok := src.outputs[sink.Key{Variant: plan.name(slot), SampleID: samples.id(i), Epoch: plan.epoch(slot)}]
 			return !ok
 		}}
 	if src.unjudgeable > 0 {
@@ -79,6 +93,7 @@ type outputIndex[T any] struct {
 	runID       string
 	samples     []dataset.Sample[T]
 	epochs      int
+	variants    []string             // in the order the log first names them
 	outputs     map[sink.Key]located // episodes with an output
 	unjudgeable int
 }
@@ -89,7 +104,7 @@ type located struct {
 
 func indexOutputs[T any](f *os.File, path string) (*outputIndex[T], error) {
 	idx := &outputIndex[T]{outputs: map[sink.Key]located{}}
-	seen := map[string]bool{}
+	seen, seenVariant := map[string]bool{}, map[string]bool{}
 	for e, err := range jsonl.ReadEntries(f, path) {
 		var torn *jsonl.TornTailError
 		if errors.As(err, &torn) {
@@ -110,6 +125,10 @@ func indexOutputs[T any](f *os.File, path string) (*outputIndex[T], error) {
 			idx.samples = append(idx.samples, s)
 		}
 		idx.epochs = max(idx.epochs, e.Epoch+1)
+		if !seenVariant[e.Variant] {
+			seenVariant[e.Variant] = true
+			idx.variants = append(idx.variants, e.Variant)
+		}
 		if e.Status == sink.Error && e.ErrorKind != sink.KindJudge || len(e.Output) == 0 {
 			idx.unjudgeable++
 			continue
@@ -126,7 +145,7 @@ func indexOutputs[T any](f *os.File, path string) (*outputIndex[T], error) {
 func replay[T, O any](f *os.File, path string, idx *outputIndex[T]) harness.Harness[T, O] {
 	return harness.Func[T, O](func(ctx context.Context, ep *harness.Episode[T]) (O, error) {
 		var out O
-		loc := idx.outputs[sink.Key{SampleID: ep.Sample.ID, Epoch: ep.Epoch}]
+		loc := idx.outputs[sink.Key{Variant: ep.Variant, SampleID: ep.Sample.ID, Epoch: ep.Epoch}]
 		line, err := jsonl.ReadLineFrom(f, loc.offset, nil)
 		if err != nil {
 			return out, err

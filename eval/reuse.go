@@ -54,6 +54,40 @@ type reuseSource struct {
 	// harness and sandbox versions do not: its outputs are judged again.
 	judgeOnly   bool
 	transcripts map[string]*windowReader // transcript stores opened, by path
+	// variants are those of this run whose harness version the log's
+	// manifest gives too: only their records are reused ("" without
+	// variants).
+	variants map[string]bool
+}
+
+// sameHarnesses returns the variants of plan whose harness version is
+// the same in m (a variant absent from m has none of its records), or
+// why there are none. An eval without variants is the variant "", its
+// version Versions.Harness.
+func sameHarnesses(m *manifest.Manifest, plan *variantPlan) (map[string]bool, string) {
+	there := map[string]string{"": m.Versions.Harness}
+	if len(m.Variants) > 0 {
+		there = map[string]string{}
+		for _, v := range m.Variants {
+			there[v.Name] = v.Harness
+		}
+	}
+	same := map[string]bool{}
+	var why string
+	for i, name := range plan.names {
+		h, ok := there[name]
+		switch {
+		case ok && h == plan.versions[i]:
+			same[name] = true
+		case !ok && why == "":
+			why = fmt.Sprintf("it has no variant %q", name)
+		case ok && why == "" && name == "":
+			why = fmt.Sprintf("harness version %q there, %q now", h, plan.versions[i])
+		case ok && why == "":
+			why = fmt.Sprintf("variant %s's harness version %q there, %q now", name, h, plan.versions[i])
+		}
+	}
+	return same, why
 }
 
 type reuseLoc struct {
@@ -156,11 +190,15 @@ func reuseEarlier[T, O any](r *run, setup *runSetup[T, O]) (_ *reuse, err error)
 // rejudging returns h wrapped so that the episodes the rejudge plan ru
 // plans replay their recorded output instead of running; h itself when
 // ru is nil.
-func rejudging[T, O any](ru *reuse, h harness.Harness[T, O], index *sampleIndex, epochs int) harness.Harness[T, O] {
+func rejudging[T, O any](ru *reuse, hs []harness.Harness[T, O], index *sampleIndex, plan *variantPlan) []harness.Harness[T, O] {
 	if ru == nil {
-		return h
+		return hs
 	}
-	return &replayHarness[T, O]{inner: h, reuse: ru, index: index, epochs: int64(epochs)}
+	out := make([]harness.Harness[T, O], len(hs))
+	for v, h := range hs {
+		out[v] = &replayHarness[T, O]{inner: h, reuse: ru, index: index, plan: plan}
+	}
+	return out
 }
 
 // reuseItem is an earlier record that serves an episode of this run.
@@ -178,7 +216,7 @@ type reuseItem struct {
 // done's writer).
 func scanSource[T, O any](setup *runSetup[T, O], src *reuseSource, done *doneSet, stop <-chan struct{}, out chan<- []reuseItem) error {
 	const batchSize = 256
-	epochs := int64(setup.cfg.Epochs)
+	epochs, plan := int64(setup.cfg.Epochs), setup.cfg.plan
 	batch := make([]reuseItem, 0, batchSize)
 	send := func() bool {
 		select {
@@ -200,10 +238,11 @@ func scanSource[T, O any](setup *runSetup[T, O], src *reuseSource, done *doneSet
 			src.runID = e.RunID // before the first batch is sent: the receiver reads it after
 		}
 		i, ok := setup.samples.index.get(e.SampleID)
-		if !ok || e.Epoch < 0 || int64(e.Epoch) >= epochs {
+		slot, known := plan.recordSlot(&e.Record)
+		if !ok || !known || !src.variants[e.Variant] {
 			continue
 		}
-		ep := int64(i)*epochs + int64(e.Epoch)
+		ep := int64(i)*epochs + int64(slot)
 		if done.has(ep) {
 			continue
 		}
@@ -241,15 +280,16 @@ func openReuseSource[T, O any](path string, setup *runSetup[T, O]) (*reuseSource
 		return nil, "", fmt.Errorf("eval: reusing results from %s: %w", path, err)
 	}
 	v := setup.e.Versions
+	variants, why := sameHarnesses(m, setup.cfg.plan)
 	switch {
 	case m.Eval != setup.e.Name:
 		return nil, fmt.Sprintf("it is a run of eval %q, not %q", m.Eval, setup.e.Name), nil
-	case m.Versions.Harness != v.Harness:
-		return nil, fmt.Sprintf("harness version %q there, %q now", m.Versions.Harness, v.Harness), nil
+	case len(variants) == 0:
+		return nil, why, nil
 	case m.Versions.Sandbox != v.Sandbox:
 		return nil, fmt.Sprintf("sandbox version %q there, %q now", m.Versions.Sandbox, v.Sandbox), nil
 	}
-	src := &reuseSource{path: path, runID: m.RunID, judgeOnly: m.Versions.Judge != v.Judge, transcripts: map[string]*windowReader{}}
+	src := &reuseSource{path: path, runID: m.RunID, variants: variants, judgeOnly: m.Versions.Judge != v.Judge, transcripts: map[string]*windowReader{}}
 	if src.judgeOnly && cfg.Sandbox != nil {
 		return nil, fmt.Sprintf("judge version %q there, %q now, and episodes have sandboxes: a judge may need the world the harness left, which a log does not keep, so they run again", m.Versions.Judge, v.Judge), nil
 	}
@@ -352,6 +392,9 @@ func (c *reuseCopier) copy(src *reuseSource, i int, rec *sink.Record, tags map[s
 		}
 	}
 	r.agg.AddAt(i, rec)
+	if slot, ok := r.rec.plan.recordSlot(rec); ok {
+		r.elim.add(i, slot, rec)
+	}
 	return nil
 }
 
@@ -482,21 +525,22 @@ func (ru *reuse) close() {
 
 // committer is out, with the records of episodes judged again linked to
 // the run whose output they judged (parent_run_id); nil-safe.
-func (ru *reuse) committer(out committer, epochs int) committer {
+func (ru *reuse) committer(out committer, plan *variantPlan) committer {
 	if ru == nil {
 		return out
 	}
-	return &rejudgeCommitter{out: out, reuse: ru, epochs: int64(epochs)}
+	return &rejudgeCommitter{out: out, reuse: ru, plan: plan}
 }
 
 type rejudgeCommitter struct {
-	out    committer
-	reuse  *reuse
-	epochs int64
+	out   committer
+	reuse *reuse
+	plan  *variantPlan
 }
 
 func (c *rejudgeCommitter) commit(f *finished) {
-	if loc, ok := c.reuse.rejudge[int64(f.sample)*c.epochs+int64(f.rec.Epoch)]; ok && f.rec.Output != nil && f.rec.ParentRunID == "" {
+	slot, _ := c.plan.recordSlot(&f.rec)
+	if loc, ok := c.reuse.rejudge[int64(f.sample)*int64(c.plan.slots())+int64(slot)]; ok && f.rec.Output != nil && f.rec.ParentRunID == "" {
 		f.rec.ParentRunID = c.reuse.sources[loc.src].runID
 	}
 	c.out.commit(f)
@@ -505,15 +549,16 @@ func (c *rejudgeCommitter) commit(f *finished) {
 // replayHarness returns the recorded output of the episodes planned for a
 // rejudge, and runs the eval's harness for the others.
 type replayHarness[T, O any] struct {
-	inner  harness.Harness[T, O]
-	reuse  *reuse
-	index  *sampleIndex
-	epochs int64
+	inner harness.Harness[T, O]
+	reuse *reuse
+	index *sampleIndex
+	plan  *variantPlan
 }
 
 func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (O, error) {
 	i, _ := h.index.get(ep.Sample.ID)
-	loc, ok := h.reuse.rejudge[int64(i)*h.epochs+int64(ep.Epoch)]
+	slot, _ := h.plan.slotOf(ep.Variant, ep.Epoch)
+	loc, ok := h.reuse.rejudge[int64(i)*int64(h.plan.slots())+int64(slot)]
 	if !ok {
 		return h.inner.Run(ctx, ep)
 	}
@@ -527,7 +572,7 @@ func (h *replayHarness[T, O]) Run(ctx context.Context, ep *harness.Episode[T]) (
 	if err != nil {
 		return out, err
 	}
-	if rec.SampleID != ep.Sample.ID || rec.Epoch != ep.Epoch {
+	if rec.SampleID != ep.Sample.ID || rec.Epoch != ep.Epoch || rec.Variant != ep.Variant {
 		return out, fmt.Errorf("reading the output to judge again: %s at offset %d holds %s epoch %d, not %s epoch %d", src.path, loc.offset, rec.SampleID, rec.Epoch, ep.Sample.ID, ep.Epoch)
 	}
 	ep.AddEvent(rejudgedNote(src.path, rec))

@@ -34,6 +34,7 @@ type committer interface {
 // finished is an episode with its final record.
 type finished struct {
 	sample int // index in the scheduler's samples
+	slot   int // the episode's slot of its sample (variants.go)
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its transcript link, by the worker
@@ -44,7 +45,8 @@ type finished struct {
 // counter, so no goroutine or channel entry exists per pending episode.
 type scheduler[T, O any] struct {
 	e           *Eval[T, O]
-	harness     harness.Harness[T, O] // e's, or one around it (schedule)
+	harnesses   []harness.Harness[T, O] // per variant: e's, or ones around them (schedule)
+	plan        *variantPlan            // cfg.plan: the slots of a sample
 	cfg         Config
 	runID       string
 	parentRunID string // set when rejudging
@@ -67,6 +69,13 @@ type scheduler[T, O any] struct {
 	order   []int32
 	decided <-chan struct{}
 	window  *claimWindow
+	// elim, when variants are eliminated: the slots of an eliminated
+	// variant are not claimed.
+	elim *eliminator
+	// block, with variants, is how many samples' episodes are claimed
+	// interleaved (claimAt): 0 claims a sample's episodes one after the
+	// other.
+	block int64
 
 	// Sandboxes: one environment per sample, closed after its last episode.
 	pool *sandbox.Pool
@@ -159,7 +168,7 @@ type kept struct {
 // schedule is what a scheduler is given besides the eval, its config and
 // samples: what it runs them with and where their results go.
 type schedule[T, O any] struct {
-	harness     harness.Harness[T, O] // the eval's, or the rejudge plan's around it (reuse.go)
+	harnesses   []harness.Harness[T, O] // per variant: the eval's, or the rejudge plan's around them (reuse.go)
 	runID       string
 	parentRunID string // set when rejudging
 	done        *doneSet
@@ -177,6 +186,7 @@ type schedule[T, O any] struct {
 	order   []int32
 	decided <-chan struct{}
 	window  *claimWindow // bounds the claims beyond the finished prefix
+	elim    *eliminator  // skips the eliminated variants' episodes
 	// stream, when set, reads a streamed dataset for a worker's feed
 	// (work.go); Run's scheduler makes its own.
 	stream *sampleStream[T]
@@ -185,14 +195,17 @@ type schedule[T, O any] struct {
 func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], sc schedule[T, O]) *scheduler[T, O] {
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
-		harness: sc.harness, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window,
+		harnesses: sc.harnesses, plan: cfg.plan, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window, elim: sc.elim,
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
 		inputsByPointer: encodesByPointer(reflect.TypeFor[T]())}
 	if cfg.Sandbox != nil {
 		s.newPool()
+	}
+	if len(e.Variants) > 0 {
+		s.block = int64(variantBlock(cfg.Concurrency))
 	}
 	return s
 }
@@ -461,10 +474,12 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.window != nil && (!s.window.wait(i, ctx.Done(), s.decided) || s.stopped.Load()) {
 			return nil
 		}
-		if s.order != nil {
-			i = int64(s.order[i/epochs])*epochs + i%epochs
-		}
+		i = s.claimAt(i)
 		if s.done.has(i) {
+			continue
+		}
+		if s.elim.outSlot(int(i % epochs)) {
+			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
 			continue
 		}
 		*j = job{sample: int(i / epochs), epoch: int(i % epochs)}
@@ -472,6 +487,31 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 	}
 	return nil
 }
+
+// claimAt returns the episode (sample × slots + slot) at claim position
+// i. With variants, samples are claimed in blocks: the first slot of each
+// of a block's samples, then the second of each, and so on. Every
+// variant of a sample runs within its block (close together: pairs for
+// elimination), and a block's environments are provisioned side by side,
+// not one sample's at a time while the workers wait on it.
+func (s *scheduler[T, O]) claimAt(i int64) int64 {
+	slots := int64(s.cfg.Epochs)
+	pos, slot := i/slots, i%slots
+	if s.block > 1 {
+		first := i / (s.block * slots) * s.block
+		width := min(s.block, s.total/slots-first)
+		r := i - first*slots
+		pos, slot = first+r%width, r/width
+	}
+	if s.order != nil {
+		pos = int64(s.order[pos])
+	}
+	return pos*slots + slot
+}
+
+// variantBlock is the number of samples claimed interleaved with
+// variants: enough for every worker to start on a sample of its own.
+func variantBlock(concurrency int) int { return concurrency }
 
 func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 	if s.stopped.Load() {
@@ -495,7 +535,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 	rec := j.rec()
 	retry := rec.Status == sink.Error && rec.ErrorKind != sink.KindCancelled &&
 		!j.permanent && j.attempt < s.cfg.Retries && ctx.Err() == nil && !s.stopped.Load() &&
-		(s.cfg.Sequential == nil || j.notRun)
+		(s.cfg.Sequential == nil && s.cfg.EliminateVariants == 0 || j.notRun)
 	if retry {
 		d := min(s.cfg.Backoff<<j.attempt, maxBackoff)
 		t := time.NewTimer(rand.N(d) + 1)
@@ -521,7 +561,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 	} else {
 		s.countSettled(rec)
 		s.hashSettled(w, j.sample, rec.Input)
-		f.sample, f.events = j.sample, j.events
+		f.sample, f.slot, f.events = j.sample, j.epoch, j.events
 		rec.Worker = s.cfg.Worker
 		s.out.commit(f)
 	}

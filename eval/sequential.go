@@ -64,6 +64,15 @@ func (w *claimWindow) advance(agg *report.Aggregator, epochs int64) {
 	}
 }
 
+// advanceTo moves the finished prefix to n episodes, when that is
+// further: elimination's (eliminate.go), whose prefix is its own.
+func (w *claimWindow) advanceTo(n int64) {
+	if w != nil && n > w.fed.Load() {
+		w.fed.Store(n)
+		w.wake()
+	}
+}
+
 // open lifts the bound (the run stops: what was claimed is let go).
 func (w *claimWindow) open() {
 	if w != nil {

@@ -67,7 +67,7 @@ func (e *Eval[T, O]) work(ctx context.Context, cfg Config, spend distrib.RunSpen
 	defer cancel(nil)
 
 	feed := make(chan episode)
-	sc := schedule[T, O]{harness: e.Harness, runID: cfg.RunID,
+	sc := schedule[T, O]{harnesses: e.harnesses(), runID: cfg.RunID,
 		done: newDoneSet(0), out: workCommitter(done), cancel: cancel, feed: feed}
 	if samples.streamed() {
 		sc.stream = newFedStream(ctx, samples, cfg.Concurrency)
@@ -150,12 +150,17 @@ func checkAssignment(a distrib.Assignment, index *sampleIndex, epochs int) (int,
 // workCommitter hands a worker's finished episodes to its caller.
 type workCommitter func(distrib.Finished)
 
-func (w workCommitter) commit(f *finished) { w(distrib.Finished{Record: f.rec, Transcript: f.events}) }
+func (w workCommitter) commit(f *finished) {
+	w(distrib.Finished{Record: f.rec, Transcript: f.events, Slot: f.slot})
+}
 
 // check rejects an Eval that cannot run.
 func (e *Eval[T, O]) check() error {
-	if e.Dataset == nil || e.Harness == nil || e.Judge == nil {
-		return &ConfigError{"Eval needs a Dataset, a Harness and a Judge"}
+	if len(e.Variants) > 0 && e.Harness != nil {
+		return &ConfigError{"Eval has both a Harness and Variants: with variants, each variant's Harness runs (leave Eval.Harness nil)"}
+	}
+	if e.Dataset == nil || e.Harness == nil && len(e.Variants) == 0 || e.Judge == nil {
+		return &ConfigError{"Eval needs a Dataset, a Harness (or Variants) and a Judge"}
 	}
 	if e.Name == "" {
 		return &ConfigError{"Eval needs a Name"}

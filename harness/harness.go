@@ -22,6 +22,7 @@ import (
 type Episode[T any] struct {
 	RunID   string
 	Sample  dataset.Sample[T]
+	Variant string           // the eval's variant this episode runs ("" for an eval without variants)
 	Epoch   int              // 0-based repeat index
 	Attempt int              // 0 on the first try, 1.. on retries
 	Seed    uint64           // derived from (run seed, sample ID, epoch): reproducible

@@ -220,3 +220,34 @@ func FuzzReuseFlags(f *testing.F) {
 		}
 	})
 }
+
+// TestMainFlagVariants: -variants a,b runs only those of the eval's
+// variants; a bad name is bad usage.
+func TestMainFlagVariants(t *testing.T) {
+	t.Parallel()
+	var d dataset.Slice[string]
+	for i := range 3 {
+		d = append(d, dataset.Sample[string]{ID: "s" + strconv.Itoa(i), Input: "x"})
+	}
+	e := &eval.Eval[string, string]{Name: "matrix", Dataset: d, Judge: judge.Func[string, string](func(context.Context, *harness.Episode[string], string) (judge.Verdict, error) {
+		return judge.Verdict{Pass: true}, nil
+	})}
+	for _, name := range []string{"a", "b", "c"} {
+		e.Variants = append(e.Variants, eval.Variant[string, string]{Name: name, Harness: harness.Func[string, string](func(context.Context, *harness.Episode[string]) (string, error) {
+			return name, nil
+		})})
+	}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	var out, errOut bytes.Buffer
+	code := cli.MainArgs(context.Background(), e, eval.Config{}, []string{"run", "-log", log, "-variants", "a, c", "-quiet"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	ran := map[string]int{}
+	for _, r := range records(t, log) {
+		ran[r.Variant]++
+	}
+	require.Equal(t, map[string]int{"a": 3, "c": 3}, ran)
+
+	errOut.Reset()
+	require.Equal(t, 2, cli.MainArgs(context.Background(), e, eval.Config{}, []string{"run", "-variants", "a b"}, &out, &errOut))
+	require.Contains(t, errOut.String(), `variant name "a b"`)
+}

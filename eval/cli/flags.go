@@ -23,7 +23,21 @@ import (
 func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 	fs.StringVar(&cfg.Log, "log", cfg.Log, "the run's JSONL `path` (resumed when it holds records)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "episodes in flight")
-	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "runs per sample")
+	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "runs per sample (per variant)")
+	fs.Func("variants", "run only the eval's variants `a,b,…` (default: all)", func(v string) error {
+		cfg.Variants = nil
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.TrimSpace(name)
+			if err := eval.CheckVariantName(name); err != nil {
+				return err
+			}
+			if !slices.Contains(cfg.Variants, name) {
+				cfg.Variants = append(cfg.Variants, name)
+			}
+		}
+		return nil
+	})
+	fs.Float64Var(&cfg.EliminateVariants, "eliminate-variants", cfg.EliminateVariants, "stop running a variant once another is better, wrong with probability at most this `alpha` (0: run all)")
 	fs.Func("seed", "the run `seed`", func(v string) error {
 		s, err := strconv.ParseUint(v, 10, 64)
 		cfg.Seed = s

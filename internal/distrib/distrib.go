@@ -47,6 +47,10 @@ type RunSpend interface {
 
 // Assignment is work for a worker: epochs of one sample, run on one
 // machine so that the sample's sandbox environment is provisioned once.
+// With the eval's variants, Epochs are the sample's slots, variant ×
+// epochs + epoch, the variant numbered by its place in eval.Eval.Variants
+// (so every process of the run numbers them alike); without, slots are
+// epochs.
 type Assignment struct {
 	SampleID string `json:"sample_id"`
 	Epochs   []int  `json:"epochs"`
@@ -61,6 +65,9 @@ type Assignment struct {
 type Finished struct {
 	Record     sink.Record
 	Transcript []harness.Event
+	// Slot is the episode's slot (Assignment.Epochs): its epoch without
+	// variants. Set by Work; a Recording finds it from the record (Slot).
+	Slot int
 }
 
 // RunningEpisode is an episode in flight on a worker: eval.RunningEpisode,
@@ -89,7 +96,10 @@ type Recording interface {
 	RunID() string
 	Manifest() *manifest.Manifest
 	Pending() []Assignment
-	Has(sampleID string, epoch int) bool
+	Has(sampleID string, slot int) bool
+	// Slot returns the slot of a record's episode (Assignment.Epochs), and
+	// false when the run has no such variant or epoch.
+	Slot(r *sink.Record) (int, bool)
 	HasSample(sampleID string) bool
 	CheckInput(sampleID string, input []byte) error
 	Commit(f Finished) error

@@ -75,7 +75,7 @@ func BenchmarkOpen1MVisit(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		n := 0
-		w, rec, err := jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true, Visit: func([]byte, int) { n++ }})
+		w, rec, err := jsonl.Open(path, &jsonl.OpenOptions{DropErrors: true, Visit: func([]byte, []byte, int) { n++ }})
 		if err != nil || rec.Records != 1_000_000 || n != 1_000_000 {
 			b.Fatal(err, rec.Records)
 		}

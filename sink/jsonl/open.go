@@ -34,8 +34,8 @@ type OpenOptions struct {
 	// Visit, when set, receives the key of every kept record instead of
 	// Recovery.Done being filled: a caller with its own index of episodes
 	// (the engine's bitset over the dataset) saves a map of every key.
-	// sampleID is valid only during the call.
-	Visit func(sampleID []byte, epoch int)
+	// variant and sampleID are valid only during the call.
+	Visit func(variant, sampleID []byte, epoch int)
 }
 
 // Recovery is what Open found in an existing log.
@@ -97,7 +97,9 @@ func open(path string, opts *OpenOptions, lk *os.File) (*Writer, *Recovery, erro
 	rec := &Recovery{}
 	if visit == nil {
 		rec.Done = map[sink.Key]struct{}{}
-		visit = func(id []byte, epoch int) { rec.Done[sink.Key{SampleID: string(id), Epoch: epoch}] = struct{}{} }
+		visit = func(variant, id []byte, epoch int) {
+			rec.Done[sink.Key{Variant: string(variant), SampleID: string(id), Epoch: epoch}] = struct{}{}
+		}
 	}
 	keepLimits := opts.DropErrors && opts.KeepLimits
 	err := scanIndex(path, rec, keepLimits, opts.ErrorsFinal && !opts.DropErrors, visit)
@@ -175,7 +177,7 @@ func looksLikeRecord(b []byte) bool {
 }
 
 // scanIndex reads every line, validates it and visits its key.
-func scanIndex(path string, rec *Recovery, keepLimits, errorsFinal bool, visit func([]byte, int)) error {
+func scanIndex(path string, rec *Recovery, keepLimits, errorsFinal bool, visit func([]byte, []byte, int)) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
@@ -211,7 +213,7 @@ func scanIndex(path string, rec *Recovery, keepLimits, errorsFinal bool, visit f
 			return nil
 		}
 		rec.Records++
-		visit(k.SampleID, k.Epoch)
+		visit(k.Variant, k.SampleID, k.Epoch)
 		return nil
 	}
 	// Every core checks whole lines up to the first that is not a record;
