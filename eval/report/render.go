@@ -68,7 +68,10 @@ func (r *Report) Summary() []SummaryRow {
 		row("cancelled", "cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
 	}
 	rate := "n/a: no scored episodes"
-	if r.Passed+r.Failed > 0 {
+	switch {
+	case r.Leaderboard != nil:
+		rate = fmt.Sprintf("by variant (%d variants, not pooled): see the leaderboard", len(r.Leaderboard.Variants))
+	case r.Passed+r.Failed > 0:
 		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
 		if r.Weighted {
 			rate += ", inverse-probability weighted"
@@ -197,7 +200,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 	} else {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
-	if r.WorstCase != nil || len(r.Broken) > 0 {
+	if r.WorstCase != nil || len(r.Broken) > 0 || r.Leaderboard != nil {
 		// First, and alone on its line: what a hurried reader must not
 		// miss, and where the errors came from.
 		t.line(r.Headline())
@@ -207,6 +210,9 @@ func (r *Report) write(out io.Writer, md bool) error {
 	header("metric", "value")
 	for _, sr := range r.Summary() {
 		row(sr.Label, sr.Value)
+	}
+	if lb := r.Leaderboard; lb != nil {
+		lb.write(t)
 	}
 	costs := r.Usage.CostUSD > 0
 	for _, t := range r.ByTag {

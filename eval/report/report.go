@@ -130,6 +130,14 @@ type Report struct {
 	Planned int `json:"planned,omitempty"`
 	// Sequential is what the sequential gate decided (Options.Sequential).
 	Sequential *SequentialResult `json:"sequential,omitempty"`
+	// Leaderboard ranks the variants of a log of variants (records with a
+	// variant, docs/comparing-agents.md); nil for any other. Variants are
+	// not pooled: such a report's PassRate, MeanScore and Interval are
+	// undefined (NaN, null in JSON; Interval.Method is MethodByVariant),
+	// its WorstCase, Bootstrap, pass@k, NoiseFloor, ByTag and Sequential
+	// are nil, and each variant's are in its standing and in
+	// [Report.Variant]. Its gates hold for each variant.
+	Leaderboard *Leaderboard `json:"leaderboard,omitempty"`
 
 	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
 }
@@ -227,6 +235,7 @@ type Failure struct {
 	Status     sink.Status    `json:"status"`
 	ErrorKind  sink.ErrorKind `json:"error_kind,omitempty"`
 	Reason     string         `json:"reason"`
+	Variant    string         `json:"variant,omitempty"`
 	Transcript string         `json:"trace,omitempty"`
 	// TraceID and SpanID are the episode's OpenTelemetry trace and span;
 	// TraceURL is their link, from Options.TraceURL.
