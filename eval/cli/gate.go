@@ -32,7 +32,7 @@ func (g *gate) check(stderr io.Writer, rep *report.Report) bool {
 			// A log of variants: the gate holds for each variant the run
 			// did not eliminate, and this one is the lowest.
 			how = "variant " + variant + "'s lower bound"
-			rep = rep.Variant(variant)
+			rep = rep.VariantReport(variant)
 		}
 		if rep.WorstCase != nil && !g.excludeErrors {
 			how = "the worst case's lower bound (errored and unscored episodes as failures; -exclude-errors leaves them out)"

@@ -68,6 +68,10 @@ type Comparison struct {
 	HeadEval   string `json:"head_eval"`
 	HeadRunID  string `json:"head_run_id"`
 	HeadEpochs int    `json:"head_epochs"`
+	// BaseVariant and HeadVariant name the variants compared when the
+	// reports are of variants of a log ([Report.VariantReport]).
+	BaseVariant string `json:"base_variant,omitempty"`
+	HeadVariant string `json:"head_variant,omitempty"`
 
 	Level  float64 `json:"level"`
 	Margin float64 `json:"margin"`
@@ -165,6 +169,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	c := &Comparison{
 		BaseEval: base.Eval, BaseRunID: base.RunID, BaseEpochs: base.Epochs,
 		HeadEval: head.Eval, HeadRunID: head.RunID, HeadEpochs: head.Epochs,
+		BaseVariant: base.Variant, HeadVariant: head.Variant,
 		Level: opts.Level, Margin: opts.Margin, Method: MethodPairedT,
 	}
 	bs, hs := base.SampleResults(), head.SampleResults()

@@ -31,6 +31,9 @@ func (r *Report) AddManifest(path string) {
 		r.Resources, r.ImageDigests = m.Resources, m.ImageDigests
 		if r.Leaderboard != nil {
 			r.Leaderboard.addEliminations(m.Eliminations)
+			for _, v := range r.Leaderboard.reports {
+				v.Resources, v.ImageDigests = m.Resources, m.ImageDigests
+			}
 		}
 	}
 }

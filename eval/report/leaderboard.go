@@ -96,11 +96,11 @@ type VariantDifference struct {
 	HolmP float64 `json:"holm_p"`
 }
 
-// Variant returns the report of one variant of a report of variants, as
+// VariantReport returns the report of one variant of a report of variants, as
 // the report of a log holding that variant's records alone; nil when
 // there is no such variant. [Compare] of two of them is the paired
 // comparison of the two variants.
-func (r *Report) Variant(name string) *Report {
+func (r *Report) VariantReport(name string) *Report {
 	if r.Leaderboard == nil {
 		return nil
 	}
@@ -153,6 +153,7 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 	lb := &Leaderboard{Level: a.opts.Level, Unassigned: a.unassigned, reports: map[string]*Report{}}
 	for name, v := range a.variants {
 		vr := v.report(final)
+		vr.Variant = name
 		lb.reports[name] = vr
 		s := Standing{Variant: name, Samples: vr.Samples, Epochs: vr.Epochs, Episodes: vr.Episodes,
 			Passed: vr.Passed, Failed: vr.Failed, Errored: vr.Errored, Unscored: vr.Unscored,

@@ -91,7 +91,7 @@ func TestLeaderboardIsEachVariantsOwnReport(t *testing.T) {
 		require.Equal(t, alone.Latency, s.Latency, s.Variant)
 		require.InDelta(t, alone.Usage.CostUSD/40, s.CostPerSample, 1e-12)
 		require.Equal(t, 40, s.Samples)
-		require.Equal(t, alone.PassRate, rep.Variant(s.Variant).PassRate)
+		require.Equal(t, alone.PassRate, rep.VariantReport(s.Variant).PassRate)
 	}
 	require.NotNil(t, lb.Variants[0].WorstCase, "strong errored once")
 	// The frontier: cheap (cheapest), strong (best); mid is dominated by strong.
@@ -99,7 +99,7 @@ func TestLeaderboardIsEachVariantsOwnReport(t *testing.T) {
 	// Pairs: every pair once, the better first, A − B as Compare gives it.
 	require.Len(t, lb.Pairs, 3)
 	for _, d := range lb.Pairs {
-		c := report.Compare(rep.Variant(d.B), rep.Variant(d.A), nil)
+		c := report.Compare(rep.VariantReport(d.B), rep.VariantReport(d.A), nil)
 		require.Equal(t, c.PassRate, d.PassRate)
 		require.GreaterOrEqual(t, d.HolmP, d.PassRate.P)
 	}
@@ -165,7 +165,7 @@ func TestVariantGates(t *testing.T) {
 	require.NoError(t, err)
 	lo, which := rep.GateBoundVariant(false)
 	require.Equal(t, "bad", which)
-	require.Equal(t, rep.Variant("bad").GateBound(false), lo)
+	require.Equal(t, rep.VariantReport("bad").GateBound(false), lo)
 	require.Equal(t, lo, rep.GateBound(false))
 	why := rep.GateFailure()
 	require.Contains(t, why, "variant bad: the sequential gate did not pass")
@@ -182,7 +182,7 @@ func TestVariantGates(t *testing.T) {
 	require.Equal(t, "", rep.GateFailure())
 	lo, which = rep.GateBoundVariant(false)
 	require.Equal(t, "good", which)
-	require.Equal(t, rep.Variant("good").GateBound(false), lo)
+	require.Equal(t, rep.VariantReport("good").GateBound(false), lo)
 	var b bytes.Buffer
 	require.NoError(t, rep.WriteText(&b))
 	require.Contains(t, b.String(), "eliminated: bad stopped after 60 samples; saved 140 episodes (worse than good at α = 0.05)")

@@ -242,17 +242,24 @@ func (r *Report) write(out io.Writer, md bool) error {
 		title(fmt.Sprintf("failures (%d listed, %d more)", len(r.Failures), r.FailuresOmitted))
 		// The column of OpenTelemetry links shows only when there are any.
 		links := slices.ContainsFunc(r.Failures, func(f Failure) bool { return f.TraceURL != "" })
-		if links {
-			header("sample", "epoch", "status", "reason", "trace", "otel trace")
-		} else {
-			header("sample", "epoch", "status", "reason", "trace")
+		variants := r.Leaderboard != nil
+		cols := []string{"sample", "epoch", "status", "reason", "trace"}
+		if variants {
+			cols = append([]string{"variant"}, cols...)
 		}
+		if links {
+			cols = append(cols, "otel trace")
+		}
+		header(cols...)
 		for _, f := range r.Failures {
 			status := string(f.Status)
 			if f.ErrorKind != "" {
 				status += "/" + string(f.ErrorKind)
 			}
 			cells := []string{f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Transcript}
+			if variants {
+				cells = append([]string{f.Variant}, cells...)
+			}
 			if links {
 				link := f.TraceURL
 				if md && link != "" {
@@ -397,10 +404,14 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	if c.BaseEval != c.HeadEval {
 		name = c.BaseEval + " → " + c.HeadEval
 	}
+	base, head := c.BaseRunID, c.HeadRunID
+	if c.BaseVariant != "" || c.HeadVariant != "" {
+		base, head = fmt.Sprintf("%s variant %s", base, c.BaseVariant), fmt.Sprintf("%s variant %s", head, c.HeadVariant)
+	}
 	if md {
-		t.printf("## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("## compare %s: base run %s → head run %s\n\n", name, base, head)
 	} else {
-		t.printf("compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("compare %s: base run %s → head run %s\n", name, base, head)
 	}
 	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
 	header("metric", "base", "head", "head − base", lv, "p")

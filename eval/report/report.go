@@ -28,6 +28,9 @@ import (
 type Report struct {
 	Eval      string        `json:"eval"`
 	RunID     string        `json:"run_id"`
+	// Variant names the variant a report is of ([Report.VariantReport]); ""
+	// for the report of a whole log.
+	Variant   string        `json:"variant,omitempty"`
 	StartedAt time.Time     `json:"started_at,omitzero"`
 	Wall      time.Duration `json:"wall_ns,omitempty"`
 
@@ -136,7 +139,7 @@ type Report struct {
 	// undefined (NaN, null in JSON; Interval.Method is MethodByVariant),
 	// its WorstCase, Bootstrap, pass@k, NoiseFloor, ByTag and Sequential
 	// are nil, and each variant's are in its standing and in
-	// [Report.Variant]. Its gates hold for each variant.
+	// [Report.VariantReport]. Its gates hold for each variant.
 	Leaderboard *Leaderboard `json:"leaderboard,omitempty"`
 
 	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
