@@ -26,8 +26,8 @@ import (
 // text table (WriteText, WriteMarkdown) and marshals to JSON, with
 // undefined statistics (NaN, ±Inf) as null.
 type Report struct {
-	Eval      string        `json:"eval"`
-	RunID     string        `json:"run_id"`
+	Eval  string `json:"eval"`
+	RunID string `json:"run_id"`
 	// Variant names the variant a report is of ([Report.VariantReport]); ""
 	// for the report of a whole log.
 	Variant   string        `json:"variant,omitempty"`
