@@ -460,7 +460,7 @@ func (lb *Leaderboard) write(t *table) {
 		}
 		cost := "n/a"
 		if !math.IsNaN(s.CostPerSample) {
-			cost = fmt.Sprintf("$%.4f", s.CostPerSample)
+			cost = usd(s.CostPerSample)
 		}
 		pb := "n/a"
 		if !math.IsNaN(s.PBest) {

@@ -38,6 +38,9 @@ func Pareto(title string, points []ParetoPoint) string {
 		hiX = 1
 	}
 	xt := ticks(0, hiX*1.1, 5)
+	if n := len(xt); n >= 2 && xt[n-1] < hiX*1.1 {
+		xt = append(xt, xt[n-1]+(xt[1]-xt[0])) // room right of the costliest point for its label
+	}
 	hiX = xt[len(xt)-1]
 	x := scale{0, hiX, left, Width - right}
 	y := scale{0, 1, base, top}
