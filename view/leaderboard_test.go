@@ -27,8 +27,8 @@ const evilVariant = `<img src=x onerror="window.pwned=1">`
 
 // writeVariants writes a log of three variants over 30 samples, two
 // epochs, each with its own skill and cost per episode, and a manifest
-// that says the run eliminated the weakest.
-func writeVariants(t *testing.T, log string) {
+// that says the run eliminated the weakest, named weakest.
+func writeVariants(t *testing.T, log, weakest string) {
 	t.Helper()
 	w, err := jsonl.Create(log, nil)
 	require.NoError(t, err)
@@ -36,7 +36,7 @@ func writeVariants(t *testing.T, log string) {
 	variants := []struct {
 		name       string
 		skill, usd float64
-	}{{"big", 0.85, 0.02}, {"small", 0.6, 0.002}, {evilVariant, 0.3, 0.01}}
+	}{{"big", 0.85, 0.02}, {"small", 0.6, 0.002}, {weakest, 0.3, 0.01}}
 	for i := range 30 {
 		for _, v := range variants {
 			for ep := range 2 {
@@ -51,7 +51,7 @@ func writeVariants(t *testing.T, log string) {
 	}
 	require.NoError(t, w.Close(context.Background()))
 	require.NoError(t, manifest.Write(log, &manifest.Manifest{Schema: manifest.Schema, Eval: "matrix", RunID: "r1",
-		Eliminations: []manifest.Elimination{{Variant: evilVariant, By: "big", Alpha: 0.05, AfterSamples: 30, Saved: 120}}}))
+		Eliminations: []manifest.Elimination{{Variant: weakest, By: "big", Alpha: 0.05, AfterSamples: 30, Saved: 120}}}))
 }
 
 // TestLeaderboardPage drives the leaderboard page in a real headless
@@ -62,7 +62,7 @@ func TestLeaderboardPage(t *testing.T) {
 	ctx := browser(t, 1200, 1000)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "run.jsonl")
-	writeVariants(t, log)
+	writeVariants(t, log, evilVariant)
 	_, ts := serve(t, []string{dir}, nil)
 	want, err := report.FromLog(log, nil)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestLeaderboardPage(t *testing.T) {
 	require.True(t, eval[bool](t, ctx, notPwned), "a hostile variant name ran")
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
-	shot := filepath.Join(screenshotDir(t), "leaderboard.png")
+	shot := filepath.Join(screenshotDir(t), "leaderboard-page.png")
 	require.NoError(t, os.WriteFile(shot, png, 0o644))
 	t.Logf("screenshot: %s", shot)
 
@@ -116,7 +116,7 @@ func TestLeaderboardPage(t *testing.T) {
 func TestLeaderboardHTMLReport(t *testing.T) {
 	t.Parallel()
 	log := filepath.Join(t.TempDir(), "run.jsonl")
-	writeVariants(t, log)
+	writeVariants(t, log, evilVariant)
 	var b bytes.Buffer
 	require.NoError(t, view.WriteHTML(&b, log, nil))
 	page := b.String()
