@@ -420,7 +420,7 @@ func (a *Aggregator) report(final bool) *Report {
 	}
 	r.PassRate, r.Interval = a.passRate(nil, r.Epochs, excludeNoVerdict)
 	a.honest(r)
-	if r.Epochs > 1 && a.opts.Resamples > 0 {
+	if r.Epochs > 1 && a.opts.Resamples > 0 && a.variants == nil { // variants: each bootstraps its own
 		// The resamples depend on the order of the clusters: sort them by
 		// ID, so that the same records give the same interval whatever the
 		// order they arrived in or the aggregators they were merged from.

@@ -346,17 +346,7 @@ func (lb *Leaderboard) addEliminations(es []manifest.Elimination) {
 	}
 }
 
-// standing is the standing of the named variant, nil when none.
-func (lb *Leaderboard) standing(name string) *Standing {
-	for i := range lb.Variants {
-		if lb.Variants[i].Variant == name {
-			return &lb.Variants[i]
-		}
-	}
-	return nil
-}
-
-// gateFailure is GateFailure of a report of variants: each variant's own,
+// variantGateFailure is GateFailure of a report of variants: each variant's own,
 // except a variant the run eliminated (another was better: it is not a
 // candidate the gate is asked about).
 func (r *Report) variantGateFailure() string {
