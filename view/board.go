@@ -72,9 +72,7 @@ func boardData(lb *report.Leaderboard) *boardBody {
 		}
 		points = append(points, plot.ParetoPoint{Label: s.Variant, X: s.CostPerSample, Y: s.PassRate, Lo: lo, Hi: hi, Frontier: s.Pareto})
 	}
-	if lb.Resamples > 0 {
-		b.PBestNote = fmt.Sprintf("P(best): the share of %d bootstrap resamples of the samples in which the variant's pass rate is the highest (ties shared); seed %d, from the records.", lb.Resamples, lb.Seed)
-	}
+	b.PBestNote = lb.PBestNote()
 	b.Pareto = plot.Pareto("pass rate against cost per sample", points)
 	return b
 }

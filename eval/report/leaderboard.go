@@ -22,6 +22,21 @@ import (
 	"github.com/proctor-evals/proctor/stats"
 )
 
+// Methods of Leaderboard.PBestMethod.
+const (
+	PBestBootstrap = "bootstrap over samples"
+	// PBestNormal draws the variants' pass rates from the normal law the
+	// bootstrap tends to: centred on the observed rates, with the
+	// covariance of their linearised per-sample contributions (variants
+	// share samples, so their rates are correlated). It costs samples ×
+	// variants² once, not per resample.
+	PBestNormal = "normal approximation to the bootstrap over samples"
+)
+
+// pBestBudget bounds the work of the bootstrap of PBest: samples ×
+// variants × resamples. A variable for the tests.
+var pBestBudget = 1e8
+
 // MethodByVariant is the Method of the pass-rate interval of a report of
 // variants, which pools none: each variant's is in the Leaderboard.
 const MethodByVariant = "none: variants are not pooled (see the leaderboard)"
@@ -42,6 +57,10 @@ type Leaderboard struct {
 	// same probabilities. 0 when none were drawn (Options.Resamples < 0).
 	Resamples int    `json:"resamples"`
 	Seed      uint64 `json:"seed"`
+	// PBestMethod is how PBest was estimated: PBestBootstrap, or, when
+	// samples × variants × resamples exceed 10⁸ (a million-sample log),
+	// PBestNormal.
+	PBestMethod string `json:"p_best_method,omitempty"`
 	// Frontier names the variants on the Pareto frontier of pass rate
 	// against cost per sample, the cheapest first: none has another at
 	// least as good at no more cost (point estimates).
@@ -263,7 +282,11 @@ func (lb *Leaderboard) pBest(seed uint64) {
 	}
 	lb.Seed = h.Sum64() ^ seed
 	best := make([]float64, k)
-	if n > 0 {
+	lb.PBestMethod = PBestBootstrap
+	if float64(n)*float64(k)*float64(lb.Resamples) > pBestBudget {
+		lb.PBestMethod = PBestNormal
+		best = pBestNormal(pass, scored, lb.Resamples, lb.Seed)
+	} else if n > 0 {
 		rng := rand.New(rand.NewPCG(lb.Seed, 0x9e3779b97f4a7c15))
 		draws := make([]int, n)
 		rates := make([]float64, k)
@@ -303,6 +326,94 @@ func (lb *Leaderboard) pBest(seed uint64) {
 			lb.Variants[v].PBest = best[v] / float64(lb.Resamples)
 		}
 	}
+}
+
+// pBestNormal counts, over the given draws, how often each variant's
+// pass rate is the highest when the rates are drawn from the normal law
+// of PBestNormal.
+func pBestNormal(pass, scored [][]float64, draws int, seed uint64) []float64 {
+	k := len(pass)
+	best := make([]float64, k)
+	if k == 0 || len(pass[0]) == 0 {
+		return best
+	}
+	n := float64(len(pass[0]))
+	rate, mean := make([]float64, k), make([]float64, k)
+	for v := range k {
+		var p, s float64
+		for i := range pass[v] {
+			p += pass[v][i]
+			s += scored[v][i]
+		}
+		rate[v], mean[v] = math.NaN(), s/n
+		if s > 0 {
+			rate[v] = p / s
+		}
+	}
+	// The covariance of the rates: of the mean of u_iv = (pass_iv −
+	// rate_v scored_iv) / mean_v over the samples, Σ/n.
+	cov := make([][]float64, k)
+	for v := range k {
+		cov[v] = make([]float64, k)
+	}
+	u := make([]float64, k)
+	for i := range pass[0] {
+		for v := range k {
+			u[v] = 0
+			if !math.IsNaN(rate[v]) {
+				u[v] = (pass[v][i] - rate[v]*scored[v][i]) / mean[v]
+			}
+		}
+		for v := range k {
+			for w := 0; w <= v; w++ {
+				cov[v][w] += u[v] * u[w]
+			}
+		}
+	}
+	// Cholesky, lower: a pivot that rounding leaves at or under 0 (two
+	// variants that never differ) draws nothing for its variant.
+	l := make([][]float64, k)
+	for v := range k {
+		l[v] = make([]float64, k)
+		for w := 0; w <= v; w++ {
+			sum := cov[v][w] / (n * n)
+			for j := range w {
+				sum -= l[v][j] * l[w][j]
+			}
+			switch {
+			case v == w && sum > 0:
+				l[v][v] = math.Sqrt(sum)
+			case v == w:
+				l[v][v] = 0
+			case l[w][w] > 0:
+				l[v][w] = sum / l[w][w]
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908))
+	z, x := make([]float64, k), make([]float64, k)
+	for range draws {
+		for v := range k {
+			z[v] = rng.NormFloat64()
+		}
+		top, at := math.Inf(-1), -1
+		for v := range k {
+			if math.IsNaN(rate[v]) {
+				continue
+			}
+			x[v] = rate[v]
+			for j := 0; j <= v; j++ {
+				x[v] += l[v][j] * z[j]
+			}
+			if x[v] > top {
+				top, at = x[v], v
+			}
+		}
+		if at >= 0 {
+			best[at]++
+		}
+	}
+	return best
 }
 
 // pareto marks the variants no other beats on both pass rate and cost per
@@ -469,7 +580,7 @@ func (lb *Leaderboard) write(t *table) {
 		}
 	}
 	if lb.Resamples > 0 {
-		t.line(fmt.Sprintf("P(best): the share of %d bootstrap resamples of the samples in which the variant's pass rate is the highest (ties shared); seed %d, from the records", lb.Resamples, lb.Seed))
+		t.line(lb.pBestNote())
 	}
 	if len(lb.Frontier) > 0 {
 		t.line("Pareto frontier (pass rate against cost per sample, the cheapest first): " + strings.Join(lb.Frontier, ", "))
@@ -501,4 +612,21 @@ func (s *Standing) status() string {
 // after 40 samples; saved 180 episodes (worse than b at α = 0.05)".
 func EliminationText(e *manifest.Elimination) string {
 	return fmt.Sprintf("stopped after %d samples; saved %d episodes (worse than %s at α = %g)", e.AfterSamples, e.Saved, e.By, e.Alpha)
+}
+
+// pBestNote says how P(best) was estimated.
+func (lb *Leaderboard) pBestNote() string {
+	if lb.PBestMethod == PBestNormal {
+		return fmt.Sprintf("P(best): the share of %d draws, from the %s (too many samples to resample), in which the variant's pass rate is the highest; seed %d, from the records", lb.Resamples, PBestNormal, lb.Seed)
+	}
+	return fmt.Sprintf("P(best): the share of %d bootstrap resamples of the samples in which the variant's pass rate is the highest (ties shared); seed %d, from the records", lb.Resamples, lb.Seed)
+}
+
+// PBestNote says how the leaderboard's P(best) was estimated, with how
+// many resamples and which seed; "" when it was not.
+func (lb *Leaderboard) PBestNote() string {
+	if lb.Resamples == 0 {
+		return ""
+	}
+	return lb.pBestNote()
 }

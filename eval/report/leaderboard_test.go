@@ -188,3 +188,60 @@ func TestVariantGates(t *testing.T) {
 	require.Contains(t, b.String(), "eliminated: bad stopped after 60 samples; saved 140 episodes (worse than good at α = 0.05)")
 	require.True(t, strings.Contains(b.String(), "eliminated by good"))
 }
+
+// TestPBestNormalMatchesTheBootstrap: the normal approximation a large log
+// gets agrees with the bootstrap on a log both can afford: 3,000 samples
+// of three close variants, 2,000 resamples each; within 3 points.
+func TestPBestNormalMatchesTheBootstrap(t *testing.T) {
+	recs := variantRecords(3000, 2,
+		variantRun{name: "a", pass: func(i, ep int) bool { return (i*7919+ep*31)%100 < 61 }},
+		variantRun{name: "b", pass: func(i, ep int) bool { return (i*104729+ep*17)%100 < 60 }},
+		variantRun{name: "c", pass: func(i, ep int) bool { return (i*1299709+ep*13)%100 < 58 }})
+	opts := &report.Options{Resamples: 2000}
+	boot, err := report.FromRecords(seqOf(recs), opts)
+	require.NoError(t, err)
+	require.Equal(t, report.PBestBootstrap, boot.Leaderboard.PBestMethod)
+	restore := report.SetPBestBudget(0)
+	normal, err := report.FromRecords(seqOf(recs), opts)
+	restore()
+	require.NoError(t, err)
+	require.Equal(t, report.PBestNormal, normal.Leaderboard.PBestMethod)
+	require.Contains(t, normal.String(), "normal approximation")
+	for i, s := range boot.Leaderboard.Variants {
+		n := normal.Leaderboard.Variants[i]
+		t.Logf("%s: P(best) bootstrap %.3f, normal %.3f", s.Variant, s.PBest, n.PBest)
+		require.InDelta(t, s.PBest, n.PBest, 0.03, s.Variant)
+	}
+}
+
+// BenchmarkReportOfVariants folds 4 variants × 5,000 samples × 2 epochs
+// into a report, against the same 40,000 records as one run without
+// variants: the cost of the leaderboard (each variant's own aggregator,
+// 6 paired comparisons, 1,000 resamples of P(best)).
+func BenchmarkReportOfVariants(b *testing.B) {
+	vs := []variantRun{
+		{name: "a", pass: func(i, ep int) bool { return (i+ep)%3 != 0 }, cost: 0.01, ms: 100},
+		{name: "b", pass: func(i, ep int) bool { return (i+ep)%4 != 0 }, cost: 0.02, ms: 200},
+		{name: "c", pass: func(i, ep int) bool { return (i+ep)%5 != 0 }, cost: 0.03, ms: 300},
+		{name: "d", pass: func(i, ep int) bool { return (i+ep)%2 != 0 }, cost: 0.04, ms: 400},
+	}
+	recs := variantRecords(5000, 2, vs...)
+	plain := make([]sink.Record, len(recs))
+	for i, r := range recs {
+		r.Variant = ""
+		r.SampleID = fmt.Sprintf("%s-%s", r.SampleID, vs[i/2%4].name)
+		plain[i] = r
+	}
+	for _, c := range []struct {
+		name string
+		recs []sink.Record
+	}{{"one-run", plain}, {"4-variants", recs}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := report.FromRecords(seqOf(c.recs), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
