@@ -137,3 +137,15 @@ func TestLeaderboardPageOfALogWithoutVariants(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `id="no-variants"`)
 }
+
+// TestRunsPageOfVariants: the runs page shows a log of variants by its
+// best variant, never a pooled rate.
+func TestRunsPageOfVariants(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeVariants(t, filepath.Join(dir, "run.jsonl"), "tiny")
+	_, ts := serve(t, []string{dir}, nil)
+	code, _, body := get(t, ts.URL+"/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "3 variants, best big 83.3%")
+}

@@ -369,6 +369,11 @@ func runsData(snaps []*snapshot, shards map[*snapshot][]shardLink) *runsBody {
 			if r.Passed+r.Failed > 0 {
 				row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Interval.Lo), pct(r.Interval.Hi))
 			}
+			if lb := r.Leaderboard; lb != nil && len(lb.Variants) > 0 {
+				// No pooled rate: the best variant's, named.
+				best := lb.Variants[0]
+				row.Rate, row.CI = fmt.Sprintf("%d variants, best %s %s", len(lb.Variants), best.Variant, pct(best.PassRate)), fmt.Sprintf("[%s, %s]", pct(best.Interval.Lo), pct(best.Interval.Hi))
+			}
 			if wc := r.WorstCase; wc != nil {
 				row.Rate += worstCase(wc.Lower.PassRate, wc.Upper.PassRate)
 			}

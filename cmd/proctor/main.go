@@ -3,7 +3,7 @@
 //
 //	proctor report [-json | -markdown | -html OUT] [-junit FILE] [-github [-github-file F]] RUN...
 //	proctor compare [-json | -markdown | -pr-comment [-pr-key K] [-run-url U]] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
-//	proctor compare [flags] -variants A,B RUN
+//	proctor compare [flags] -variants A,B RUN   (or BASE, HEAD as LOG#VARIANT)
 //	proctor export [-force] -parquet DIR LOG
 //	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
 //	proctor review pick|export|import|report [flags] LOG [FILE]
@@ -439,7 +439,10 @@ intervals, McNemar's test, the samples that flipped, and differences by tag.
 With -variants A,B and one RUN, a log of variants, it compares variant B
 (the head) against variant A (the base) of that run, as it compares two
 logs: each variant's records are a run of their own
-(docs/comparing-agents.md).
+(docs/comparing-agents.md). BASE or HEAD may name one variant of a log of
+variants, LOG#VARIANT (a run of a variant against an older run, say); a
+log of variants named whole is refused, since its variants pooled
+describe no agent.
 
 With -fail-on-regression it exits with status 3 when the head regressed
 significantly or is not non-inferior within -margin, deciding on the worst
@@ -473,13 +476,11 @@ exists.`,
 				if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
 					return 0, err
 				}
-				base, err = reportOf(pos[0], stderr, 0, 0, false)
-				if err != nil {
-					return 0, fmt.Errorf("%s: %w", pos[0], err)
+				if base, err = compareSide(pos[0], stderr); err != nil {
+					return 0, err
 				}
-				head, err = reportOf(pos[1], stderr, 0, 0, false)
-				if err != nil {
-					return 0, fmt.Errorf("%s: %w", pos[1], err)
+				if head, err = compareSide(pos[1], stderr); err != nil {
+					return 0, err
 				}
 			}
 			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
@@ -506,6 +507,33 @@ exists.`,
 			return 0, nil
 		}
 	},
+}
+
+// compareSide returns the report of one side of a comparison: a log, or
+// one variant of a log of variants, LOG#VARIANT. A log of variants must
+// name one: pooled, its variants describe no agent.
+func compareSide(arg string, stderr io.Writer) (*report.Report, error) {
+	path, variant := arg, ""
+	if _, err := os.Stat(arg); err != nil {
+		if i := strings.LastIndexByte(arg, '#'); i > 0 {
+			path, variant = arg[:i], arg[i+1:]
+		}
+	}
+	rep, err := reportOf(path, stderr, 0, 0, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case variant != "" && rep.Leaderboard == nil:
+		return nil, fmt.Errorf("%s: the log has no variants (its records name none), so no variant %q", path, variant)
+	case variant != "" && rep.VariantReport(variant) == nil:
+		return nil, fmt.Errorf("%s: no variant %q in the log; it has %s", path, variant, strings.Join(rep.VariantNames(), ", "))
+	case variant != "":
+		return rep.VariantReport(variant), nil
+	case rep.Leaderboard != nil:
+		return nil, fmt.Errorf("%s is a log of variants (%s): compare one of them, %s#VARIANT, or two with -variants A,B", path, strings.Join(rep.VariantNames(), ", "), path)
+	}
+	return rep, nil
 }
 
 // variantReports returns the reports of the two variants "A,B" names of

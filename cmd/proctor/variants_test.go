@@ -79,6 +79,23 @@ func TestCompareVariants(t *testing.T) {
 	require.Contains(t, errs, "the log has no variants")
 	code, _, _ = cli("compare", "-variants", "a", both)
 	require.Equal(t, exitUsage, code)
+
+	// One variant of a log against another log: LOG#VARIANT.
+	code, out, errs = cli("compare", "-json", onlyA, both+"#b")
+	require.Zero(t, code, errs)
+	var side report.Comparison
+	require.NoError(t, json.Unmarshal([]byte(out), &side))
+	require.Equal(t, "b", side.HeadVariant)
+	side.HeadVariant = ""
+	require.Equal(t, want, side)
+	// A log of variants named whole is refused: pooled, they describe no agent.
+	code, _, errs = cli("compare", onlyA, both)
+	require.Equal(t, exitError, code)
+	require.Contains(t, errs, "is a log of variants (a, b)")
+	require.Contains(t, errs, "#VARIANT")
+	code, _, errs = cli("compare", onlyA, onlyB+"#b")
+	require.Equal(t, exitError, code)
+	require.Contains(t, errs, "the log has no variants")
 }
 
 // TestReportOfVariants: proctor report of a log of variants prints the

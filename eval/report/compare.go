@@ -179,6 +179,15 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	if hs == nil && head.Episodes > 0 {
 		c.warnf("the head report has no per-sample results (a report decoded from JSON has none): compare reports from Run or FromRecords")
 	}
+	for _, side := range []struct {
+		name string
+		r    *Report
+	}{{"base", base}, {"head", head}} {
+		if side.r.Leaderboard != nil {
+			c.warnf("the %s is a log of %d variants (%s), pooled here, which describes no agent: compare one variant of it (Report.VariantReport; proctor compare LOG#VARIANT, or -variants A,B)",
+				side.name, len(side.r.Leaderboard.Variants), strings.Join(side.r.VariantNames(), ", "))
+		}
+	}
 	if base.Eval != head.Eval {
 		c.warnf("comparing different evals: base %q, head %q", base.Eval, head.Eval)
 	}

@@ -103,6 +103,8 @@ func TestLeaderboardIsEachVariantsOwnReport(t *testing.T) {
 		require.Equal(t, c.PassRate, d.PassRate)
 		require.GreaterOrEqual(t, d.HolmP, d.PassRate.P)
 	}
+	c := report.Compare(rep.VariantReport("cheap"), rep, nil)
+	require.Contains(t, strings.Join(c.Warnings, "\n"), "the head is a log of 3 variants (strong, mid, cheap), pooled here")
 	sum := 0.0
 	for _, s := range lb.Variants {
 		sum += s.PBest
