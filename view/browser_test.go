@@ -152,11 +152,13 @@ func TestScreenshots(t *testing.T) {
 	dir := t.TempDir()
 	writeRun(t, filepath.Join(dir, "baseline.jsonl"), 0.85, 1)
 	writeRun(t, filepath.Join(dir, "candidate.jsonl"), 0.6, 2)
+	writeVariants(t, filepath.Join(dir, "matrix.jsonl"), "tiny")
 	_, ts := serve(t, []string{dir}, &view.Options{TraceURL: "http://localhost:16686/trace/{trace_id}"})
 	out := screenshotDir(t)
 	for _, shot := range []struct{ name, path string }{
 		{"run.png", "/run/candidate.jsonl"},
 		{"compare.png", "/compare?base=baseline.jsonl&head=candidate.jsonl&margin=0.02"},
+		{"leaderboard.png", "/leaderboard/matrix.jsonl"},
 	} {
 		navigate(t, ctx, ts.URL+shot.path)
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

@@ -360,6 +360,9 @@ func (l *logState) snapshot() (*snapshot, error) {
 	}
 	if l.rep == nil || l.repVersion != l.version {
 		rep := l.agg.Report()
+		if rep.Leaderboard != nil {
+			rep.AddManifest(l.path) // the eliminations the run decided
+		}
 		l.rep, l.repVersion = rep, l.version
 	}
 	ext := *l.ext

@@ -57,12 +57,12 @@ var parsePages = sync.OnceValues(func() (map[string]*template.Template, error) {
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
 	}
-	base, err := template.New("layout").Funcs(funcs).ParseFS(files, "templates/layout.html")
+	base, err := template.New("layout").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/board.html")
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"runs", "run", "sample", "transcript", "compare", "review", "history"} {
+	for _, name := range []string{"runs", "run", "sample", "transcript", "compare", "review", "history", "leaderboard"} {
 		t, err := template.Must(base.Clone()).ParseFS(files, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("view: %w", err)
@@ -165,6 +165,8 @@ type runBody struct {
 	Warnings  []string
 	Static    bool
 	SampleURL string // the form's action
+	Board     *boardBody
+	BoardURL  string // the leaderboard page
 }
 
 func runData(snap *snapshot, o *Options, static bool) *runBody {
@@ -182,6 +184,13 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		lo, hi = r.Interval.Lo, r.Interval.Hi
 	}
 	rateRows := []plot.Interval{{Label: "pass rate", Value: nanIf(r.Passed+r.Failed == 0, r.PassRate), Lo: lo, Hi: hi}}
+	if lb := r.Leaderboard; lb != nil {
+		b.Board = boardData(lb)
+		if !static {
+			b.BoardURL = "/leaderboard/" + escapeID(snap.ID)
+		}
+		rateRows = variantRates(lb)
+	}
 	if r.Bootstrap != nil {
 		rateRows = append(rateRows, plot.Interval{Label: "bootstrap", Value: r.PassRate, Lo: r.Bootstrap.Lo, Hi: r.Bootstrap.Hi, Color: plot.ColorOther})
 	}
@@ -359,6 +368,11 @@ func runsData(snaps []*snapshot, shards map[*snapshot][]shardLink) *runsBody {
 			row.Rate, row.CI = "n/a", ""
 			if r.Passed+r.Failed > 0 {
 				row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Interval.Lo), pct(r.Interval.Hi))
+			}
+			if lb := r.Leaderboard; lb != nil && len(lb.Variants) > 0 {
+				// No pooled rate: the best variant's, named.
+				best := lb.Variants[0]
+				row.Rate, row.CI = fmt.Sprintf("%d variants, best %s %s", len(lb.Variants), best.Variant, pct(best.PassRate)), fmt.Sprintf("[%s, %s]", pct(best.Interval.Lo), pct(best.Interval.Hi))
 			}
 			if wc := r.WorstCase; wc != nil {
 				row.Rate += worstCase(wc.Lower.PassRate, wc.Upper.PassRate)

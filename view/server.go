@@ -140,6 +140,7 @@ func New(paths []string, opts *Options) (*Server, error) {
 	s.mux.HandleFunc("GET /sample/{id...}", s.samplePage)
 	s.mux.HandleFunc("GET /transcript/{id...}", s.transcriptPage)
 	s.mux.HandleFunc("GET /compare", s.comparePage)
+	s.mux.HandleFunc("GET /leaderboard/{id...}", s.leaderboardPage)
 	s.mux.HandleFunc("GET /history", s.historyPage)
 	s.mux.HandleFunc("GET /events/{id...}", s.events)
 	assets, _ := fs.Sub(files, "assets")
@@ -327,6 +328,25 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	// resumed); it says "live" only while a run holds the log's lock.
 	s.render(w, r, "run", &page{Title: runTitle(snap), Live: true, Writing: jsonl.InUse(l.path) != nil, Events: "/events/" + escapeID(l.id),
 		Version: snap.Version, Body: runData(snap, &s.opts, false)})
+}
+
+// leaderboardPage shows the leaderboard of a log of variants.
+func (s *Server) leaderboardPage(w http.ResponseWriter, r *http.Request) {
+	l := s.logFor(w, r)
+	if l == nil {
+		return
+	}
+	snap, err := l.snapshot()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	body := &leaderboardBody{Path: snap.Path, Report: snap.Report, RunURL: runURL(snap.ID)}
+	if lb := snap.Report.Leaderboard; lb != nil {
+		body.Board = boardData(lb)
+	}
+	s.render(w, r, "leaderboard", &page{Title: "leaderboard " + runTitle(snap), Live: true, Writing: jsonl.InUse(l.path) != nil,
+		Events: "/events/" + escapeID(l.id), Version: snap.Version, Body: body})
 }
 
 func (s *Server) samplePage(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@
 //
 //	proctor report [-json | -markdown | -html OUT] [-junit FILE] [-github [-github-file F]] RUN...
 //	proctor compare [-json | -markdown | -pr-comment [-pr-key K] [-run-url U]] [-margin M] [-level L] [-fail-on-regression] BASE HEAD
+//	proctor compare [flags] -variants A,B RUN   (or BASE, HEAD as LOG#VARIANT)
 //	proctor export [-force] -parquet DIR LOG
 //	proctor export -failures [-format dataset] [-status S] [-force] -o OUT LOG
 //	proctor review pick|export|import|report [flags] LOG [FILE]
@@ -428,12 +429,20 @@ func write(w io.Writer, v printable, asJSON, asMarkdown bool) error {
 
 var compareCommand = &command{
 	name:  "compare",
-	args:  "BASE HEAD",
-	short: "compare two runs of the same samples, paired by sample",
+	args:  "BASE HEAD | -variants A,B RUN",
+	short: "compare two runs of the same samples, or two variants of one run, paired by sample",
 	long: `
 Compare prints the paired comparison of HEAD against BASE: the difference
 of pass rates and scores over the samples scored in both, with confidence
 intervals, McNemar's test, the samples that flipped, and differences by tag.
+
+With -variants A,B and one RUN, a log of variants, it compares variant B
+(the head) against variant A (the base) of that run, as it compares two
+logs: each variant's records are a run of their own
+(docs/comparing-agents.md). BASE or HEAD may name one variant of a log of
+variants, LOG#VARIANT (a run of a variant against an older run, say); a
+log of variants named whole is refused, since its variants pooled
+describe no agent.
 
 With -fail-on-regression it exits with status 3 when the head regressed
 significantly or is not non-inferior within -margin, deciding on the worst
@@ -450,18 +459,29 @@ exists.`,
 		failOn := fs.Bool("fail-on-regression", false, "exit with status 3 when the head is not non-inferior (in the worst case: its errored and unscored episodes as failures, the base's as passes)")
 		excludeErrors := fs.Bool("exclude-errors", false, "with -fail-on-regression, decide on the samples both runs scored, leaving errored and unscored episodes out, not on the worst case")
 		level := fs.Float64("level", 0.95, "confidence `level`")
+		variants := fs.String("variants", "", "compare variant B against variant A of one RUN, a log of variants: `A,B`")
 		comment := commentFlags(fs)
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
-			if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
-				return 0, err
-			}
-			base, err := reportOf(pos[0], stderr, 0, 0, false)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", pos[0], err)
-			}
-			head, err := reportOf(pos[1], stderr, 0, 0, false)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", pos[1], err)
+			var base, head *report.Report
+			var err error
+			if *variants != "" {
+				if err := wantArgs(pos, 1, 1, "one RUN with -variants"); err != nil {
+					return 0, err
+				}
+				if base, head, err = variantReports(pos[0], *variants, stderr); err != nil {
+					return 0, err
+				}
+				pos = []string{pos[0] + "#" + base.Variant, pos[0] + "#" + head.Variant}
+			} else {
+				if err := wantArgs(pos, 2, 2, "BASE and HEAD"); err != nil {
+					return 0, err
+				}
+				if base, err = compareSide(pos[0], stderr); err != nil {
+					return 0, err
+				}
+				if head, err = compareSide(pos[1], stderr); err != nil {
+					return 0, err
+				}
 			}
 			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
 			if comment.on {
@@ -487,6 +507,55 @@ exists.`,
 			return 0, nil
 		}
 	},
+}
+
+// compareSide returns the report of one side of a comparison: a log, or
+// one variant of a log of variants, LOG#VARIANT. A log of variants must
+// name one: pooled, its variants describe no agent.
+func compareSide(arg string, stderr io.Writer) (*report.Report, error) {
+	path, variant := arg, ""
+	if _, err := os.Stat(arg); err != nil {
+		if i := strings.LastIndexByte(arg, '#'); i > 0 {
+			path, variant = arg[:i], arg[i+1:]
+		}
+	}
+	rep, err := reportOf(path, stderr, 0, 0, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case variant != "" && rep.Leaderboard == nil:
+		return nil, fmt.Errorf("%s: the log has no variants (its records name none), so no variant %q", path, variant)
+	case variant != "" && rep.VariantReport(variant) == nil:
+		return nil, fmt.Errorf("%s: no variant %q in the log; it has %s", path, variant, strings.Join(rep.VariantNames(), ", "))
+	case variant != "":
+		return rep.VariantReport(variant), nil
+	case rep.Leaderboard != nil:
+		return nil, fmt.Errorf("%s is a log of variants (%s): compare one of them, %s#VARIANT, or two with -variants A,B", path, strings.Join(rep.VariantNames(), ", "), path)
+	}
+	return rep, nil
+}
+
+// variantReports returns the reports of the two variants "A,B" names of
+// the log of variants at path.
+func variantReports(path, names string, stderr io.Writer) (base, head *report.Report, err error) {
+	a, b, ok := strings.Cut(names, ",")
+	if !ok || a == "" || b == "" || strings.Contains(b, ",") {
+		return nil, nil, usageError("-variants %q: want two variants, A,B", names)
+	}
+	rep, err := reportOf(path, stderr, 0, 0, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if rep.Leaderboard == nil {
+		return nil, nil, fmt.Errorf("%s: -variants: the log has no variants (its records name none)", path)
+	}
+	for _, name := range []string{a, b} {
+		if rep.VariantReport(name) == nil {
+			return nil, nil, fmt.Errorf("%s: -variants: no variant %q in the log; it has %s", path, name, strings.Join(rep.VariantNames(), ", "))
+		}
+	}
+	return rep.VariantReport(a), rep.VariantReport(b), nil
 }
 
 var versionCommand = &command{

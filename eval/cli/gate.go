@@ -26,8 +26,14 @@ func (g *gate) check(stderr io.Writer, rep *report.Report) bool {
 	if g.minLowerBound <= 0 {
 		return true
 	}
-	if lo := rep.GateBound(g.excludeErrors); lo < g.minLowerBound {
+	if lo, variant := rep.GateBoundVariant(g.excludeErrors); lo < g.minLowerBound {
 		how := "the lower bound"
+		if variant != "" {
+			// A log of variants: the gate holds for each variant the run
+			// did not eliminate, and this one is the lowest.
+			how = "variant " + variant + "'s lower bound"
+			rep = rep.VariantReport(variant)
+		}
 		if rep.WorstCase != nil && !g.excludeErrors {
 			how = "the worst case's lower bound (errored and unscored episodes as failures; -exclude-errors leaves them out)"
 		}

@@ -130,6 +130,58 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 		g.MaxErrorRate = report.DefaultMaxNoVerdict
 	}
 	var problems []string
+	if lb := rep.Leaderboard; lb != nil {
+		// A run of variants: the gate holds for each variant the run did
+		// not eliminate, on its own records.
+		for _, st := range lb.Variants {
+			if st.Eliminated != nil {
+				continue
+			}
+			for _, p := range gateProblems(rep.VariantReport(st.Variant), g) {
+				problems = append(problems, "variant "+st.Variant+": "+p)
+			}
+		}
+	} else {
+		problems = gateProblems(rep, g)
+	}
+	if len(problems) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval %s failed its gate:\n", rep.Eval)
+	for _, p := range problems {
+		fmt.Fprintf(&b, "  - %s\n", p)
+	}
+	for _, s := range rep.ErrorSources {
+		src := s.Source
+		if src == "" {
+			src = "(source not recorded)"
+		}
+		fmt.Fprintf(&b, "  %d %s from %s, first: %s\n", s.Count, s.Status, src, firstLine(s.First))
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(&b, "failures (%d listed, %d more):\n", len(rep.Failures), rep.FailuresOmitted)
+		for _, f := range rep.Failures {
+			if f.Variant != "" {
+				fmt.Fprintf(&b, "  variant %s", f.Variant)
+			}
+			fmt.Fprintf(&b, "  %s epoch %d: %s", f.SampleID, f.Epoch, f.Status)
+			if f.ErrorKind != "" {
+				fmt.Fprintf(&b, "/%s", f.ErrorKind)
+			}
+			fmt.Fprintf(&b, ": %s", firstLine(f.Reason))
+			if f.Transcript != "" {
+				fmt.Fprintf(&b, "\n      trace: %s", f.Transcript)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	t.Error(b.String())
+}
+
+// gateProblems lists the conditions of g that rep misses.
+func gateProblems(rep *report.Report, g Gate) []string {
+	var problems []string
 	if s := rep.Sequential; s != nil {
 		if !s.Passed() {
 			problems = append(problems, sequentialProblem(s))
@@ -155,36 +207,7 @@ func Check(t testing.TB, rep *report.Report, g Gate) {
 	if src := rep.BrokenJudge(); src != "" {
 		problems = append(problems, fmt.Sprintf("the judge gave no verdict on any of its calls (%s)", src))
 	}
-	if len(problems) == 0 {
-		return
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "eval %s failed its gate:\n", rep.Eval)
-	for _, p := range problems {
-		fmt.Fprintf(&b, "  - %s\n", p)
-	}
-	for _, s := range rep.ErrorSources {
-		src := s.Source
-		if src == "" {
-			src = "(source not recorded)"
-		}
-		fmt.Fprintf(&b, "  %d %s from %s, first: %s\n", s.Count, s.Status, src, firstLine(s.First))
-	}
-	if len(rep.Failures) > 0 {
-		fmt.Fprintf(&b, "failures (%d listed, %d more):\n", len(rep.Failures), rep.FailuresOmitted)
-		for _, f := range rep.Failures {
-			fmt.Fprintf(&b, "  %s epoch %d: %s", f.SampleID, f.Epoch, f.Status)
-			if f.ErrorKind != "" {
-				fmt.Fprintf(&b, "/%s", f.ErrorKind)
-			}
-			fmt.Fprintf(&b, ": %s", firstLine(f.Reason))
-			if f.Transcript != "" {
-				fmt.Fprintf(&b, "\n      trace: %s", f.Transcript)
-			}
-			b.WriteByte('\n')
-		}
-	}
-	t.Error(b.String())
+	return problems
 }
 
 func firstLine(s string) string {

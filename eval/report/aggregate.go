@@ -82,6 +82,11 @@ type Aggregator struct {
 	failures   failureList
 	warnings   []string
 	seq        *sequential // the sequential gate (sequential.go); nil without one
+	// variants folds the records of each variant on its own as well
+	// (leaderboard.go); unassigned counts records without one.
+	variants   map[string]*Aggregator
+	unassigned int
+	oneVariant bool // this is a variant's aggregator: it splits nothing
 }
 
 // sampleStats is kept per sample for the whole run: 24 bytes, since a
@@ -250,6 +255,13 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 	if a.eval == "" {
 		a.eval, a.runID = strings.Clone(r.Eval), strings.Clone(r.RunID)
 	}
+	switch {
+	case a.oneVariant:
+	case r.Variant != "":
+		a.addVariant(i, r)
+	default:
+		a.unassigned++
+	}
 	s := &a.samples[i]
 	a.maxEpoch = max(a.maxEpoch, r.Epoch)
 	w := r.EffectiveWeight()
@@ -311,7 +323,7 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		if r.Error != "" {
 			reason = firstLine(r.Error)
 		}
-		a.failures.add(Failure{SampleID: r.SampleID, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
+		a.failures.add(Failure{SampleID: r.SampleID, Variant: r.Variant, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
 			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)}, a.opts.MaxFailures)
 	}
 	if a.seq != nil {
@@ -408,7 +420,7 @@ func (a *Aggregator) report(final bool) *Report {
 	}
 	r.PassRate, r.Interval = a.passRate(nil, r.Epochs, excludeNoVerdict)
 	a.honest(r)
-	if r.Epochs > 1 && a.opts.Resamples > 0 {
+	if r.Epochs > 1 && a.opts.Resamples > 0 && a.variants == nil { // variants: each bootstraps its own
 		// The resamples depend on the order of the clusters: sort them by
 		// ID, so that the same records give the same interval whatever the
 		// order they arrived in or the aggregators they were merged from.
@@ -439,7 +451,7 @@ func (a *Aggregator) report(final bool) *Report {
 	}
 	r.ByTag = a.byTag(r.Epochs)
 	r.NoiseFloor = a.noiseFloor()
-	if a.seq != nil {
+	if a.seq != nil && a.variants == nil {
 		r.Sequential = a.sequentialResult(r.Episodes, r.Usage.CostUSD)
 		if r.Sequential.Decision != Undecided {
 			r.Warnings = append(r.Warnings, "the run stopped once its sequential gate was decided: the pass rate's confidence interval assumes a sample size fixed in advance and reads too narrow; the gate's bounds hold")
@@ -450,6 +462,9 @@ func (a *Aggregator) report(final bool) *Report {
 		st = slices.Clone(st)
 	}
 	r.results = &sampleResults{build: a.resultsOf(st, recorded)}
+	if a.variants != nil {
+		a.leaderboard(r, final)
+	}
 	return r
 }
 

@@ -68,6 +68,10 @@ type Comparison struct {
 	HeadEval   string `json:"head_eval"`
 	HeadRunID  string `json:"head_run_id"`
 	HeadEpochs int    `json:"head_epochs"`
+	// BaseVariant and HeadVariant name the variants compared when the
+	// reports are of variants of a log ([Report.VariantReport]).
+	BaseVariant string `json:"base_variant,omitempty"`
+	HeadVariant string `json:"head_variant,omitempty"`
 
 	Level  float64 `json:"level"`
 	Margin float64 `json:"margin"`
@@ -165,6 +169,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	c := &Comparison{
 		BaseEval: base.Eval, BaseRunID: base.RunID, BaseEpochs: base.Epochs,
 		HeadEval: head.Eval, HeadRunID: head.RunID, HeadEpochs: head.Epochs,
+		BaseVariant: base.Variant, HeadVariant: head.Variant,
 		Level: opts.Level, Margin: opts.Margin, Method: MethodPairedT,
 	}
 	bs, hs := base.SampleResults(), head.SampleResults()
@@ -173,6 +178,15 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	}
 	if hs == nil && head.Episodes > 0 {
 		c.warnf("the head report has no per-sample results (a report decoded from JSON has none): compare reports from Run or FromRecords")
+	}
+	for _, side := range []struct {
+		name string
+		r    *Report
+	}{{"base", base}, {"head", head}} {
+		if side.r.Leaderboard != nil {
+			c.warnf("the %s is a log of %d variants (%s), pooled here, which describes no agent: compare one variant of it (Report.VariantReport; proctor compare LOG#VARIANT, or -variants A,B)",
+				side.name, len(side.r.Leaderboard.Variants), strings.Join(side.r.VariantNames(), ", "))
+		}
 	}
 	if base.Eval != head.Eval {
 		c.warnf("comparing different evals: base %q, head %q", base.Eval, head.Eval)

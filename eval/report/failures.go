@@ -9,9 +9,9 @@ import (
 )
 
 // Compare orders failures as a report lists them: by sample ID (bytewise),
-// epoch and attempt, then status and reason for records of one key.
+// variant, epoch and attempt, then status and reason for records of one key.
 func (f Failure) Compare(g Failure) int {
-	return cmp.Or(strings.Compare(f.SampleID, g.SampleID), cmp.Compare(f.Epoch, g.Epoch), cmp.Compare(f.Attempt, g.Attempt),
+	return cmp.Or(strings.Compare(f.SampleID, g.SampleID), strings.Compare(f.Variant, g.Variant), cmp.Compare(f.Epoch, g.Epoch), cmp.Compare(f.Attempt, g.Attempt),
 		strings.Compare(string(f.Status), string(g.Status)), strings.Compare(f.Reason, g.Reason))
 }
 
@@ -35,6 +35,7 @@ func (l *failureList) add(f Failure, max int) {
 		return
 	}
 	f.SampleID, f.Reason, f.Transcript = strings.Clone(f.SampleID), strings.Clone(f.Reason), strings.Clone(f.Transcript)
+	f.Variant = strings.Clone(f.Variant)
 	f.Status, f.ErrorKind = sink.Status(strings.Clone(string(f.Status))), sink.ErrorKind(strings.Clone(string(f.ErrorKind)))
 	f.TraceID, f.SpanID, f.TraceURL = strings.Clone(f.TraceID), strings.Clone(f.SpanID), strings.Clone(f.TraceURL)
 	l.list = append(l.list, f)

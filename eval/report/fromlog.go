@@ -29,6 +29,12 @@ func FromLog(path string, opts *Options) (*Report, error) {
 func (r *Report) AddManifest(path string) {
 	if m, err := manifest.Read(path); err == nil {
 		r.Resources, r.ImageDigests = m.Resources, m.ImageDigests
+		if r.Leaderboard != nil {
+			r.Leaderboard.addEliminations(m.Eliminations)
+			for _, v := range r.Leaderboard.reports {
+				v.Resources, v.ImageDigests = m.Resources, m.ImageDigests
+			}
+		}
 	}
 }
 

@@ -100,7 +100,7 @@ func (a *Aggregator) weightsAs(i int, mode noVerdictAs) sampleWeights {
 
 // honest fills in r what this file adds to a report.
 func (a *Aggregator) honest(r *Report) {
-	if n := r.Errored + r.Unscored; n > 0 {
+	if n := r.Errored + r.Unscored; n > 0 && a.variants == nil {
 		wc := &WorstCase{NoVerdict: n, Share: float64(n) / float64(r.Episodes)}
 		wc.Lower.PassRate, wc.Lower.Interval = a.passRate(nil, r.Epochs, noVerdictFails)
 		wc.Upper.PassRate, wc.Upper.Interval = a.passRate(nil, r.Epochs, noVerdictPasses)
@@ -152,6 +152,9 @@ func (r *Report) BrokenJudge() string {
 // report` of its log exit non-zero on it, so that CI can gate a log it did
 // not run.
 func (r *Report) GateFailure() string {
+	if r.Leaderboard != nil {
+		return r.variantGateFailure()
+	}
 	switch {
 	case r.Sequential != nil && !r.Sequential.Passed():
 		why := string(r.Sequential.Decision)
@@ -181,7 +184,14 @@ func (r *Report) GateFailure() string {
 // the worst case (errored and unscored episodes counted as failures), or
 // with excludeErrors the lower bound of the pass rate over scored
 // episodes alone.
+//
+// For a report of variants it is the lowest of the variants' bounds, of
+// those the run did not eliminate ([Report.GateBoundVariant] says which).
 func (r *Report) GateBound(excludeErrors bool) float64 {
+	if r.Leaderboard != nil {
+		lo, _ := r.variantGateBound(excludeErrors)
+		return lo
+	}
 	if r.WorstCase == nil || excludeErrors {
 		return r.Interval.Lo
 	}
@@ -200,6 +210,9 @@ func (r *Report) Headline() string {
 }
 
 func (r *Report) headline() string {
+	if r.Leaderboard != nil {
+		return r.headlineVariants()
+	}
 	if r.Passed+r.Failed == 0 && r.WorstCase == nil {
 		return "pass rate n/a: no scored episodes"
 	}

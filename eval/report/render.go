@@ -68,7 +68,10 @@ func (r *Report) Summary() []SummaryRow {
 		row("cancelled", "cancelled", fmt.Sprintf("%d (not recorded; they run on resume)", r.Cancelled))
 	}
 	rate := "n/a: no scored episodes"
-	if r.Passed+r.Failed > 0 {
+	switch {
+	case r.Leaderboard != nil:
+		rate = fmt.Sprintf("by variant (%d variants, not pooled): see the leaderboard", len(r.Leaderboard.Variants))
+	case r.Passed+r.Failed > 0:
 		rate = fmt.Sprintf("%s  %.0f%% CI [%s, %s] %s", pct(r.PassRate), r.Interval.Level*100, pct(r.Interval.Lo), pct(r.Interval.Hi), r.Interval.Method)
 		if r.Weighted {
 			rate += ", inverse-probability weighted"
@@ -197,7 +200,7 @@ func (r *Report) write(out io.Writer, md bool) error {
 	} else {
 		t.printf("eval %s  run %s\n", r.Eval, r.RunID)
 	}
-	if r.WorstCase != nil || len(r.Broken) > 0 {
+	if r.WorstCase != nil || len(r.Broken) > 0 || r.Leaderboard != nil {
 		// First, and alone on its line: what a hurried reader must not
 		// miss, and where the errors came from.
 		t.line(r.Headline())
@@ -207,6 +210,9 @@ func (r *Report) write(out io.Writer, md bool) error {
 	header("metric", "value")
 	for _, sr := range r.Summary() {
 		row(sr.Label, sr.Value)
+	}
+	if lb := r.Leaderboard; lb != nil {
+		lb.write(t)
 	}
 	costs := r.Usage.CostUSD > 0
 	for _, t := range r.ByTag {
@@ -236,17 +242,24 @@ func (r *Report) write(out io.Writer, md bool) error {
 		title(fmt.Sprintf("failures (%d listed, %d more)", len(r.Failures), r.FailuresOmitted))
 		// The column of OpenTelemetry links shows only when there are any.
 		links := slices.ContainsFunc(r.Failures, func(f Failure) bool { return f.TraceURL != "" })
-		if links {
-			header("sample", "epoch", "status", "reason", "trace", "otel trace")
-		} else {
-			header("sample", "epoch", "status", "reason", "trace")
+		variants := r.Leaderboard != nil
+		cols := []string{"sample", "epoch", "status", "reason", "trace"}
+		if variants {
+			cols = append([]string{"variant"}, cols...)
 		}
+		if links {
+			cols = append(cols, "otel trace")
+		}
+		header(cols...)
 		for _, f := range r.Failures {
 			status := string(f.Status)
 			if f.ErrorKind != "" {
 				status += "/" + string(f.ErrorKind)
 			}
 			cells := []string{f.SampleID, fmt.Sprint(f.Epoch), status, clip(f.Reason, 100), f.Transcript}
+			if variants {
+				cells = append([]string{f.Variant}, cells...)
+			}
 			if links {
 				link := f.TraceURL
 				if md && link != "" {
@@ -391,10 +404,14 @@ func (c *Comparison) write(out io.Writer, md bool) error {
 	if c.BaseEval != c.HeadEval {
 		name = c.BaseEval + " → " + c.HeadEval
 	}
+	base, head := c.BaseRunID, c.HeadRunID
+	if c.BaseVariant != "" || c.HeadVariant != "" {
+		base, head = fmt.Sprintf("%s variant %s", base, c.BaseVariant), fmt.Sprintf("%s variant %s", head, c.HeadVariant)
+	}
 	if md {
-		t.printf("## compare %s: base run %s → head run %s\n\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("## compare %s: base run %s → head run %s\n\n", name, base, head)
 	} else {
-		t.printf("compare %s: base run %s → head run %s\n", name, c.BaseRunID, c.HeadRunID)
+		t.printf("compare %s: base run %s → head run %s\n", name, base, head)
 	}
 	lv := fmt.Sprintf("%g%% CI", 100*c.Level)
 	header("metric", "base", "head", "head − base", lv, "p")

@@ -26,8 +26,11 @@ import (
 // text table (WriteText, WriteMarkdown) and marshals to JSON, with
 // undefined statistics (NaN, ±Inf) as null.
 type Report struct {
-	Eval      string        `json:"eval"`
-	RunID     string        `json:"run_id"`
+	Eval  string `json:"eval"`
+	RunID string `json:"run_id"`
+	// Variant names the variant a report is of ([Report.VariantReport]); ""
+	// for the report of a whole log.
+	Variant   string        `json:"variant,omitempty"`
 	StartedAt time.Time     `json:"started_at,omitzero"`
 	Wall      time.Duration `json:"wall_ns,omitempty"`
 
@@ -130,6 +133,14 @@ type Report struct {
 	Planned int `json:"planned,omitempty"`
 	// Sequential is what the sequential gate decided (Options.Sequential).
 	Sequential *SequentialResult `json:"sequential,omitempty"`
+	// Leaderboard ranks the variants of a log of variants (records with a
+	// variant, docs/comparing-agents.md); nil for any other. Variants are
+	// not pooled: such a report's PassRate, MeanScore and Interval are
+	// undefined (NaN, null in JSON; Interval.Method is MethodByVariant),
+	// its WorstCase, Bootstrap, pass@k, NoiseFloor, ByTag and Sequential
+	// are nil, and each variant's are in its standing and in
+	// [Report.VariantReport]. Its gates hold for each variant.
+	Leaderboard *Leaderboard `json:"leaderboard,omitempty"`
 
 	results *sampleResults // per-sample outcomes, for comparisons; not marshalled
 }
@@ -227,6 +238,7 @@ type Failure struct {
 	Status     sink.Status    `json:"status"`
 	ErrorKind  sink.ErrorKind `json:"error_kind,omitempty"`
 	Reason     string         `json:"reason"`
+	Variant    string         `json:"variant,omitempty"`
 	Transcript string         `json:"trace,omitempty"`
 	// TraceID and SpanID are the episode's OpenTelemetry trace and span;
 	// TraceURL is their link, from Options.TraceURL.

@@ -54,16 +54,53 @@ func WriteJUnit(w io.Writer, r *report.Report, opts *JUnitOptions) error {
 	if o.MaxText <= 0 {
 		o.MaxText = 64 << 10
 	}
+	var suites []junitSuite
+	if r.Leaderboard != nil {
+		// A run of variants: a suite per variant, of its own samples and
+		// failures, named eval/variant; never one pooled suite.
+		for _, name := range r.VariantNames() {
+			suite, err := o.suite(r.VariantReport(name), r.Eval+"/"+name)
+			if err != nil {
+				return err
+			}
+			suites = append(suites, suite)
+		}
+	} else {
+		suite, err := o.suite(r, r.Eval)
+		if err != nil {
+			return err
+		}
+		suites = append(suites, suite)
+	}
+	doc := junitSuites{Name: xmlSafe(r.Eval), Time: seconds(r.Wall.Seconds()), Suites: suites}
+	for _, su := range suites {
+		doc.Tests, doc.Failures, doc.Errors = doc.Tests+su.Tests, doc.Failures+su.Failures, doc.Errors+su.Errors
+	}
+	if _, err := io.WriteString(w, xml.Header+JUnitMark+"\n"); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// suite is the test suite of report r, named name: a test case per
+// sample.
+func (o JUnitOptions) suite(r *report.Report, name string) (junitSuite, error) {
 	samples := r.SampleResults()
 	if samples == nil && r.Samples > 0 {
-		return errors.New("ci: the report has no per-sample results (a report decoded from JSON has none): build it from the log")
+		return junitSuite{}, errors.New("ci: the report has no per-sample results (a report decoded from JSON has none): build it from the log")
 	}
 	byID := map[string][]report.Failure{}
 	for _, f := range r.Failures {
 		byID[f.SampleID] = append(byID[f.SampleID], f)
 	}
 	suite := junitSuite{
-		Name:  xmlSafe(r.Eval),
+		Name:  xmlSafe(name),
 		Tests: len(samples),
 		Time:  seconds(r.Wall.Seconds()),
 		Properties: &junitProperties{Props: []junitProperty{
@@ -86,24 +123,17 @@ func WriteJUnit(w io.Writer, r *report.Report, opts *JUnitOptions) error {
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
-	doc := junitSuites{Name: suite.Name, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Time: suite.Time,
-		Suites: []junitSuite{suite}}
-	if _, err := io.WriteString(w, xml.Header+JUnitMark+"\n"); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return suite, nil
 }
 
 // testCase is the test case of sample s, whose failed, errored and
 // unscored episodes r lists in fs.
 func (o JUnitOptions) testCase(r *report.Report, s report.SampleResult, fs []report.Failure) junitCase {
-	c := junitCase{Name: xmlSafe(s.ID), Classname: xmlSafe(r.Eval)}
+	class := r.Eval
+	if r.Variant != "" {
+		class += "/" + r.Variant
+	}
+	c := junitCase{Name: xmlSafe(s.ID), Classname: xmlSafe(class)}
 	noVerdict := s.Errored + s.Unscored
 	summary := fmt.Sprintf("passed %d, failed %d, errored %d, unscored %d of %d epochs",
 		s.Passed, s.Failed, s.Errored, s.Unscored, s.Passed+s.Failed+noVerdict)

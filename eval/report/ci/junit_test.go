@@ -306,3 +306,64 @@ func TestJUnitHostileTextStaysWellFormed(t *testing.T) {
 	require.Contains(t, cases[0].Failure.Text, "bytes more)")
 	require.Less(t, len(cases[0].Failure.Message), 1100, "the message is bounded")
 }
+
+// TestJUnitSuitePerVariant: a run of variants writes a suite per variant
+// (eval/variant), each with a case per sample and that variant's
+// failures: a sample that passes in one variant and fails in the other
+// is not one flaky case.
+func TestJUnitSuitePerVariant(t *testing.T) {
+	t.Parallel()
+	var recs []sink.Record
+	for i := range 4 {
+		for _, v := range []string{"a", "b"} {
+			r := sink.Record{Schema: 1, RunID: "run1", Eval: "harbor", Variant: v, SampleID: fmt.Sprintf("s%d", i), Status: sink.Pass, Score: 1}
+			if v == "b" && i == 0 {
+				r.Status, r.Score, r.Reason = sink.Fail, 0, "wrong in b"
+			}
+			recs = append(recs, r)
+		}
+	}
+	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}, nil)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, ci.WriteJUnit(&b, rep, nil))
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Name     string `xml:"name,attr"`
+			Tests    int    `xml:"tests,attr"`
+			Failures int    `xml:"failures,attr"`
+			Cases    []struct {
+				Name      string     `xml:"name,attr"`
+				Classname string     `xml:"classname,attr"`
+				Failure   *struct{}  `xml:"failure"`
+				Flaky     []struct{} `xml:"flakyFailure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &doc))
+	require.Equal(t, 8, doc.Tests)
+	require.Equal(t, 1, doc.Failures)
+	require.Len(t, doc.Suites, 2)
+	for _, su := range doc.Suites {
+		require.Equal(t, 4, su.Tests)
+		for _, c := range su.Cases {
+			require.Equal(t, su.Name, c.Classname)
+			require.Empty(t, c.Flaky, "no case mixes variants")
+		}
+	}
+	b0 := doc.Suites[0]
+	if b0.Name != "harbor/b" {
+		b0 = doc.Suites[1]
+	}
+	require.Equal(t, "harbor/b", b0.Name)
+	require.Equal(t, 1, b0.Failures)
+	require.Contains(t, b.String(), "wrong in b")
+}

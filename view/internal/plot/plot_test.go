@@ -28,7 +28,10 @@ func golden(t *testing.T, name, got string) {
 			t.Fatalf("%s: not well-formed SVG: %v", name, err)
 		}
 	}
-	path := filepath.Join("testdata", name+".golden")
+	path := filepath.Join("testdata", name)
+	if filepath.Ext(name) == "" {
+		path += ".golden"
+	}
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -102,4 +105,17 @@ func TestLabelsAreEscaped(t *testing.T) {
 		}
 	}
 	golden(t, "escaped", plot.Intervals(evil, []plot.Interval{{Label: evil, Value: 0.5, Lo: 0.4, Hi: 0.6}}, nil))
+}
+
+// TestPareto draws three variants, two on the frontier, one without a
+// cost: the golden file is what the leaderboard shows.
+func TestPareto(t *testing.T) {
+	t.Parallel()
+	golden(t, "pareto.svg", plot.Pareto("pass rate against cost per sample", []plot.ParetoPoint{
+		{Label: "cheap", X: 0.003, Y: 0.5, Lo: 0.343, Hi: 0.657, Frontier: true},
+		{Label: "strong", X: 0.03, Y: 0.866, Lo: 0.781, Hi: 0.95, Frontier: true},
+		{Label: "mid", X: 0.06, Y: 0.65, Lo: 0.5, Hi: 0.8},
+		{Label: "<unpriced>", X: math.NaN(), Y: 0.7, Lo: 0.6, Hi: 0.8},
+	}))
+	golden(t, "pareto_empty.svg", plot.Pareto("no variants", nil))
 }
