@@ -78,7 +78,13 @@ func (cs *callStore) close(rep *report.Report) error {
 		saved.CacheWriteTokens -= cs.saved.CacheWriteTokens
 		saved.ReasoningTokens -= cs.saved.ReasoningTokens
 		saved.CostUSD -= cs.saved.CostUSD
-		rep.Replay = &report.Replay{Replayed: replayed - cs.replayed, Cached: cached - cs.cached, Diverged: diverged - cs.diverged, Saved: saved}
+		// The records count the calls replayed and the episodes that
+		// diverged (the report's from them); what the gateway counted is
+		// the rest, or all when no record has them.
+		if rep.Replay == nil {
+			rep.Replay = &report.Replay{Replayed: replayed - cs.replayed, Diverged: diverged - cs.diverged}
+		}
+		rep.Replay.Cached, rep.Replay.Saved = cached-cs.cached, saved
 	}
 	return cs.closeStore()
 }

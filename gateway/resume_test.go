@@ -56,7 +56,11 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(agentEnv) != "" { // the agent, in a sandbox behind the engine's gateway
 		turns, _ := strconv.Atoi(os.Getenv("TURNS"))
-		if err := agentEpisode(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), ".", turns, -1); err != nil {
+		nonceAt := -1
+		if v := os.Getenv("NONCE_AT"); v != "" {
+			nonceAt, _ = strconv.Atoi(v)
+		}
+		if err := agentEpisode(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), ".", turns, nonceAt); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
