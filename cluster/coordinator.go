@@ -390,6 +390,13 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 		_, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.rates, TTL: ratesTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.rates)})
 		return err
 	})
+	create("stream "+n.calls, func() (err error) {
+		_, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: n.calls, Subjects: []string{n.callsSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.calls),
+			Retention: jetstream.LimitsPolicy, AllowDirect: true,
+		})
+		return err
+	})
 	create("object store "+n.blobs, func() (err error) {
 		c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)})
 		return err

@@ -134,6 +134,7 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		return err
 	}
 	w.shareRateLimits(ctx, cfg)
+	defer w.shareCallStore(ctx, cfg)()
 	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan distrib.Assignment) error {
 		cfg, err := w.shareSpend(ctx, cfg)
 		if err != nil {
