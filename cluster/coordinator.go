@@ -1053,7 +1053,7 @@ func (c *Coordinator) workers(ctx context.Context) ([]WorkerProgress, error) {
 			continue
 		}
 		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Waiting: s.Waiting, Refused: s.Refused,
-			Seen: s.At, Left: s.Left, holding: s.Holding})
+			Seen: s.At, Left: s.Left, holding: s.Holding, lanes: s.Lanes})
 	}
 	slices.SortFunc(out, func(a, b WorkerProgress) int {
 		if a.ID < b.ID {
@@ -1098,7 +1098,8 @@ type WorkerProgress struct {
 	Seen        time.Time
 	Left        bool // it left (its entry stays until the TTL drops it)
 
-	holding []uint64 // the work stream sequences it holds
+	holding []uint64     // the work stream sequences it holds
+	lanes   []laneStatus // its gateway's rate governor
 }
 
 // Running is the episodes held by live workers.
