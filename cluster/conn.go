@@ -54,6 +54,18 @@ type workerStatus struct {
 	Holding     []uint64  `json:"holding,omitempty"` // the work stream sequences of the messages it holds
 	Left        bool      `json:"left,omitempty"`    // it left, handing back what it held
 	At          time.Time `json:"at"`
+	// Lanes are its gateway's rate governor: its share of each lane's
+	// limit, and its calls in flight and waiting.
+	Lanes []laneStatus `json:"lanes,omitempty"`
+}
+
+// laneStatus is one lane of a worker's rate governor.
+type laneStatus struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Limit    int    `json:"limit"`
+	InFlight int    `json:"in_flight"`
+	Waiting  int    `json:"waiting"`
 }
 
 // workersTTL is how long a worker that stopped reporting stays listed.

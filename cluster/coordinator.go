@@ -390,6 +390,13 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 		_, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.rates, TTL: ratesTTL, Storage: jetstream.MemoryStorage, Replicas: replicas("KV_" + n.rates)})
 		return err
 	})
+	create("stream "+n.calls, func() (err error) {
+		_, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: n.calls, Subjects: []string{n.callsSubj + ".>"}, Storage: jetstream.FileStorage, Replicas: replicas(n.calls),
+			Retention: jetstream.LimitsPolicy, AllowDirect: true,
+		})
+		return err
+	})
 	create("object store "+n.blobs, func() (err error) {
 		c.blobs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.blobs, Storage: jetstream.FileStorage, Replicas: replicas("OBJ_" + n.blobs)})
 		return err
@@ -1046,7 +1053,7 @@ func (c *Coordinator) workers(ctx context.Context) ([]WorkerProgress, error) {
 			continue
 		}
 		out = append(out, WorkerProgress{ID: s.ID, Running: s.Running, Concurrency: s.Concurrency, Finished: s.Finished, Waiting: s.Waiting, Refused: s.Refused,
-			Seen: s.At, Left: s.Left, holding: s.Holding})
+			Seen: s.At, Left: s.Left, holding: s.Holding, lanes: s.Lanes})
 	}
 	slices.SortFunc(out, func(a, b WorkerProgress) int {
 		if a.ID < b.ID {
@@ -1091,7 +1098,8 @@ type WorkerProgress struct {
 	Seen        time.Time
 	Left        bool // it left (its entry stays until the TTL drops it)
 
-	holding []uint64 // the work stream sequences it holds
+	holding []uint64     // the work stream sequences it holds
+	lanes   []laneStatus // its gateway's rate governor
 }
 
 // Running is the episodes held by live workers.

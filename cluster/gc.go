@@ -21,7 +21,7 @@ func deleteRun(ctx context.Context, js jetstream.JetStream, n names) error {
 	for _, err := range []error{
 		js.DeleteStream(ctx, n.work), js.DeleteStream(ctx, n.results),
 		js.DeleteKeyValue(ctx, n.kv), js.DeleteKeyValue(ctx, n.workers), js.DeleteObjectStore(ctx, n.blobs),
-		js.DeleteKeyValue(ctx, n.rates),
+		js.DeleteKeyValue(ctx, n.rates), js.DeleteStream(ctx, n.calls),
 	} {
 		if !gone(err) {
 			errs = append(errs, err)

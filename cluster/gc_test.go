@@ -138,7 +138,7 @@ func TestGCRemovesFinishedAndAbandonedRuns(t *testing.T) {
 	if left := streamsOf(t, srv.url, done.RunID()); len(left) != 0 {
 		t.Errorf("gc left the done run's %v:\n%s", left, gc.stdout)
 	}
-	if left := streamsOf(t, srv.url, stopped.RunID()); len(left) != 6 {
+	if left := streamsOf(t, srv.url, stopped.RunID()); len(left) != 7 {
 		t.Errorf("gc removed a stopped run's streams within -idle: %v left\n%s", left, gc.stdout)
 	}
 	time.Sleep(10 * time.Millisecond)

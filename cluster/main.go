@@ -101,7 +101,7 @@ func coordinateCommand[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg ev
 	}
 	fmt.Fprintf(stderr, "%s: coordinating run %s; workers join with:\n  %s\n", prog(), c.RunID(), joinCommand(c, o.Token != ""))
 	if *viewAddr != "" {
-		stop, url, err := serveView(*viewAddr, cfg.Log)
+		stop, url, err := serveView(*viewAddr, cfg.Log, func() []view.GovernorLane { return c.governor(ctx) })
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: the viewer: %v\n", prog(), err)
 		} else {
@@ -252,8 +252,8 @@ func prog() string {
 
 // serveView serves the viewer of the coordinator's log: one view of the
 // whole run, following it live as results arrive from the workers.
-func serveView(addr, log string) (stop func(), url string, err error) {
-	v, err := view.New([]string{log}, nil)
+func serveView(addr, log string, governor func() []view.GovernorLane) (stop func(), url string, err error) {
+	v, err := view.New([]string{log}, &view.Options{Governor: governor})
 	if err != nil {
 		return nil, "", err
 	}

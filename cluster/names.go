@@ -11,16 +11,18 @@ import (
 // and sample IDs travel base64url-encoded (RawURLEncoding's alphabet is
 // exactly that set), so that any ID a dataset allows is a subject token.
 type names struct {
-	id       string // the sanitized run ID
-	work     string // stream WORK_<id>
-	results  string // stream RESULTS_<id>
-	kv       string // bucket PROCTOR_<id>: manifest, stop, done
-	workers  string // bucket PROCTOR_<id>_WORKERS: liveness, with a TTL
-	blobs    string // object store PROCTOR_<id>_BLOBS: payloads over maxInline
-	rates    string // bucket PROCTOR_<id>_RATES: the gateway's shared rate limits, with a TTL
-	control  string // subject proctor.<id>.control
-	workSubj string // proctor.<id>.work
-	resSubj  string // proctor.<id>.result: batches, one subject per worker
+	id        string // the sanitized run ID
+	work      string // stream WORK_<id>
+	results   string // stream RESULTS_<id>
+	kv        string // bucket PROCTOR_<id>: manifest, stop, done
+	workers   string // bucket PROCTOR_<id>_WORKERS: liveness, with a TTL
+	blobs     string // object store PROCTOR_<id>_BLOBS: payloads over maxInline
+	rates     string // bucket PROCTOR_<id>_RATES: the gateway's shared rate limits, with a TTL
+	calls     string // stream CALLS_<id>: the gateway's call stores, shared (callstore.go)
+	control   string // subject proctor.<id>.control
+	workSubj  string // proctor.<id>.work
+	resSubj   string // proctor.<id>.result: batches, one subject per worker
+	callsSubj string // proctor.<id>.calls: an episode's stored calls, one subject per episode
 }
 
 // workConsumer is the durable consumer of the work queue that every
@@ -32,7 +34,7 @@ func namesFor(runID string) names {
 	return names{
 		id: id, work: "WORK_" + id, results: "RESULTS_" + id,
 		kv: "PROCTOR_" + id, workers: "PROCTOR_" + id + "_WORKERS", blobs: "PROCTOR_" + id + "_BLOBS",
-		rates:   "PROCTOR_" + id + "_RATES",
+		rates: "PROCTOR_" + id + "_RATES", calls: "CALLS_" + id, callsSubj: "proctor." + id + ".calls",
 		control: "proctor." + id + ".control", workSubj: "proctor." + id + ".work", resSubj: "proctor." + id + ".result",
 	}
 }

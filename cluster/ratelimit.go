@@ -8,14 +8,17 @@ package cluster
 // gateway's governor_share.go for what a lane holds and how it merges).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/view"
 )
 
 // ratesTTL is how long a lane no worker updates stays in the rates
@@ -26,6 +29,53 @@ const ratesTTL = 30 * time.Second
 // limits can be shared (gateway.Gateway.ShareLimits).
 type limitSharer interface {
 	ShareLimits(func(ctx context.Context, key string, update func(old []byte) ([]byte, error)) error)
+}
+
+// rateGoverned is the optional interface of a Config.Models whose calls
+// are rate-governed (gateway.Gateway.RateLimits): a worker reports its
+// lanes in its liveness, and the coordinator's viewer shows the fleet's.
+type rateGoverned interface {
+	RateLimits(yield func(provider, model string, limit, inFlight, waiting int))
+}
+
+// fleetGovernor sums the lanes the live workers report, by provider and
+// model: the fleet's limit (each worker holds its share), calls in flight
+// and waiting.
+func fleetGovernor(ws []WorkerProgress) []view.GovernorLane {
+	type key struct{ provider, model string }
+	sum := map[key]*view.GovernorLane{}
+	var out []view.GovernorLane
+	var order []key
+	for _, w := range ws {
+		if w.Left {
+			continue
+		}
+		for _, l := range w.lanes {
+			k := key{l.Provider, l.Model}
+			g := sum[k]
+			if g == nil {
+				g = &view.GovernorLane{Provider: l.Provider, Model: l.Model}
+				sum[k] = g
+				order = append(order, k)
+			}
+			g.Limit += l.Limit
+			g.InFlight += l.InFlight
+			g.Waiting += l.Waiting
+		}
+	}
+	slices.SortFunc(order, func(a, b key) int { return cmp.Or(cmp.Compare(a.provider, b.provider), cmp.Compare(a.model, b.model)) })
+	for _, k := range order {
+		out = append(out, *sum[k])
+	}
+	return out
+}
+
+// governor is the fleet's rate governor, summed over the lanes its live
+// workers report (each a few seconds old at most): the coordinator's
+// viewer shows it.
+func (c *Coordinator) governor(ctx context.Context) []view.GovernorLane {
+	ws, _ := c.workers(ctx)
+	return fleetGovernor(ws)
 }
 
 // shareRateLimits shares the rate limits of cfg's gateway through the

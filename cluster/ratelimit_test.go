@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/proctor-evals/proctor/gateway"
 	"github.com/proctor-evals/proctor/gateway/gatewaytest"
+	"github.com/proctor-evals/proctor/view"
 )
 
 // fleetLoad is four workers' gateways (shared through a real JetStream
@@ -166,4 +168,28 @@ func BenchmarkRateGovernor(b *testing.B) {
 			b.ReportMetric(float64(o.agent429), "429s-to-agents")
 		})
 	}
+}
+
+// The coordinator's viewer shows the fleet's governor: the lanes the live
+// workers put in their liveness, summed by provider and model (each
+// worker's limit is its share of the fleet's), a worker that left not
+// counted.
+func TestFleetGovernorSumsTheWorkersLanes(t *testing.T) {
+	statuses := []workerStatus{
+		{ID: "a:1", Lanes: []laneStatus{{"openai", "gpt-4o-mini", 5, 5, 3}, {"anthropic", "claude-haiku-4-5", 8, 2, 0}}},
+		{ID: "b:2", Lanes: []laneStatus{{"openai", "gpt-4o-mini", 5, 4, 0}}},
+		{ID: "c:3", Left: true, Lanes: []laneStatus{{"openai", "gpt-4o-mini", 9, 9, 9}}},
+	}
+	var ws []WorkerProgress
+	for _, s := range statuses {
+		b, err := json.Marshal(s) // as a worker puts it, and the coordinator reads it
+		require.NoError(t, err)
+		var got workerStatus
+		require.NoError(t, json.Unmarshal(b, &got))
+		ws = append(ws, WorkerProgress{ID: got.ID, Left: got.Left, lanes: got.Lanes})
+	}
+	require.Equal(t, []view.GovernorLane{
+		{Provider: "anthropic", Model: "claude-haiku-4-5", Limit: 8, InFlight: 2},
+		{Provider: "openai", Model: "gpt-4o-mini", Limit: 10, InFlight: 9, Waiting: 3},
+	}, fleetGovernor(ws))
 }

@@ -123,7 +123,8 @@ func (a tokenAuth) Check(c server.ClientAuthentication) bool {
 // and acknowledges the run's work through the shared consumer (it cannot
 // read the queue, nor any results), publishes results and large
 // result bodies, puts its liveness, reads and writes the gateway's shared
-// rate limits, reads the manifest, stop and done keys (not the key that
+// rate limits and call stores (the calls stream: an episode's by its
+// subject, the stream not listed), reads the manifest, stop and done keys (not the key that
 // signs assignments), reads, writes and listens to the run's spend key
 // (budget.go) and listens to the control subject, on which it cannot
 // publish. It receives replies on _INBOX.>
@@ -143,6 +144,8 @@ func workerPermissions(n names) *server.Permissions {
 				api + "STREAM.INFO.KV_" + n.kv,
 				api + "STREAM.INFO.KV_" + n.workers,
 				api + "STREAM.INFO.KV_" + n.rates,
+				api + "STREAM.INFO." + n.calls,
+				api + "DIRECT.GET." + n.calls,
 				api + "STREAM.INFO.OBJ_" + n.blobs,
 				api + "STREAM.INFO.KV_" + runsBucket,
 				api + "CONSUMER.INFO." + n.work + "." + workConsumer,
@@ -156,6 +159,7 @@ func workerPermissions(n names) *server.Permissions {
 				api + "DIRECT.GET.KV_" + n.rates + ".$KV." + n.rates + ".>", "$KV." + n.rates + ".>",
 				"$KV." + n.kv + "." + keySpend,
 				n.resSubj + ".>",
+				n.callsSubj + ".>",
 			},
 			Deny: []string{n.control},
 		},

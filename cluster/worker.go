@@ -135,6 +135,8 @@ func Work[T, O any](ctx context.Context, e *eval.Eval[T, O], cfg eval.Config, op
 		return err
 	}
 	w.shareRateLimits(ctx, cfg)
+	w.governor, _ = cfg.Models.(rateGoverned)
+	defer w.shareCallStore(ctx, cfg)()
 	return w.serve(ctx, cons, ackWait, func(ctx context.Context, in <-chan distrib.Assignment) error {
 		cfg, spend, err := w.shareSpend(ctx, cfg)
 		if err != nil {
@@ -391,6 +393,7 @@ type worker struct {
 	epochs       int             // the run's: the most episodes a work message carries
 	ctx          context.Context // the worker's run: done when it leaves
 	cancel       context.CancelCauseFunc
+	governor     rateGoverned // its gateway's rate governor; nil: none
 
 	mu       sync.Mutex
 	running  int                  // episodes assigned and not yet finished
@@ -1026,6 +1029,11 @@ func (w *worker) report(ctx context.Context) {
 		s.Holding = append(s.Holding, h.seq)
 	}
 	w.mu.Unlock()
+	if w.governor != nil {
+		w.governor.RateLimits(func(provider, model string, limit, inFlight, waiting int) {
+			s.Lanes = append(s.Lanes, laneStatus{provider, model, limit, inFlight, waiting})
+		})
+	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	putJSON(rctx, w.alive, workerKey(w.id), s)

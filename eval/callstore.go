@@ -8,6 +8,7 @@ package eval
 // identical requests of the same epoch.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/proctor-evals/proctor/eval/report"
@@ -29,6 +30,7 @@ type callStore struct {
 	flush      func() error
 	closeStore func() error
 	closeCache func()
+	stopFlush  func() bool
 	// The counts when the run started: the gateway may serve runs before.
 	replayed, cached, diverged int
 	saved                      usage.Usage
@@ -63,11 +65,24 @@ func openCallStore(cfg *Config) (cs *callStore, warnings []string, err error) {
 	return cs, warnings, nil
 }
 
+// flushOnStop fsyncs the store as soon as ctx ends (SIGTERM through
+// InterruptContext: a spot instance's or a pod's notice), rather than once
+// the episodes in flight have wound down, which the grace period may not
+// wait for.
+func (cs *callStore) flushOnStop(ctx context.Context) {
+	if cs != nil {
+		cs.stopFlush = context.AfterFunc(ctx, func() { cs.flush() })
+	}
+}
+
 // close closes the store once the run's episodes ended, and sets the
 // report's count of the calls it answered.
 func (cs *callStore) close(rep *report.Report) error {
 	if cs == nil {
 		return nil
+	}
+	if cs.stopFlush != nil {
+		cs.stopFlush()
 	}
 	cs.closeCache()
 	replayed, cached, diverged, saved := cs.m.ReplayCounts()
@@ -78,7 +93,13 @@ func (cs *callStore) close(rep *report.Report) error {
 		saved.CacheWriteTokens -= cs.saved.CacheWriteTokens
 		saved.ReasoningTokens -= cs.saved.ReasoningTokens
 		saved.CostUSD -= cs.saved.CostUSD
-		rep.Replay = &report.Replay{Replayed: replayed - cs.replayed, Cached: cached - cs.cached, Diverged: diverged - cs.diverged, Saved: saved}
+		// The records count the calls replayed and the episodes that
+		// diverged (the report's from them); what the gateway counted is
+		// the rest, or all when no record has them.
+		if rep.Replay == nil {
+			rep.Replay = &report.Replay{Replayed: replayed - cs.replayed, Diverged: diverged - cs.diverged}
+		}
+		rep.Replay.Cached, rep.Replay.Saved = cached-cs.cached, saved
 	}
 	return cs.closeStore()
 }

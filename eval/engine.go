@@ -72,6 +72,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		return nil, err
 	}
 	run.warnings = append(run.warnings, warnings...)
+	calls.flushOnStop(ctx)
 	sc := schedule[T, O]{
 		harnesses:   rejudging(run.reuse, setup.e.harnesses(), setup.samples.index, setup.cfg.plan),
 		runID:       run.runID,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/distrib"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // Models is a model gateway through which the agents of a run call their
@@ -77,6 +78,11 @@ type modelMeter struct {
 	closed bool // the attempt's record is made: its calls count only in spend
 	// What this attempt's calls used, counted in live until its record.
 	tokens, nanoUSD int64
+	// The calls the gateway's call store answered (replayed), and whether
+	// one went live at a request the recording did not have (diverged):
+	// replayed calls are all before it, so it was call replayed+1.
+	replayed int
+	diverged bool
 }
 
 // liveSpend is what the attempts in flight spent through the gateway, not
@@ -111,6 +117,23 @@ func (m *modelMeter) AddEvent(ev harness.Event) {
 		if (m.maxTokens > 0 && used.Tokens() >= m.maxTokens) || (m.maxUSD > 0 && used.CostUSD >= m.maxUSD) {
 			m.cancel(errOverCap)
 		}
+	}
+}
+
+// NoteReplay counts a call the gateway's call store answered or diverged
+// at (package gateway's Call.Replay), for the record's CallsReplayed and
+// ReplayDivergedAt.
+func (m *modelMeter) NoteReplay(how string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	switch how {
+	case "replayed":
+		m.replayed++
+	case "diverged":
+		m.diverged = true
 	}
 }
 
@@ -173,7 +196,9 @@ func (s *scheduler[T, O]) openModels(ctx context.Context, j *job, ep *harness.Ep
 }
 
 // closeModels revokes the attempt's token before its record is made.
-// Its calls leave the live count, as the record's usage counts them.
+// Its calls leave the live count, as the record's usage counts them; its
+// replayed calls, and where its replay diverged, go to the job for the
+// record.
 func (j *job) closeModels(live *liveSpend) {
 	m := j.models
 	j.models = nil
@@ -181,7 +206,30 @@ func (j *job) closeModels(live *liveSpend) {
 	m.mu.Lock()
 	m.closed = true
 	live.add(-m.tokens, -m.nanoUSD)
+	j.replay.attempt(m.replayed, m.diverged)
 	m.mu.Unlock()
+}
+
+// replayCounts are an episode's CallsReplayed and ReplayDivergedAt,
+// carried across its attempts as its usage is: those of the attempts
+// before the latest (from the latest record), and with the latest's.
+type replayCounts struct {
+	calls, divergedAt               int
+	earlierCalls, earlierDivergedAt int
+}
+
+// attempt adds the latest attempt's calls replayed. Where the episode
+// diverged is where its first attempt that diverged did.
+func (r *replayCounts) attempt(replayed int, diverged bool) {
+	r.calls, r.divergedAt = r.earlierCalls+replayed, r.earlierDivergedAt
+	if diverged && r.divergedAt == 0 {
+		r.divergedAt = replayed + 1
+	}
+}
+
+// retry starts the counts of the attempt after the one recorded in rec.
+func (r *replayCounts) retry(rec *sink.Record) {
+	*r = replayCounts{rec.CallsReplayed, rec.ReplayDivergedAt, rec.CallsReplayed, rec.ReplayDivergedAt}
 }
 
 // stoppedByModels returns the *LimitError of an attempt the gateway

@@ -41,6 +41,7 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		SimulatorInputTokens: sim.InputTokens, SimulatorOutputTokens: sim.OutputTokens, SimulatorCostUSD: sim.CostUSD,
 		SimulatorModel: sim.Model,
 		Seed:           ep.Seed, ParentRunID: s.parentRunID,
+		CallsReplayed: j.replay.calls, ReplayDivergedAt: j.replay.divergedAt,
 	}
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0

@@ -145,6 +145,7 @@ type job struct {
 	// models is the latest attempt's opening of the model gateway, until
 	// its record (models.go).
 	models *modelMeter
+	replay replayCounts // the calls the gateway's call store answered
 
 	spans episodeSpans // OpenTelemetry (otel.go)
 
@@ -543,6 +544,7 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 		case <-t.C:
 			j.usage, j.judgeUsage, j.simUsage = usageOf(rec), judgeUsageOf(rec), simulatorUsageOf(rec)
 			j.usage.Model = rec.Model
+			j.replay.retry(rec)
 			j.attempt++
 			return j
 		case <-ctx.Done():

@@ -14,7 +14,9 @@ import (
 // Config.Models, which a *Gateway satisfies): the episode is m, the
 // returned env is [Env] for baseURL and the episode's token, and end
 // revokes it. Each call becomes one event of kind "model" recorded into m
-// (see [Event]).
+// (see [Event]); a call the call store answered or diverged at is first
+// told to m's NoteReplay(how string) method, when it has one (the
+// engine's: the episode's record counts them).
 func (g *Gateway) OpenEpisode(baseURL string, m harness.Meter) (env map[string]string, end func()) {
 	var meter Meter = harnessMeter{m}
 	if k, ok := m.(Keyed); ok {
@@ -32,7 +34,18 @@ func (h harnessMeter) Remaining() Budget {
 	return Budget{Tokens: tokens, CostUSD: usd, Capped: capped}
 }
 
-func (h harnessMeter) Record(c Call) { h.m.AddEvent(Event(c)) }
+func (h harnessMeter) Record(c Call) {
+	if c.Replay != "" {
+		if n, ok := h.m.(replayNoter); ok {
+			n.NoteReplay(c.Replay)
+		}
+	}
+	h.m.AddEvent(Event(c))
+}
+
+// replayNoter is the optional interface of a harness.Meter told how the
+// call store answered each call (Call.Replay, when set).
+type replayNoter interface{ NoteReplay(how string) }
 
 // keyedHarnessMeter is a harnessMeter whose meter has the episode's key
 // (the engine's, when the run has a call store): Keyed.

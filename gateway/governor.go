@@ -8,7 +8,8 @@ package gateway
 //     GovernorOptions.Initial, doubles per window of successes until the
 //     first congestion answer (slow start), then grows by one per window
 //     of successes; a congestion answer (429, 503, 529, or an error body of
-//     type rate_limit_exceeded, rate_limit_error or overloaded_error)
+//     type rate_limit_exceeded, rate_limit_error or overloaded_error, or a
+//     stream's error event of those types, as Anthropic sends mid-stream)
 //     halves it, once per window (the calls already in flight when it was
 //     cut do not cut it again).
 //   - A congestion answer holds the lane for its Retry-After (or
@@ -429,6 +430,10 @@ func (t governedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			cl.rec.Throttled++
 			continue
 		}
+		// A stream the provider ends with an overload error event (its
+		// status said 200) is congestion too: its window is cut and its
+		// lane held, though the call, half answered, is not sent again.
+		cl.congestedMidStream = func() { l.observe(ticket, answer{congested: true}) }
 		resp.Body = &releasingBody{ReadCloser: resp.Body, l: l}
 		return resp, nil
 	}

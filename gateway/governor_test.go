@@ -246,3 +246,54 @@ func TestAHeldCallEndsWithItsEpisode(t *testing.T) {
 		require.Equal(t, 10*time.Second, m.Calls()[0].Waited)
 	})
 }
+
+// A stream the provider ends with Anthropic's mid-stream error event of
+// type overloaded_error (its status 200) is congestion: the lane's window
+// is halved and the lane counts it, while the agent gets the stream as
+// the provider sent it. An error event of another type (api_error) is
+// not congestion. Against the fake provider, over HTTP.
+func TestAMidStreamOverloadedErrorCutsTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		typ       string
+		congested bool
+	}{{"overloaded_error", true}, {"api_error", false}} {
+		t.Run(tc.typ, func(t *testing.T) {
+			p := gatewaytest.New()
+			defer p.Close()
+			p.Key = "sk-x"
+			p.StreamError = func(rq gatewaytest.Request) string {
+				if rq.Turn == 0 {
+					return tc.typ
+				}
+				return ""
+			}
+			g, err := gateway.New(gateway.Options{Anthropic: gateway.Upstream{BaseURL: p.AnthropicBaseURL(), Key: "sk-x"}})
+			require.NoError(t, err)
+			m := &meter{}
+			token, end := g.Open(m)
+			defer end()
+			call := func() string {
+				req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(`{"model":"claude-haiku-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("x-api-key", token)
+				req.Header.Set("anthropic-version", "2023-06-01")
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, req)
+				require.Equal(t, 200, w.Code)
+				return w.Body.String()
+			}
+			body := call()
+			require.Contains(t, body, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\""+tc.typ+"\"", "the agent gets the provider's stream")
+			lanes := g.Lanes()
+			require.Len(t, lanes, 1)
+			want, throttled := gateway.DefaultGovernorInitial, int64(0)
+			if tc.congested {
+				want, throttled = gateway.DefaultGovernorInitial/2, 1
+			}
+			require.Equal(t, want, lanes[0].Limit, "the window")
+			require.Equal(t, throttled, lanes[0].Throttled)
+			require.Contains(t, call(), "event: message_stop", "the next call is answered whole")
+			require.Len(t, m.Calls(), 2)
+			require.Equal(t, "upstream", m.Calls()[0].Cut, "the first stream ended before its usage")
+		})
+	}
+}

@@ -118,6 +118,10 @@ type counted struct {
 	inputEstimate int64
 	outBytes      int64
 	err           error // the first undecodable event or body
+	// congested is set by a stream's error event of a rate or overload
+	// type (Anthropic's mid-stream overloaded_error): congestion the
+	// status, 200, could not tell.
+	congested bool
 }
 
 // estimate is the usage so far: the provider's when final, else the
@@ -309,6 +313,9 @@ func (c *counted) messagesEvent(name string, data []byte) {
 			Thinking    string `json:"thinking"`
 		} `json:"delta"`
 		Usage *messagesUsage `json:"usage"`
+		Error *struct {
+			Type string `json:"type"`
+		} `json:"error"`
 	}
 	if err := json.Unmarshal(data, &ev); err != nil {
 		c.fail(fmt.Errorf("a stream event is not JSON: %w", err))
@@ -319,6 +326,10 @@ func (c *counted) messagesEvent(name string, data []byte) {
 	}
 	var u *messagesUsage
 	switch ev.Type {
+	case "error":
+		if ev.Error != nil {
+			c.congested = c.congested || congestion(0, []byte(ev.Error.Type))
+		}
 	case "message_start":
 		if ev.Message != nil {
 			if ev.Message.Model != "" {

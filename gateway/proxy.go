@@ -109,6 +109,9 @@ type call struct {
 	// reqDigest is the normalized request's, for the call store; "" when
 	// the episode is not kept in one.
 	reqDigest string
+	// congestedMidStream tells the rate governor that the answer's stream
+	// ended in congestion (counted.congested); nil when ungoverned.
+	congestedMidStream func()
 }
 
 // hold counts the answer's usage against the episode's budget once the
@@ -568,7 +571,11 @@ func (mb *meteredBody) pass(b []byte) {
 // dispatch meters one event; true cuts the stream after it.
 func (mb *meteredBody) dispatch(name string, data []byte) bool {
 	c := &mb.cl.c
+	seen := c.congested
 	c.event(name, data)
+	if c.congested && !seen && mb.cl.congestedMidStream != nil {
+		mb.cl.congestedMidStream()
+	}
 	b := mb.cl.budget
 	if !b.Capped || c.final {
 		return false

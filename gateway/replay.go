@@ -111,6 +111,35 @@ func (g *Gateway) OpenCache(path string) (closeCache func(), err error) {
 	return func() { g.stores.cache.CompareAndSwap(s, nil) }, nil
 }
 
+// StoreShare is a fleet's copy of the call stores of its processes (a
+// distributed run's workers: package cluster keeps it in the run's
+// JetStream), so that an episode whose process died resumes by replay in
+// another. Put is called with each call the store keeps, before the last
+// bytes of its answer go on to the agent, as the local write is; Load,
+// when an episode is opened, returns the lines Put was given for its key,
+// in the order they were put. Both are called concurrently.
+type StoreShare struct {
+	Put  func(sample string, epoch int, line []byte) error
+	Load func(sample string, epoch int) ([][]byte, error)
+}
+
+// ShareStore makes the open call store one of a fleet's: each call it
+// keeps is put in sh too, and an episode opened is first given the
+// fleet's recorded calls of its key (they are added to the local store,
+// and replayed from it). Call it after OpenStore, before the episodes;
+// an error putting a call is reported by the store's close, one loading
+// an episode's by the episode going live from its first call.
+func (g *Gateway) ShareStore(sh StoreShare) error {
+	s := g.stores.live.Load()
+	if s == nil {
+		return errors.New("gateway: ShareStore: no call store is open")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shared = &sh
+	return nil
+}
+
 // replay is a keyed episode's state against the store.
 type replay struct {
 	key   episodeKey
@@ -133,6 +162,15 @@ func (g *Gateway) openReplay(m Meter) *replay {
 	}
 	sample, epoch := k.CallKey()
 	key := episodeKey{sample, epoch}
+	if err := s.importShared(key); err != nil {
+		// Replayed from what the store has: at worst the episode goes
+		// live sooner.
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
 	return &replay{key: key, store: s, chain: s.chain(key)}
 }
 

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,7 +57,12 @@ func TestARealAgentIsReplayedFromTheStore(t *testing.T) {
 		r := runAgent(t, bin, gateway.Env(s.URL, token), args...)
 		end()
 		require.NoError(t, closeStore())
-		return r, m.Calls()
+		// In the order the agent made them (it makes one at a time): a
+		// call's record may come after the next call's, whose answer the
+		// agent can have before the gateway has recorded the one before.
+		calls := m.Calls()
+		slices.SortStableFunc(calls, func(a, b gateway.Call) int { return a.Start.Compare(b.Start) })
+		return r, calls
 	}
 	for _, a := range agentAPIs {
 		for _, stream := range []bool{false, true} {

@@ -38,8 +38,9 @@ import (
 
 // The child's settings, from its environment.
 const (
-	childEnv = "PROCTOR_GATEWAY_RESUME_CHILD" // the store's path
-	agentEnv = "PROCTOR_GATEWAY_REPLAY_AGENT" // set: be the agent alone
+	childEnv  = "PROCTOR_GATEWAY_RESUME_CHILD" // the store's path
+	agentEnv  = "PROCTOR_GATEWAY_REPLAY_AGENT" // set: be the agent alone
+	engineEnv = "PROCTOR_GATEWAY_ENGINE_CHILD" // the log's path: run the engine (preempt_test.go)
 )
 
 // childResult is what a child prints: the calls its meter recorded and
@@ -54,9 +55,16 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(runChild(path))
 	}
+	if log := os.Getenv(engineEnv); log != "" {
+		os.Exit(runEngineChild(log))
+	}
 	if os.Getenv(agentEnv) != "" { // the agent, in a sandbox behind the engine's gateway
 		turns, _ := strconv.Atoi(os.Getenv("TURNS"))
-		if err := agentEpisode(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), ".", turns, -1); err != nil {
+		nonceAt := -1
+		if v := os.Getenv("NONCE_AT"); v != "" {
+			nonceAt, _ = strconv.Atoi(v)
+		}
+		if err := agentEpisode(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), ".", turns, nonceAt); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
@@ -203,6 +211,7 @@ type killer struct {
 	pid       int // the child to kill; 0: none
 	killAt    int64
 	midStream bool
+	signal    syscall.Signal // when set, sent at killAt's arrival instead of SIGKILL
 }
 
 func newKiller(t *testing.T) *killer {
@@ -215,8 +224,12 @@ func newKiller(t *testing.T) *killer {
 		n := k.calls.Add(1) - 1
 		k.mu.Lock()
 		kill := n == k.killAt && k.pid != 0
-		pid, mid := k.pid, k.midStream
+		pid, mid, sig := k.pid, k.midStream, k.signal
 		k.mu.Unlock()
+		if kill && sig != 0 {
+			syscall.Kill(pid, sig)
+			kill = false
+		}
 		if kill && !mid {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}

@@ -127,6 +127,7 @@ type store struct {
 	chains map[episodeKey][]storedRef
 	byReq  map[cacheKey]int64 // the first response to each request, per epoch
 	err    error              // the first write error, reported by close
+	shared *StoreShare        // the fleet's copy (ShareStore); nil alone
 }
 
 type cacheKey struct {
@@ -245,12 +246,35 @@ func (s *store) read(off int64) (storedCall, error) {
 	return c, nil
 }
 
-// put appends c and writes it to the file before returning.
+// put appends c and writes it to the file, and to the fleet's copy when
+// shared, before returning.
 func (s *store) put(c storedCall) error {
 	line, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
+	if err := s.write(c, line); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	sh := s.shared
+	s.mu.Unlock()
+	if sh != nil {
+		// Outside the lock: the fleet's copy is a network away, and the
+		// other episodes' calls need not wait for this one's.
+		if err := sh.Put(c.Sample, c.Epoch, line); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("gateway: the fleet's call store: %w", err)
+			}
+			s.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// write appends c's line to the file and indexes it.
+func (s *store) write(c storedCall, line []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.w == nil {
@@ -264,6 +288,40 @@ func (s *store) put(c storedCall) error {
 		return err
 	}
 	s.index(c, off)
+	return nil
+}
+
+// importShared adds the fleet's recorded calls of episode k (another
+// process's, whose episode this one resumes) to the store, in the order
+// the fleet kept them, so that its chain is the fleet's. A line that does
+// not decode, or is another episode's, is an error and none is added.
+func (s *store) importShared(k episodeKey) error {
+	s.mu.Lock()
+	sh := s.shared
+	s.mu.Unlock()
+	if sh == nil || s.w == nil {
+		return nil
+	}
+	lines, err := sh.Load(k.sample, k.epoch)
+	if err != nil || len(lines) == 0 {
+		return err
+	}
+	calls := make([]storedCall, len(lines))
+	for i, line := range lines {
+		c, err := decodeStoredCall(line)
+		if err != nil {
+			return fmt.Errorf("gateway: the fleet's call store, call %d of sample %q epoch %d: %w", i+1, k.sample, k.epoch, err)
+		}
+		if c.Sample != k.sample || c.Epoch != k.epoch {
+			return fmt.Errorf("gateway: the fleet's call store: call %d of sample %q epoch %d is sample %q epoch %d", i+1, k.sample, k.epoch, c.Sample, c.Epoch)
+		}
+		calls[i] = c
+	}
+	for i, c := range calls {
+		if err := s.write(c, bytes.TrimRight(lines[i], "\n")); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -164,7 +164,8 @@ type runBody struct {
 	Omitted   int
 	Warnings  []string
 	Static    bool
-	SampleURL string // the form's action
+	SampleURL string         // the form's action
+	Governor  []GovernorLane // a live run's rate governor (Options.Governor)
 	Board     *boardBody
 	BoardURL  string // the leaderboard page
 }

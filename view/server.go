@@ -79,6 +79,19 @@ type Options struct {
 	// Review, when set, turns on the review mode (review.go): the one
 	// page that writes.
 	Review *ReviewOptions
+	// Governor, when set, reads the model gateway's rate governor of the
+	// run writing the served log (package cluster's coordinator sums its
+	// workers'): the page of a live run shows each lane's limit and the
+	// calls in flight and waiting.
+	Governor func() []GovernorLane
+}
+
+// GovernorLane is one lane of the model gateway's rate governor: the
+// calls to one provider and model, held within an adaptive limit of calls
+// in flight (the fleet's, summed over its workers, in a distributed run).
+type GovernorLane struct {
+	Provider, Model          string
+	Limit, InFlight, Waiting int
 }
 
 func (o *Options) withDefaults() Options {
@@ -326,8 +339,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	// The page follows its log either way (a finished run may be
 	// resumed); it says "live" only while a run holds the log's lock.
-	s.render(w, r, "run", &page{Title: runTitle(snap), Live: true, Writing: jsonl.InUse(l.path) != nil, Events: "/events/" + escapeID(l.id),
-		Version: snap.Version, Body: runData(snap, &s.opts, false)})
+	writing := jsonl.InUse(l.path) != nil
+	body := runData(snap, &s.opts, false)
+	if writing && s.opts.Governor != nil {
+		body.Governor = s.opts.Governor()
+	}
+	s.render(w, r, "run", &page{Title: runTitle(snap), Live: true, Writing: writing, Events: "/events/" + escapeID(l.id),
+		Version: snap.Version, Body: body})
 }
 
 // leaderboardPage shows the leaderboard of a log of variants.

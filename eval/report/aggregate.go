@@ -76,6 +76,7 @@ type Aggregator struct {
 	reused     int          // records with reused_from
 	rejudged   int          // records with parent_run_id and no reused_from
 	reusedCost usage.Usage  // usage of the reused records
+	replay     Replay       // calls replayed and episodes diverged, from the records run here
 	spend      spending     // usage by role and model (honest.go)
 	sources    errorSources // errors and unscored verdicts by where they came from (honest.go)
 	stages     judgeStages  // the judge's stages' calls and verdicts (stages.go)
@@ -317,6 +318,11 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		a.reusedCost = a.reusedCost.Add(usage.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
 	case r.ParentRunID != "":
 		a.rejudged++
+	default:
+		a.replay.Replayed += r.CallsReplayed
+		if r.ReplayDivergedAt > 0 {
+			a.replay.Diverged++
+		}
 	}
 	if r.Status != sink.Pass && r.ErrorKind != sink.KindNotSampled {
 		reason := r.Reason
@@ -409,6 +415,10 @@ func (a *Aggregator) report(final bool) *Report {
 		Warnings: slices.Clone(a.warnings),
 		Broken:   a.broken.ids(), BrokenEpisodes: a.broken.episodes,
 		failOnBroken: a.opts.FailOnBroken,
+	}
+	if a.replay != (Replay{}) {
+		rp := a.replay
+		r.Replay = &rp
 	}
 	r.Failures, r.FailuresOmitted = a.failures.listed(a.opts.MaxFailures)
 	if recorded == 0 {

@@ -119,8 +119,11 @@ func (r *Report) Summary() []SummaryRow {
 			u.InputTokens, u.OutputTokens, usd(u.CostUSD), usd(max(0, r.Usage.CostUSD-u.CostUSD))))
 	}
 	if rp := r.Replay; rp != nil {
-		row("replayed-calls", "model calls not bought", fmt.Sprintf("%d replayed from the call store, %d served from the cache (-cache-from), %d episodes diverged; %d input + %d output tokens, %s not spent again",
-			rp.Replayed, rp.Cached, rp.Diverged, rp.Saved.InputTokens, rp.Saved.OutputTokens, usd(rp.Saved.CostUSD)))
+		text := fmt.Sprintf("%d replayed from the call store, %d served from the cache (-cache-from), %d episodes diverged", rp.Replayed, rp.Cached, rp.Diverged)
+		if rp.Saved != (usage.Usage{}) { // known to the run that served them, not kept in the log
+			text += fmt.Sprintf("; %d input + %d output tokens, %s not spent again", rp.Saved.InputTokens, rp.Saved.OutputTokens, usd(rp.Saved.CostUSD))
+		}
+		row("replayed-calls", "model calls not bought", text)
 	}
 	if r.Wall > 0 {
 		row("wall", "wall time", r.Wall.Round(time.Millisecond).String())

@@ -108,8 +108,11 @@ type Report struct {
 	// ReusedUsage is the part of Usage that reused records carry: spent by
 	// the earlier runs that produced them, not by this one.
 	ReusedUsage usage.Usage `json:"reused_usage,omitzero"`
-	// Replay counts the model calls this run's gateway answered from a
-	// call store instead of the provider; nil when none.
+	// Replay counts the model calls the gateway answered from a call
+	// store instead of the provider; nil when none. Replayed and Diverged
+	// come from the records (calls_replayed, replay_diverged_at; reused
+	// and rejudged records left out), so that a log's report has them;
+	// Cached and Saved only from the run that served them.
 	Replay *Replay `json:"replay,omitempty"`
 	// JudgeUsage is the judge's part of Usage, from records that split
 	// it (judge_* fields); SimulatorUsage a simulated user's
@@ -297,7 +300,8 @@ func (o *Options) withDefaults() Options {
 // docs/gateway.md): calls replayed from the recordings of episodes run
 // again, calls served from the cache (-cache-from), episodes whose
 // replay diverged (went live at a request that differed from the
-// recorded one), and what the calls answered so had cost when bought.
+// recorded one), and what the calls answered so had cost when bought
+// (known to the run that served them only, not kept in the log).
 // They cost this run nothing: Usage does not count them.
 type Replay struct {
 	Replayed int         `json:"replayed,omitempty"`

@@ -19,7 +19,8 @@ type answer struct {
 	chunks         []string // a text answer's deltas
 	tool, args     string   // a tool call's name and arguments
 	usage          usage.Usage
-	usageSent      bool // set once the usage went on the wire
+	usageSent      bool   // set once the usage went on the wire
+	streamError    string // a Messages stream's error event, after its first delta
 }
 
 func (p *Provider) answer(rq Request) *answer {
@@ -280,6 +281,10 @@ func (a *answer) streamMessages(send func(event, data string), wait func()) {
 		for _, part := range split(a.args) {
 			wait()
 			send("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+q(part)+`}}`)
+			if a.streamError != "" {
+				send("error", `{"type":"error","error":{"type":`+q(a.streamError)+`,"message":"Overloaded"}}`)
+				return
+			}
 		}
 		stop = "tool_use"
 	} else {
@@ -288,6 +293,10 @@ func (a *answer) streamMessages(send func(event, data string), wait func()) {
 		for _, c := range a.chunks {
 			wait()
 			send("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+q(c)+`}}`)
+			if a.streamError != "" {
+				send("error", `{"type":"error","error":{"type":`+q(a.streamError)+`,"message":"Overloaded"}}`)
+				return
+			}
 		}
 	}
 	send("content_block_stop", `{"type":"content_block_stop","index":0}`)

@@ -74,6 +74,11 @@ type Provider struct {
 	ToolArguments string
 	// Latency is waited before an answer's first byte (none when 0).
 	Latency time.Duration
+	// StreamError, when set and returning a type, ends a streamed
+	// Messages answer after its first delta with an error event of that
+	// type, as Anthropic does mid-stream ("overloaded_error"): the status
+	// was 200 and no usage follows.
+	StreamError func(Request) string
 	// RateLimit, when set, limits the requests the provider answers (see
 	// [RateLimit]); a request over it is answered 429 and not served.
 	RateLimit *RateLimit
@@ -170,6 +175,9 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 
 	a := p.answer(rq)
+	if p.StreamError != nil && api == "messages" {
+		a.streamError = p.StreamError(rq)
+	}
 	var completed bool
 	if req.Stream {
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
