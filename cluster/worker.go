@@ -91,6 +91,15 @@ func compareManifests(run, mine *manifest.Manifest) []string {
 	return d
 }
 
+// resourcesDiff says how a worker's sandbox resources (its samples'
+// limits and images) differ from the run's, or "" when they do not.
+func resourcesDiff(run, mine *manifest.Manifest) string {
+	if slices.Equal(run.Resources, mine.Resources) {
+		return ""
+	}
+	return fmt.Sprintf("sandbox resources: %s for the run, %s here", manifest.ResourcesString(run.Resources), manifest.ResourcesString(mine.Resources))
+}
+
 // Work joins a run as a worker: it pulls the run's work while it has free
 // slots (cfg.Concurrency), runs it with e.Work, publishes the results in
 // batches and acknowledges the work once all its results are stored. It
@@ -244,6 +253,15 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 	}
 	if d := compareManifests(m, mine); len(d) > 0 {
 		return cfg, &MismatchError{Diffs: d}
+	}
+	if r := resourcesDiff(m, mine); r != "" {
+		// As a local resume under other resources: refused unless
+		// allowed, and then the mix is on record (each record names its
+		// sandbox's resources).
+		if !cfg.AllowChanged {
+			return cfg, &MismatchError{Diffs: []string{r + " (allow it with eval.Config.AllowChanged: each record names its resources)"}}
+		}
+		w.log.Warn("proctor: this worker's sandbox resources are not the run's: joining as allowed (AllowChanged); its records name theirs", "run", w.runID, "differs", r)
 	}
 	cfg, err := adoptGate(cfg, m)
 	if err != nil {

@@ -89,6 +89,14 @@ type Config struct {
 	// Backoff is the base of the exponential backoff between retries, with
 	// full jitter; default 1s, capped at 1 minute.
 	Backoff time.Duration
+	// OOMRetryMemory, when above 1, scales the sandbox's memory limit on
+	// each retry of an episode whose attempt the out-of-memory killer
+	// ended (error source sandbox/oom): the retry runs in an environment
+	// provisioned with the limit times OOMRetryMemory (times it again
+	// after a second kill). The record's resources name the limit its
+	// final attempt had. 0 retries under the same limit; a spec with no
+	// memory limit is not changed.
+	OOMRetryMemory float64
 
 	// Sandbox provides each episode a sandbox: a sample's environment is
 	// provisioned once and each of its episodes gets an isolated fork.
@@ -277,6 +285,8 @@ func (c Config) validate() error {
 		return bad("ProgressEvery", c.ProgressEvery, "a positive duration, or 0 for the default")
 	case c.Backoff < 0:
 		return bad("Backoff", c.Backoff, "a positive duration, or 0 for the default")
+	case c.OOMRetryMemory != 0 && !(c.OOMRetryMemory > 1 && c.OOMRetryMemory <= 64):
+		return bad("OOMRetryMemory", c.OOMRetryMemory, "a factor in (1,64], or 0 to retry under the same limit")
 	case c.MaxCostUSD < 0 || c.MaxCostUSD != c.MaxCostUSD:
 		return bad("MaxCostUSD", c.MaxCostUSD, "a positive budget, or 0 for none")
 	case c.MaxTokens < 0:

@@ -141,3 +141,80 @@ func TestOOMInTheVerifierIsAnError(t *testing.T) {
 	require.Equal(t, sink.Error, mem.recs[0].Status, mem.recs[0].Reason)
 	require.Equal(t, "sandbox/oom", mem.recs[0].ErrorSource)
 }
+
+// needsMemoryDriver reports a command that allocates (allocate's) as
+// ended by the OOM killer in an environment whose memory limit is below
+// need, as a driver enforcing memory limits does.
+type needsMemoryDriver struct {
+	driver.Provider
+	need int64
+}
+
+func (d needsMemoryDriver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Environment, error) {
+	env, err := d.Provider.Provision(ctx, spec)
+	if err != nil || spec.Limits.MemoryBytes >= d.need {
+		return env, err
+	}
+	return oomEnv{env}, nil
+}
+
+// With Config.OOMRetryMemory, an episode the OOM killer ended is retried
+// with its memory limit scaled, once per kill; its record names the limit
+// its final attempt had, and every other episode keeps the limit asked.
+// Without it, the retries run under the same limit and end in sandbox/oom.
+func TestOOMRetryScalesTheMemoryLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 32 << 20
+	fake := &sandboxtest.Fake{Exec: func(context.Context, sandboxtest.Files, sandbox.Cmd) (sandbox.Result, error) {
+		return sandbox.Result{}, nil // exit 0, unless the OOM killer ends it (needsMemoryDriver)
+	}}
+	p := sandbox.NewProvider(needsMemoryDriver{fake, 4 * limit}, nil)
+	run := func(factor float64) map[string]sink.Record {
+		mem := &memSink{}
+		e := &eval.Eval[string, harness.CommandOutput]{Name: "oom-retry", Dataset: dataset.Slice[string]{{ID: "hog"}, {ID: "light"}},
+			Harness: harness.Command[string]{Cmd: func(ep *harness.Episode[string]) sandbox.Cmd {
+				if ep.Sample.ID == "hog" {
+					return allocate
+				}
+				return sandbox.Cmd{Args: []string{"true"}}
+			}},
+			Judge: judge.Func[string, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[string], out harness.CommandOutput) (judge.Verdict, error) {
+				return judge.Verdict{Pass: out.ExitCode == 0}, nil
+			}),
+			Sandbox: func(dataset.Sample[string]) sandbox.Spec {
+				return sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{MemoryBytes: limit}}
+			}}
+		_, err := e.Run(context.Background(), eval.Config{Sandbox: p, Retries: 3, Backoff: time.Millisecond,
+			OOMRetryMemory: factor, Sinks: []sink.Sink{mem}, Quiet: true})
+		require.NoError(t, err)
+		recs := map[string]sink.Record{}
+		for _, r := range mem.recs {
+			recs[r.SampleID] = r
+		}
+		return recs
+	}
+
+	recs := run(2)
+	hog := recs["hog"]
+	require.Equal(t, sink.Pass, hog.Status, "%s %s", hog.Error, hog.Reason)
+	require.Equal(t, 2, hog.Attempt, "two OOM kills (32 MiB, 64 MiB), then 128 MiB suffices")
+	require.Equal(t, "memory=134217728 image=busybox", hog.Resources, "the final attempt's limit")
+	require.Equal(t, "memory=33554432 image=busybox", recs["light"].Resources)
+
+	recs = run(0)
+	hog = recs["hog"]
+	require.Equal(t, sink.Error, hog.Status)
+	require.Equal(t, "sandbox/oom", hog.ErrorSource)
+	require.Equal(t, 3, hog.Attempt)
+	require.Equal(t, "memory=33554432 image=busybox", hog.Resources, "retried under the same limit")
+}
+
+func TestOOMRetryMemoryIsChecked(t *testing.T) {
+	t.Parallel()
+	for _, f := range []float64{0.5, 1, -2, 100} {
+		_, err := limitsEval(1<<30).Run(context.Background(), eval.Config{OOMRetryMemory: f, Quiet: true})
+		var ce *eval.ConfigError
+		require.ErrorAs(t, err, &ce, "OOMRetryMemory %v", f)
+		require.Contains(t, err.Error(), "OOMRetryMemory")
+	}
+}

@@ -46,6 +46,9 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	if status != sink.Pass && status != sink.Fail {
 		rec.Score = 0
 	}
+	if ep.Sandbox != nil {
+		rec.Resources = ep.Sandbox.Resources().String()
+	}
 	return used
 }
 

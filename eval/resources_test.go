@@ -45,6 +45,9 @@ func TestResumeUnderOtherResourcesIsRefused(t *testing.T) {
 	m, err := manifest.Read(log)
 	require.NoError(t, err)
 	require.Equal(t, []string{"memory=1073741824 image=python:3.12"}, m.Resources)
+	for _, r := range logRecords(t, log) {
+		require.Equal(t, "memory=1073741824 image=python:3.12", r.Resources, "each record names its sandbox's resources, as the manifest does")
+	}
 
 	_, err = limitsEval(2<<30).Run(context.Background(), cfg)
 	var mm *manifest.MismatchError

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/proctor-evals/proctor/dataset"
@@ -56,12 +57,23 @@ func (j *job) freeSandbox() {
 // slot or for provisioning is not the agent's time. Provisioning and
 // forking have a bound of their own, the episode timeout (the pool's).
 func (r *scheduler[T, O]) openSandbox(runCtx context.Context, j *job, smp *dataset.Sample[T]) (sb *sandbox.Sandbox, fault sink.ErrorKind, err error) {
-	sb, err = r.pool.Fork(runCtx, strconv.Itoa(j.sample), func() sandbox.Spec {
+	key, spec := strconv.Itoa(j.sample), func() sandbox.Spec {
 		if r.e.Sandbox == nil {
 			return sandbox.Spec{}
 		}
 		return r.e.Sandbox(*smp)
-	})
+	}
+	if j.oomKills > 0 && r.cfg.OOMRetryMemory > 1 {
+		// A retry after an OOM kill, with more memory: an environment of
+		// its own (the sample's keeps its limit for its other epochs),
+		// closed once the forks made for such retries are.
+		n, base := j.oomKills, spec
+		key += "/oom" + strconv.Itoa(int(n))
+		spec = func() sandbox.Spec { return scaleMemory(base(), r.cfg.OOMRetryMemory, n) }
+		r.pool.Add(key, 1)
+		defer r.pool.Done(key)
+	}
+	sb, err = r.pool.Fork(runCtx, key, spec)
 	if err != nil {
 		fault = sink.KindSandbox
 		if runCtx.Err() != nil {
@@ -86,4 +98,20 @@ func (r *scheduler[T, O]) closeEnv(i int) {
 	if r.pool != nil {
 		r.pool.Done(strconv.Itoa(i))
 	}
+}
+
+// scaleMemory is spec with its memory limit multiplied by factor n times
+// (a retry after n OOM kills), bounded by math.MaxInt64; a spec with no
+// memory limit is returned as it is.
+func scaleMemory(spec sandbox.Spec, factor float64, n uint8) sandbox.Spec {
+	if spec.Limits.MemoryBytes <= 0 {
+		return spec
+	}
+	m := float64(spec.Limits.MemoryBytes) * math.Pow(factor, float64(n))
+	if m >= math.MaxInt64 {
+		spec.Limits.MemoryBytes = math.MaxInt64
+	} else {
+		spec.Limits.MemoryBytes = int64(m)
+	}
+	return spec
 }

@@ -142,6 +142,10 @@ type job struct {
 	// (its sandbox could not be had): under a sequential gate, the only
 	// error retried, since retrying it draws nothing again.
 	notRun bool
+	// oomKills counts the attempts the out-of-memory killer ended: with
+	// Config.OOMRetryMemory, the next attempt's memory limit is scaled
+	// that many times.
+	oomKills uint8
 	// models is the latest attempt's opening of the model gateway, until
 	// its record (models.go).
 	models *modelMeter
@@ -545,6 +549,9 @@ func (s *scheduler[T, O]) settle(ctx context.Context, w *workerState[T], j *job)
 			j.usage, j.judgeUsage, j.simUsage = usageOf(rec), judgeUsageOf(rec), simulatorUsageOf(rec)
 			j.usage.Model = rec.Model
 			j.replay.retry(rec)
+			if rec.ErrorSource == "sandbox/oom" && j.oomKills < math.MaxUint8 {
+				j.oomKills++
+			}
 			j.attempt++
 			return j
 		case <-ctx.Done():

@@ -208,7 +208,22 @@ func newLogState(id, path string, opts *report.Options, seed maphash.Seed) *logS
 
 func (l *logState) reset() {
 	l.file, l.off, l.lines, l.records, l.tail, l.err = nil, 0, 0, 0, 0, nil
-	l.agg = report.NewAggregator(l.opts)
+	opts := l.opts
+	if opts == nil || opts.Broken == nil {
+		// An oracle's log beside the run's (eval.Config.Oracle): its broken
+		// samples are left out, as `proctor report` leaves them out.
+		broken, err := report.OracleBroken(l.path)
+		if err != nil {
+			l.err = fmt.Errorf("view: %w", err)
+		} else if broken != nil {
+			o := report.Options{}
+			if opts != nil {
+				o = *opts
+			}
+			o.Broken, opts = broken, &o
+		}
+	}
+	l.agg = report.NewAggregator(opts)
 	l.ext = newExtras()
 	l.index = nil
 	l.version++

@@ -136,32 +136,37 @@ type failureRow struct {
 	Sample, Transcript, OTel string // URLs
 }
 
+type brokenRow struct{ ID, Sample string }
+
 type kv struct {
 	Key   string
 	Count int
 }
 
 type runBody struct {
-	ID, Path  string
-	Size      int64
-	Report    *report.Report
-	Rows      []row
-	Err       string
-	Tail      int64
-	Started   time.Time
-	Ended     time.Time
-	Rate      string // SVG
-	PassAtK   string
-	Tags      []tagTable
-	Latency   string
-	Cost      string
-	Timeline  string
-	Errors    string
-	Kinds     []kv
-	Workers   []kv
-	Traced    int
-	Failures  []failureRow
-	Omitted   int
+	ID, Path string
+	Size     int64
+	Report   *report.Report
+	Rows     []row
+	Err      string
+	Tail     int64
+	Started  time.Time
+	Ended    time.Time
+	Rate     string // SVG
+	PassAtK  string
+	Tags     []tagTable
+	Latency  string
+	Cost     string
+	Timeline string
+	Errors   string
+	Kinds    []kv
+	Workers  []kv
+	Traced   int
+	Failures []failureRow
+	Omitted  int
+	// Broken are the samples whose oracle failed (run.oracle.jsonl
+	// beside the log), left out of every count and rate.
+	Broken    []brokenRow
 	Warnings  []string
 	Static    bool
 	SampleURL string         // the form's action
@@ -261,6 +266,13 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		}
 		fr.OTel = report.TraceURL(o.TraceURL, f.TraceID, f.SpanID)
 		b.Failures = append(b.Failures, fr)
+	}
+	for _, id := range r.Broken {
+		br := brokenRow{ID: id}
+		if !static {
+			br.Sample = sampleURL(snap.ID, id)
+		}
+		b.Broken = append(b.Broken, br)
 	}
 	return b
 }

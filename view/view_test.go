@@ -320,6 +320,9 @@ func TestCompareMatchesText(t *testing.T) {
 	d := c.PassRate
 	require.Contains(t, html.UnescapeString(body), fmt.Sprintf("<td>pass rate</td><td>%.1f%%</td><td>%.1f%%</td><td>%+.1f pts</td><td>[%+.1f pts, %+.1f pts]</td>",
 		100*d.MeanA, 100*d.MeanB, 100*d.Mean, 100*d.Lo, 100*d.Hi))
+	require.NotNil(t, c.NoiseFloor, "three epochs a run: a noise floor")
+	require.Contains(t, html.UnescapeString(body), fmt.Sprintf(`id="noise-floor">noise floor ±%.1f pts`, 100*c.NoiseFloor.HalfWidth))
+	require.Contains(t, html.UnescapeString(body), fmt.Sprintf("the difference %+.1f pts is outside it", 100*d.Mean))
 	for _, v := range c.Verdict() {
 		require.Contains(t, html.UnescapeString(body), "verdict: "+v)
 	}

@@ -45,6 +45,7 @@ func BindFlags(fs *flag.FlagSet, cfg *eval.Config) {
 	})
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound of one attempt (negative: none)")
 	fs.IntVar(&cfg.Retries, "retries", cfg.Retries, "retries of an episode that ended in error (negative: none)")
+	fs.Float64Var(&cfg.OOMRetryMemory, "oom-retry-memory", cfg.OOMRetryMemory, "retry an episode the OOM killer ended with its memory limit times this `factor` (0: the same limit)")
 	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "the run's `ID` (default: the log's, a shard's derived one, or new)")
 	fs.Func("shard", "run only shard `I/N` of the samples (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS)", func(v string) error {
 		s, err := eval.ParseShard(v)

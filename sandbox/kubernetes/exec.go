@@ -39,7 +39,11 @@ type box struct {
 
 	mu     sync.Mutex
 	closed bool
-	n      int // names pid files
+	n      int   // names pid files
+	ooms   int64 // the container's OOM kills already reported
+	// oomEnded is set once the container's termination as OOMKilled is
+	// reported.
+	oomEnded bool
 }
 
 func newBox(d *Driver, pod string, spec sandbox.Spec) *box {
@@ -219,6 +223,16 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 		return driver.Exit{Code: -1}, ctx.Err()
 	}
 	code, err := exitCode(err)
+	if (err != nil || code != 0) && b.spec.Limits.MemoryBytes > 0 {
+		// A process killed for memory fails its command, or (a kubelet
+		// killing the whole container, as on cgroup v2) its exec.
+		switch oom, how := b.oomKilled(); {
+		case oom && err != nil:
+			return driver.Exit{Code: -1}, fmt.Errorf("kubernetes: pod %s/%s: %s: %w", b.d.ns, b.pod, how, sandbox.ErrOOM)
+		case oom:
+			return driver.Exit{Code: code}, fmt.Errorf("kubernetes: pod %s/%s: %s: %w", b.d.ns, b.pod, how, sandbox.ErrOOM)
+		}
+	}
 	if err != nil {
 		return driver.Exit{Code: -1}, b.fault(ctx, err)
 	}
@@ -230,6 +244,74 @@ func (b *box) Exec(ctx context.Context, cmd sandbox.Cmd, stdout, stderr io.Write
 		}
 	}
 	return driver.Exit{Code: code}, nil
+}
+
+// oomCount prints the container's memory cgroup's count of processes the
+// OOM killer ended (cgroup v2 with its own namespace, then v1).
+const oomCount = `for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do [ -r $f ] && exec cat $f; done`
+
+// oomKilled reports whether the OOM killer ended a process of the pod's
+// container since it last said so, and how. Two ways, as kubelets do:
+// on cgroup v1 (or with singleProcessOOMKill) the kernel kills one
+// process and the container runs on, the pod's status saying nothing:
+// only the container's cgroup counts it, read here; on cgroup v2 a
+// kubelet sets memory.oom.group and the kernel kills the whole container,
+// which then reads terminated with reason OOMKilled (the kubelet reports
+// it a moment after the exec's stream ends: waited for here).
+func (b *box) oomKilled() (bool, string) {
+	ctx, cancel := context.WithTimeout(b.life, 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := b.stream(ctx, []string{"sh", "-c", oomCount}, nil, &limited{w: &out, n: 4096}, io.Discard); err == nil {
+		for line := range strings.Lines(out.String()) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if n > b.ooms {
+					b.ooms = n
+					return true, "the out-of-memory killer ended a process of its container"
+				}
+				return false, ""
+			}
+		}
+		return false, ""
+	}
+	// The container does not answer: ended, maybe as a whole. A kubelet
+	// notices within a second or two (its pod lifecycle relist); a
+	// container still running after 10 s failed the exec for another
+	// reason.
+	ctx, cancel = context.WithTimeout(b.life, 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		p, err := b.d.cs.CoreV1().Pods(b.d.ns).Get(ctx, b.pod, metav1.GetOptions{})
+		if err != nil {
+			return false, ""
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != container || cs.State.Terminated == nil {
+				continue
+			}
+			if t := cs.State.Terminated; t.Reason == "OOMKilled" {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if b.oomEnded {
+					return false, "" // reported already: the commands since failed on a dead container
+				}
+				b.oomEnded = true
+				return true, fmt.Sprintf("its container was terminated as OOMKilled (exit code %d)", t.ExitCode)
+			}
+			return false, ""
+		}
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			return false, ""
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return false, ""
 }
 
 // bounded runs run until it returns or ctx is done (the caller's, or

@@ -221,7 +221,8 @@ func (d *Driver) Client() k8s.Interface { return d.cs }
 // Guarantees implements [driver.GuaranteeReporter]: CPU and memory from
 // the pods' resources (requests equal to limits; every conformant kubelet
 // enforces limits through cgroups); the disk, each fork's workspace being a
-// tmpfs of Limits.DiskBytes; the network only when the driver applies its
+// tmpfs of Limits.DiskBytes; OOM kills, from the container's cgroup count
+// or its termination as OOMKilled (box.oomKilled); the network only when the driver applies its
 // deny-all policy and the operator says the cluster enforces it. Pids is
 // never claimed: a pod spec cannot bound processes (the kubelet's
 // podPidsLimit is node-wide).
@@ -229,7 +230,7 @@ func (d *Driver) Guarantees() sandbox.Guarantees {
 	net := d.opts.NetworkPolicy && d.opts.NetworkPolicyEnforced
 	// No host path is ever mounted: with egress denied nothing outside the
 	// pod is reachable, Unix sockets of the node included.
-	return sandbox.Guarantees{Network: net, IPNetwork: net, CPUs: true, Memory: true, Disk: true}
+	return sandbox.Guarantees{Network: net, IPNetwork: net, CPUs: true, Memory: true, Disk: true, OOM: true}
 }
 
 func (d *Driver) labels(role string, network bool) map[string]string {

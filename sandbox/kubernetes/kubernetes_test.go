@@ -123,8 +123,8 @@ func requireNothingLeft(t *testing.T, cs k8s.Interface, ns, runID string) {
 
 func TestConformance(t *testing.T) {
 	p, d, _ := provider(t, nil)
-	if g := p.Guarantees(); g.Network || g.IPNetwork || g.Pids || !g.CPUs || !g.Memory || !g.Disk {
-		t.Errorf("Guarantees %+v: want CPUs, Memory and Disk (no NetworkPolicy)", g)
+	if g := p.Guarantees(); g.Network || g.IPNetwork || g.Pids || !g.CPUs || !g.Memory || !g.Disk || !g.OOM {
+		t.Errorf("Guarantees %+v: want CPUs, Memory, Disk and OOM (no NetworkPolicy)", g)
 	}
 	sandboxtest.Run(t, p, &sandboxtest.Options{Spec: sandbox.Spec{Image: kubetest.BusyboxImage(t)}})
 	t.Cleanup(func() {
@@ -492,5 +492,38 @@ func TestCancelKillsTree(t *testing.T) {
 		if strings.TrimSpace(line) == "sleep 30" {
 			t.Errorf("the cancelled command still runs:\n%s", res.Stdout)
 		}
+	}
+}
+
+// A kubelet on cgroup v2 kills the whole container when the OOM killer
+// ends one of its processes, and reports it terminated as OOMKilled (the
+// test kubelet does so for pods annotated kubetest.OOMGroupAnnotation):
+// the command is an ErrOOM naming that, kept by OOMKilled, and the
+// sandbox is gone (the conformance case OOMIsAnError covers the kill of
+// one process, the container running on, as on cgroup v1).
+func TestContainerOOMKilledIsAnOOM(t *testing.T) {
+	t.Parallel()
+	p, _, _ := provider(t, func(o *kubernetes.Options) {
+		o.Annotations = map[string]string{kubetest.OOMGroupAnnotation: "true"}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: kubetest.BusyboxImage(t), Limits: sandbox.Limits{MemoryBytes: 32 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`}, Timeout: time.Minute})
+	if !errors.Is(err, sandbox.ErrOOM) || !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("a command allocating 200 MB under 32 MiB in a container killed whole: exit %d, %v; want ErrOOM", res.ExitCode, err)
+	}
+	if !strings.Contains(err.Error(), "OOMKilled") || !strings.Contains(err.Error(), "memory limit 32 MiB") {
+		t.Errorf("the error %q does not say the container was OOMKilled under its limit", err)
+	}
+	if !errors.Is(sb.OOMKilled(), sandbox.ErrOOM) {
+		t.Errorf("OOMKilled() = %v after the kill", sb.OOMKilled())
+	}
+	if _, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, sandbox.ErrOOM) {
+		t.Errorf("a command in the killed container: %v; want ErrUnavailable (the sandbox is gone), not another OOM", err)
 	}
 }

@@ -44,6 +44,7 @@ const (
 	labelPod       = "proctor.kubetest.pod"
 	labelPodUID    = "proctor.kubetest.pod-uid"
 	labelContainer = "proctor.kubetest.container"
+	labelOOMGroup  = "proctor.kubetest.oom-group" // "true": an OOM kill ends the whole container (OOMGroupAnnotation)
 )
 
 // kubelet runs the pods bound to its node as Docker containers.
@@ -139,7 +140,40 @@ func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
 	for range 4 {
 		k.wg.Go(k.work)
 	}
+	k.wg.Go(k.oomGroups)
 	return k, nil
+}
+
+// oomGroups kills, as a whole, each container of a pod annotated
+// OOMGroupAnnotation in which the OOM killer ended a process (Docker's
+// "oom" event), as the kernel does for a kubelet's container on cgroup v2
+// (memory.oom.group): Docker then says State.OOMKilled, which sync
+// reports as the reason OOMKilled.
+func (k *kubelet) oomGroups() {
+	for k.ctx.Err() == nil {
+		filters := make(client.Filters).Add("type", "container").Add("event", "oom").
+			Add("label", labelCluster+"="+k.id, labelOOMGroup+"=true")
+		res := k.docker.Events(k.ctx, client.EventsListOptions{Filters: filters})
+	events:
+		for {
+			select {
+			case m := <-res.Messages:
+				k.log.Printf("oom in container %s: killing it whole", m.Actor.ID)
+				if _, err := k.docker.ContainerKill(k.ctx, m.Actor.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil && k.ctx.Err() == nil {
+					k.log.Printf("oom kill %s: %v", m.Actor.ID, err)
+				}
+			case err := <-res.Err:
+				if k.ctx.Err() == nil {
+					k.log.Printf("docker events: %v", err)
+				}
+				break events
+			}
+		}
+		select {
+		case <-k.ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // stop stops the kubelet and removes every Docker object of the cluster.
@@ -654,6 +688,9 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 		labelPod:       pod.Name,
 		labelPodUID:    string(pod.UID),
 		labelContainer: c.Name,
+	}
+	if pod.Annotations[OOMGroupAnnotation] == "true" {
+		labels[labelOOMGroup] = "true"
 	}
 	cfg := &container.Config{
 		Image:      c.Image,

@@ -103,6 +103,14 @@ const NodeLabel = "proctor.dev/kubetest"
 // (e.g. "bridge"); without it they have no network.
 const NetworkAnnotation = "kubetest.proctor.dev/network"
 
+// OOMGroupAnnotation on a pod ("true") makes the kubelet kill the whole
+// container when the out-of-memory killer ends one of its processes, as
+// a kubelet on cgroup v2 does (memory.oom.group, the default since
+// Kubernetes 1.28 unless singleProcessOOMKill): the container then reads
+// terminated with reason OOMKilled. Without it, as on cgroup v1, the
+// kernel kills the one process and the container runs on.
+const OOMGroupAnnotation = "kubetest.proctor.dev/oom-group"
+
 // PodPidsLimit bounds the processes of every pod's container, like a
 // kubelet's --pod-max-pids (Kubernetes has no per-pod field for it).
 const PodPidsLimit = 1024
