@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -185,7 +186,11 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 			s.CostPerSample = vr.Usage.CostUSD / float64(vr.Samples)
 		}
 		lb.Variants = append(lb.Variants, s)
-		for _, w := range vr.Warnings {
+	}
+	// Warnings in the order of names, not of the map: the same records
+	// give the same report.
+	for _, name := range slices.SortedFunc(maps.Keys(lb.reports), natural.Compare) {
+		for _, w := range lb.reports[name].Warnings {
 			r.Warnings = append(r.Warnings, "variant "+name+": "+w)
 		}
 	}
