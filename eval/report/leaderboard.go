@@ -579,6 +579,9 @@ func (lb *Leaderboard) write(t *table) {
 		t.row(fmt.Sprint(i+1), s.Variant, fmt.Sprint(s.Samples), fmt.Sprint(s.Episodes), rate, ci, worst, cost,
 			ms(s.Latency.P50MS), ms(s.Latency.P95MS), pb, front, s.status())
 	}
+	if t.md {
+		t.printf("\n") // a list after a table, not a row of it
+	}
 	for _, s := range lb.Variants {
 		if e := s.Eliminated; e != nil {
 			t.line(fmt.Sprintf("eliminated: %s %s", s.Variant, EliminationText(e)))
