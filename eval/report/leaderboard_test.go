@@ -247,3 +247,36 @@ func BenchmarkReportOfVariants(b *testing.B) {
 		})
 	}
 }
+
+// TestNoPooledSequentialDecision: an indexed aggregator (the engine's)
+// with a sequential gate decides nothing from records of variants as they
+// arrive, however clearly they pooled would pass: the gate is each
+// variant's, and the report decides it per variant.
+func TestNoPooledSequentialDecision(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	id := func(i int) string { return fmt.Sprintf("s%d", i) }
+	var order []string
+	for _, i := range report.ClaimOrder(1, n, id) {
+		order = append(order, id(int(i)))
+	}
+	seq := &report.Sequential{Bar: 0.5, Seed: 1, Epochs: 1, Samples: n, Order: order}
+	require.NoError(t, seq.Load())
+	a := report.NewIndexed(&report.Options{Sequential: seq, Resamples: -1}, n, func(i int) (string, map[string]string) { return id(i), nil })
+	for _, o := range report.ClaimOrder(1, n, id) {
+		for _, v := range []string{"good", "bad"} {
+			r := sink.Record{Schema: 1, RunID: "r", Eval: "e", Variant: v, SampleID: id(int(o)), Status: sink.Pass, Score: 1}
+			if v == "bad" && o%5 == 0 {
+				r.Status, r.Score = sink.Fail, 0
+			}
+			a.AddAt(int(o), &r)
+		}
+	}
+	d, _ := a.Decided()
+	require.Equal(t, report.Undecided, d, "no pooled decision")
+	rep := a.Report()
+	require.Nil(t, rep.Sequential)
+	for _, s := range rep.Leaderboard.Variants {
+		require.Equal(t, report.DecidedPass, s.Sequential.Decision, s.Variant)
+	}
+}
