@@ -189,7 +189,7 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 	}
 	// Warnings in the order of names, not of the map: the same records
 	// give the same report.
-	for _, name := range slices.SortedFunc(maps.Keys(lb.reports), natural.Compare) {
+	for _, name := range slices.SortedFunc(maps.Keys(lb.reports), byName) {
 		for _, w := range lb.reports[name].Warnings {
 			r.Warnings = append(r.Warnings, "variant "+name+": "+w)
 		}
@@ -198,7 +198,7 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 		if c := compareRates(x.PassRate, y.PassRate); c != 0 {
 			return c
 		}
-		return natural.Compare(x.Variant, y.Variant)
+		return byName(x.Variant, y.Variant)
 	})
 	lb.pairs()
 	if a.opts.Resamples > 0 {
@@ -211,6 +211,11 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 	}
 	r.Leaderboard = lb
 }
+
+// byName orders names naturally ("v2" before "v10"), and names natural
+// order ties ("s01", "s1") bytewise: a total order, so that the same
+// records give the same report in any order.
+func byName(x, y string) int { return cmp.Or(natural.Compare(x, y), strings.Compare(x, y)) }
 
 // compareRates orders pass rates from the highest, NaN last.
 func compareRates(x, y float64) int {
@@ -259,7 +264,7 @@ func (lb *Leaderboard) pBest(seed uint64) {
 			}
 		}
 	}
-	slices.SortFunc(order, natural.Compare)
+	slices.SortFunc(order, byName)
 	for i, id := range order {
 		ids[id] = i
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -279,4 +280,32 @@ func TestNoPooledSequentialDecision(t *testing.T) {
 	for _, s := range rep.Leaderboard.Variants {
 		require.Equal(t, report.DecidedPass, s.Sequential.Decision, s.Variant)
 	}
+}
+
+// TestLeaderboardOfNamesThatTieNaturally: variants "v1" and "v01", and
+// samples "s1" and "s01", equal in natural order, give the same
+// leaderboard (P(best)'s seed and resamples included) in any record
+// order: names that tie naturally are ordered bytewise.
+func TestLeaderboardOfNamesThatTieNaturally(t *testing.T) {
+	t.Parallel()
+	var recs []sink.Record
+	for i, id := range []string{"s1", "s01", "s2", "s02", "s3", "s03"} {
+		for j, v := range []string{"v1", "v01"} {
+			r := sink.Record{Schema: 1, RunID: "r", Eval: "e", Variant: v, SampleID: id, Status: sink.Fail}
+			if (i+j)%3 != 0 {
+				r.Status, r.Score = sink.Pass, 1
+			}
+			recs = append(recs, r)
+		}
+	}
+	one, err := report.FromRecords(seqOf(recs), nil)
+	require.NoError(t, err)
+	slices.Reverse(recs)
+	two, err := report.FromRecords(seqOf(recs), nil)
+	require.NoError(t, err)
+	a, err := json.Marshal(one)
+	require.NoError(t, err)
+	b, err := json.Marshal(two)
+	require.NoError(t, err)
+	require.JSONEq(t, string(a), string(b))
 }
