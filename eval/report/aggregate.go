@@ -332,7 +332,10 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		a.failures.add(Failure{SampleID: r.SampleID, Variant: r.Variant, Epoch: r.Epoch, Attempt: r.Attempt, Status: r.Status, ErrorKind: r.ErrorKind, Reason: reason, Transcript: r.Transcript,
 			TraceID: r.TraceID, SpanID: r.SpanID, TraceURL: TraceURL(a.opts.TraceURL, r.TraceID, r.SpanID)}, a.opts.MaxFailures)
 	}
-	if a.seq != nil {
+	if a.seq != nil && (r.Variant == "" || a.oneVariant) {
+		// Variants pooled describe no agent: a run of variants decides
+		// no pooled gate as records arrive (each variant's is decided in
+		// its own report).
 		a.seq.note(i, a.samples)
 	}
 }

@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -59,6 +60,13 @@ func FuzzFromLog(f *testing.F) {
 	f.Add(log, uint16(len(log)-5))     // a torn tail
 	f.Add(log, uint16(len(log)/2))     // cut in the middle
 	f.Add([]byte("junk\n"), uint16(0)) // not a log
+	var variants []byte                // a log of variants: the leaderboard
+	for i, r := range randomWeightedRecords(rng, 12, 3, false) {
+		r.Variant = []string{"a", "b", "c"}[i%3]
+		variants = append(r.AppendJSON(variants), '\n')
+	}
+	f.Add(variants, uint16(0))
+	f.Add(variants, uint16(len(variants)/3))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
 		if int(cut) > 0 && int(cut) < len(data) {
 			data = append(data[:cut:cut], []byte("\n{\"schema\":1,\"run_id\":\"x\"}\n")...)
@@ -95,6 +103,14 @@ func TestFromLogLargeLog(t *testing.T) {
 // they keep (the run's name, failures, error sources, models, sample IDs).
 // Each record here is decoded sharing one buffer, overwritten after Add.
 func TestAggregatorKeepsNoStringOfARecord(t *testing.T) {
+	for _, variants := range []bool{false, true} {
+		t.Run(fmt.Sprintf("variants=%v", variants), func(t *testing.T) { keepsNoString(t, variants) })
+	}
+}
+
+// keepsNoString is TestAggregatorKeepsNoStringOfARecord, of a log of two
+// variants (the leaderboard and each variant's report) or of none.
+func keepsNoString(t *testing.T, variants bool) {
 	var recs []sink.Record
 	for s := range 40 {
 		for ep := range 3 {
@@ -102,6 +118,9 @@ func TestAggregatorKeepsNoStringOfARecord(t *testing.T) {
 				Tags: map[string]string{"k": strconv.Itoa(s % 3)}, Model: "model-" + strconv.Itoa(s%3), JudgeModel: "judge-" + strconv.Itoa(s%2),
 				CostUSD: 0.01, JudgeCostUSD: 0.001, TraceID: "trace" + strconv.Itoa(s), SpanID: "span" + strconv.Itoa(ep),
 				Transcript: "t.jsonl#" + strconv.Itoa(s*10+ep)}
+			if variants {
+				r.Variant = "variant-" + strconv.Itoa((s+ep)%2)
+			}
 			switch (s + ep) % 5 {
 			case 0, 1:
 				r.Status, r.Score = sink.Pass, 1
@@ -139,7 +158,14 @@ func TestAggregatorKeepsNoStringOfARecord(t *testing.T) {
 			buf[i] = '#'
 		}
 	}
-	sameReport(t, want, a.Report(), nil, nil)
+	got := a.Report()
+	sameReport(t, want, got, nil, nil)
+	for _, v := range want.VariantNames() {
+		sameReport(t, want.VariantReport(v), got.VariantReport(v), nil, nil)
+	}
+	if variants && len(want.VariantNames()) != 2 {
+		t.Fatalf("variants %v, want 2", want.VariantNames())
+	}
 }
 
 // TestReportOfAFarEpoch: a record's epoch far beyond the others (a log

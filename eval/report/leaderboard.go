@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -185,7 +186,11 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 			s.CostPerSample = vr.Usage.CostUSD / float64(vr.Samples)
 		}
 		lb.Variants = append(lb.Variants, s)
-		for _, w := range vr.Warnings {
+	}
+	// Warnings in the order of names, not of the map: the same records
+	// give the same report.
+	for _, name := range slices.SortedFunc(maps.Keys(lb.reports), byName) {
+		for _, w := range lb.reports[name].Warnings {
 			r.Warnings = append(r.Warnings, "variant "+name+": "+w)
 		}
 	}
@@ -193,7 +198,7 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 		if c := compareRates(x.PassRate, y.PassRate); c != 0 {
 			return c
 		}
-		return natural.Compare(x.Variant, y.Variant)
+		return byName(x.Variant, y.Variant)
 	})
 	lb.pairs()
 	if a.opts.Resamples > 0 {
@@ -206,6 +211,11 @@ func (a *Aggregator) leaderboard(r *Report, final bool) {
 	}
 	r.Leaderboard = lb
 }
+
+// byName orders names naturally ("v2" before "v10"), and names natural
+// order ties ("s01", "s1") bytewise: a total order, so that the same
+// records give the same report in any order.
+func byName(x, y string) int { return cmp.Or(natural.Compare(x, y), strings.Compare(x, y)) }
 
 // compareRates orders pass rates from the highest, NaN last.
 func compareRates(x, y float64) int {
@@ -254,7 +264,7 @@ func (lb *Leaderboard) pBest(seed uint64) {
 			}
 		}
 	}
-	slices.SortFunc(order, natural.Compare)
+	slices.SortFunc(order, byName)
 	for i, id := range order {
 		ids[id] = i
 	}
@@ -573,6 +583,9 @@ func (lb *Leaderboard) write(t *table) {
 		}
 		t.row(fmt.Sprint(i+1), s.Variant, fmt.Sprint(s.Samples), fmt.Sprint(s.Episodes), rate, ci, worst, cost,
 			ms(s.Latency.P50MS), ms(s.Latency.P95MS), pb, front, s.status())
+	}
+	if t.md {
+		t.printf("\n") // a list after a table, not a row of it
 	}
 	for _, s := range lb.Variants {
 		if e := s.Eliminated; e != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,4 +247,65 @@ func BenchmarkReportOfVariants(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestNoPooledSequentialDecision: an indexed aggregator (the engine's)
+// with a sequential gate decides nothing from records of variants as they
+// arrive, however clearly they pooled would pass: the gate is each
+// variant's, and the report decides it per variant.
+func TestNoPooledSequentialDecision(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	id := func(i int) string { return fmt.Sprintf("s%d", i) }
+	var order []string
+	for _, i := range report.ClaimOrder(1, n, id) {
+		order = append(order, id(int(i)))
+	}
+	seq := &report.Sequential{Bar: 0.5, Seed: 1, Epochs: 1, Samples: n, Order: order}
+	require.NoError(t, seq.Load())
+	a := report.NewIndexed(&report.Options{Sequential: seq, Resamples: -1}, n, func(i int) (string, map[string]string) { return id(i), nil })
+	for _, o := range report.ClaimOrder(1, n, id) {
+		for _, v := range []string{"good", "bad"} {
+			r := sink.Record{Schema: 1, RunID: "r", Eval: "e", Variant: v, SampleID: id(int(o)), Status: sink.Pass, Score: 1}
+			if v == "bad" && o%5 == 0 {
+				r.Status, r.Score = sink.Fail, 0
+			}
+			a.AddAt(int(o), &r)
+		}
+	}
+	d, _ := a.Decided()
+	require.Equal(t, report.Undecided, d, "no pooled decision")
+	rep := a.Report()
+	require.Nil(t, rep.Sequential)
+	for _, s := range rep.Leaderboard.Variants {
+		require.Equal(t, report.DecidedPass, s.Sequential.Decision, s.Variant)
+	}
+}
+
+// TestLeaderboardOfNamesThatTieNaturally: variants "v1" and "v01", and
+// samples "s1" and "s01", equal in natural order, give the same
+// leaderboard (P(best)'s seed and resamples included) in any record
+// order: names that tie naturally are ordered bytewise.
+func TestLeaderboardOfNamesThatTieNaturally(t *testing.T) {
+	t.Parallel()
+	var recs []sink.Record
+	for i, id := range []string{"s1", "s01", "s2", "s02", "s3", "s03"} {
+		for j, v := range []string{"v1", "v01"} {
+			r := sink.Record{Schema: 1, RunID: "r", Eval: "e", Variant: v, SampleID: id, Status: sink.Fail}
+			if (i+j)%3 != 0 {
+				r.Status, r.Score = sink.Pass, 1
+			}
+			recs = append(recs, r)
+		}
+	}
+	one, err := report.FromRecords(seqOf(recs), nil)
+	require.NoError(t, err)
+	slices.Reverse(recs)
+	two, err := report.FromRecords(seqOf(recs), nil)
+	require.NoError(t, err)
+	a, err := json.Marshal(one)
+	require.NoError(t, err)
+	b, err := json.Marshal(two)
+	require.NoError(t, err)
+	require.JSONEq(t, string(a), string(b))
 }

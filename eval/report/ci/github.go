@@ -38,10 +38,6 @@ func WriteAnnotations(w io.Writer, r *report.Report, opts *AnnotationOptions) er
 	if o.Max <= 0 {
 		o.Max = 10
 	}
-	byID := map[string][]report.Failure{}
-	for _, f := range r.Failures {
-		byID[f.SampleID] = append(byID[f.SampleID], f)
-	}
 	var b strings.Builder
 	title := "proctor " + r.Eval
 	errs, warns, moreErrs, moreWarns := 0, 0, 0, 0
@@ -49,34 +45,56 @@ func WriteAnnotations(w io.Writer, r *report.Report, opts *AnnotationOptions) er
 		b.WriteString(command("error", o.File, title+": gate failed", why))
 		errs++
 	}
-	for _, s := range r.SampleResults() {
-		out := outcomeOf(s)
-		if out == passed {
-			continue
+	// A run of variants: each variant's samples on their own, never one
+	// sample's outcomes pooled over variants.
+	type part struct {
+		rep   *report.Report
+		title string
+	}
+	parts := []part{{r, title}}
+	if r.Leaderboard != nil {
+		parts = nil
+		for _, name := range r.VariantNames() {
+			parts = append(parts, part{r.VariantReport(name), title + " [" + name + "]"})
 		}
-		level, count, more := "error", &errs, &moreErrs
-		if out == flaky {
-			level, count, more = "warning", &warns, &moreWarns
+	}
+	for _, p := range parts {
+		byID := map[string][]report.Failure{}
+		for _, f := range p.rep.Failures {
+			byID[f.SampleID] = append(byID[f.SampleID], f)
 		}
-		if *count >= o.Max {
-			*more++
-			continue
-		}
-		*count++
-		msg := fmt.Sprintf("%s: passed %d, failed %d, errored %d, unscored %d", out, s.Passed, s.Failed, s.Errored, s.Unscored)
-		for _, f := range byID[s.ID] {
-			msg += fmt.Sprintf("\nepoch %d: %s: %s", f.Epoch, kind(f), clipText(f.Reason, 1024))
-			if f.Transcript != "" {
-				msg += fmt.Sprintf("\n  proctor trace %s %s", orLOG(o.Log), f.Transcript)
+		for _, s := range p.rep.SampleResults() {
+			out := outcomeOf(s)
+			if out == passed {
+				continue
 			}
-			if f.TraceURL != "" {
-				msg += "\n  " + f.TraceURL
+			level, count, more := "error", &errs, &moreErrs
+			if out == flaky {
+				level, count, more = "warning", &warns, &moreWarns
 			}
+			if *count >= o.Max {
+				*more++
+				continue
+			}
+			*count++
+			msg := fmt.Sprintf("%s: passed %d, failed %d, errored %d, unscored %d", out, s.Passed, s.Failed, s.Errored, s.Unscored)
+			for _, f := range byID[s.ID] {
+				msg += fmt.Sprintf("\nepoch %d: %s: %s", f.Epoch, kind(f), clipText(f.Reason, 1024))
+				if f.Transcript != "" {
+					msg += fmt.Sprintf("\n  proctor trace %s %s", orLOG(o.Log), f.Transcript)
+				}
+				if f.TraceURL != "" {
+					msg += "\n  " + f.TraceURL
+				}
+			}
+			b.WriteString(command(level, o.File, p.title+": "+s.ID, clipText(msg, 16<<10)))
 		}
-		b.WriteString(command(level, o.File, title+": "+s.ID, clipText(msg, 16<<10)))
 	}
 	summary := fmt.Sprintf("pass rate %.1f%% [%.1f%%, %.1f%%] over %d samples × %d epochs: %d passed, %d failed, %d errored, %d unscored",
 		100*r.PassRate, 100*r.Interval.Lo, 100*r.Interval.Hi, r.Samples, r.Epochs, r.Passed, r.Failed, r.Errored, r.Unscored)
+	if r.Leaderboard != nil {
+		summary = r.Headline()
+	}
 	if moreErrs+moreWarns > 0 {
 		summary += fmt.Sprintf("; %d failing and %d flaky samples more than annotated (see the report)", moreErrs, moreWarns)
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/eval/report/ci"
+	"github.com/proctor-evals/proctor/sink"
 )
 
 // unescapeProperty and unescapeData undo GitHub's escaping, as the
@@ -87,4 +89,38 @@ func TestAnnotationsCappedAsGitHubShowsThem(t *testing.T) {
 	cmds := parseCommands(t, buf.String())
 	require.Len(t, cmds, 11)
 	require.Contains(t, cmds[10].msg, "4 failing and 0 flaky samples more than annotated")
+}
+
+// TestAnnotationsPerVariant: a sample that fails in one variant and
+// passes in the other is an error of that variant, not one flaky sample;
+// the notice is the leaderboard's headline, no pooled pass rate.
+func TestAnnotationsPerVariant(t *testing.T) {
+	t.Parallel()
+	var recs []sink.Record
+	for _, v := range []string{"a", "b"} {
+		for ep := range 2 {
+			r := sink.Record{Schema: 1, RunID: "run1", Eval: "harbor", Variant: v, SampleID: "s1", Epoch: ep, Status: sink.Pass, Score: 1}
+			if v == "b" {
+				r.Status, r.Score, r.Reason = sink.Fail, 0, "wrong in b"
+			}
+			recs = append(recs, r)
+		}
+	}
+	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}, nil)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, ci.WriteAnnotations(&buf, rep, nil))
+	cmds := parseCommands(t, buf.String())
+	require.Len(t, cmds, 2, buf.String())
+	require.Equal(t, "error", cmds[0].level)
+	require.Equal(t, "proctor harbor [b]: s1", cmds[0].title)
+	require.Contains(t, cmds[0].msg, "wrong in b")
+	require.Equal(t, "notice", cmds[1].level)
+	require.Contains(t, cmds[1].msg, "2 variants, not pooled")
 }
