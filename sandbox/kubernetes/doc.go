@@ -117,5 +117,15 @@
 // pods with Spec.Network false) and Options.NetworkPolicyEnforced (the
 // operator's word that the cluster's network plugin enforces it, checked
 // as docs/kubernetes.md says): the API server accepts NetworkPolicies
-// that nothing enforces.
+// that nothing enforces. A model gateway is served at
+// Options.GatewayAddress ([Driver.ServeGateway]); with NetworkPolicy, a
+// second policy allows the network-off pods egress to it alone, and
+// Gateway is claimed under the same operator's word.
+//
+// OOM: after a command that failed under a memory limit the driver reads
+// the container's cgroup count of OOM kills (a kernel that killed one
+// process, the container running on, as on cgroup v1 nodes) and, when the
+// container does not answer, waits for the kubelet to report it
+// terminated as OOMKilled (cgroup v2, memory.oom.group): either is
+// [sandbox.ErrOOM].
 package kubernetes

@@ -87,6 +87,15 @@ type Options struct {
 	// with NetworkPolicy and NetworkPolicyEnforced does the driver claim
 	// network isolation in [Driver.Guarantees].
 	NetworkPolicyEnforced bool
+	// GatewayAddress is the IP address at which the run's pods reach
+	// this process (in a pod: its own IP, the downward API's
+	// status.podIP). Set, the driver serves a model gateway there
+	// ([Driver.ServeGateway], eval.Config.Models) at a free port, and
+	// with NetworkPolicy a second NetworkPolicy allows the network-off
+	// pods egress to that address and port alone: the gateway is the one
+	// address they reach, claimed (Guarantees.Gateway) under
+	// NetworkPolicyEnforced. Unset, ServeGateway is unsupported.
+	GatewayAddress string
 	// SchedulingGrace is how long a pod may stay unschedulable before
 	// Provision or Fork fails with the scheduler's message; default 0,
 	// at once. Set it to cover a cluster autoscaler's scale-up.
@@ -230,7 +239,8 @@ func (d *Driver) Guarantees() sandbox.Guarantees {
 	net := d.opts.NetworkPolicy && d.opts.NetworkPolicyEnforced
 	// No host path is ever mounted: with egress denied nothing outside the
 	// pod is reachable, Unix sockets of the node included.
-	return sandbox.Guarantees{Network: net, IPNetwork: net, CPUs: true, Memory: true, Disk: true, OOM: true}
+	return sandbox.Guarantees{Network: net, IPNetwork: net, Gateway: net && d.opts.GatewayAddress != "",
+		CPUs: true, Memory: true, Disk: true, OOM: true}
 }
 
 func (d *Driver) labels(role string, network bool) map[string]string {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -526,4 +528,50 @@ func TestContainerOOMKilledIsAnOOM(t *testing.T) {
 	if _, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, sandbox.ErrOOM) {
 		t.Errorf("a command in the killed container: %v; want ErrUnavailable (the sandbox is gone), not another OOM", err)
 	}
+}
+
+// With a gateway address, a NetworkPolicy and the cluster enforcing it
+// (the test kubelet does, for egress to one address and TCP port), the
+// gateway is the one address a network-off sandbox reaches: the
+// conformance suite's GatewayOnly (a second server of the host, at any of
+// its addresses, is not reached) and GatewayReached (network-on pods, on
+// Docker's bridge, reach it too), and the network cases besides.
+func TestGatewayConformance(t *testing.T) {
+	host := hostIPv4(t)
+	p, _, _ := provider(t, func(o *kubernetes.Options) {
+		o.NetworkPolicy, o.NetworkPolicyEnforced, o.GatewayAddress = true, true, host
+		o.Annotations = map[string]string{kubetest.NetworkAnnotation: "bridge"} // network-on pods: the policy leaves them alone
+	})
+	if g := p.Guarantees(); !g.Gateway || !g.Network {
+		t.Fatalf("Guarantees %+v: want Gateway and Network", g)
+	}
+	sandboxtest.Run(t, p, &sandboxtest.Options{Spec: sandbox.Spec{Image: kubetest.BusyboxImage(t)}})
+}
+
+// Without a gateway address no gateway is served (ServeGateway is
+// unsupported) and none is claimed.
+func TestNoGatewayWithoutAnAddress(t *testing.T) {
+	p, _, _ := provider(t, func(o *kubernetes.Options) { o.NetworkPolicy, o.NetworkPolicyEnforced = true, true })
+	if p.Guarantees().Gateway {
+		t.Error("Gateway claimed with no GatewayAddress")
+	}
+	if _, _, err := p.ServeGateway(http.NotFoundHandler()); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "GatewayAddress") {
+		t.Errorf("ServeGateway with no address: %v", err)
+	}
+}
+
+// hostIPv4 is an IPv4 address of this host's, not loopback: one Docker's
+// bridge reaches.
+func hostIPv4(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			return ipn.IP.String()
+		}
+	}
+	t.Skip("no IPv4 address but loopback")
+	return ""
 }

@@ -9,9 +9,11 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +70,7 @@ type kubelet struct {
 	started    map[string]map[string]string // pod UID → container name → Docker ID, of every container started
 	keys       map[string]string            // pod UID → namespace/name, for the started
 	finalizing map[string]bool              // pod UIDs being finalized
+	forwarders map[string][]net.Listener    // pod UID → the forwarders of the egress its NetworkPolicies allow (policy.go)
 }
 
 func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
@@ -97,6 +100,7 @@ func startKubelet(c *Cluster, pki *pki) (*kubelet, error) {
 		started:    map[string]map[string]string{},
 		keys:       map[string]string{},
 		finalizing: map[string]bool{},
+		forwarders: map[string][]net.Listener{},
 	}
 	k.removeOrphans()
 
@@ -185,6 +189,12 @@ func (k *kubelet) stop() error {
 	}
 	if k.server != nil {
 		k.server.Close()
+	}
+	k.mu.Lock()
+	uids := slices.Collect(maps.Keys(k.forwarders))
+	k.mu.Unlock()
+	for _, uid := range uids {
+		k.closeForwarders(uid) // their goroutines are the wait group's
 	}
 	k.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -438,13 +448,18 @@ func (k *kubelet) sync(key string) (retry time.Duration, err error) {
 			return 0, err
 		}
 		k.mu.Lock()
+		var gone []string
 		for uid, kk := range k.keys {
 			if kk == key {
 				delete(k.started, uid)
 				delete(k.keys, uid)
+				gone = append(gone, uid)
 			}
 		}
 		k.mu.Unlock()
+		for _, uid := range gone {
+			k.closeForwarders(uid)
+		}
 		return 0, nil
 	}
 	pod := obj.(*corev1.Pod)
@@ -599,7 +614,15 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}
 			return st, "", nil
 		}
-		id, err = k.create(ctx, pod, c, u, vars, first)
+		var isolated bool
+		var allowed []netip.AddrPort
+		if first == "" {
+			if isolated, allowed, err = k.egressOf(ctx, pod); err != nil {
+				st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
+				return st, "", nil
+			}
+		}
+		id, err = k.create(ctx, pod, c, u, vars, first, isolated)
 		if err != nil {
 			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}
 			return st, "", nil
@@ -614,6 +637,12 @@ func (k *kubelet) container(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		if _, err := k.docker.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 			// Like a runtime that cannot start the command: terminated, 128.
 			k.log.Printf("start %s/%s %s: %v", pod.Namespace, pod.Name, c.Name, err)
+		} else if len(allowed) > 0 {
+			if err := k.allowEgress(ctx, string(pod.UID), id, allowed); err != nil {
+				// Never run under a policy not enforced: the pod fails.
+				k.log.Printf("egress of %s/%s: %v", pod.Namespace, pod.Name, err)
+				k.docker.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+			}
 		}
 		k.watch(id, pod.Namespace+"/"+pod.Name)
 	}
@@ -680,7 +709,7 @@ func (k *kubelet) watch(id, key string) {
 }
 
 // create creates the Docker container of a pod's container.
-func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, u user, vars []string, first string) (string, error) {
+func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Container, u user, vars []string, first string, isolated bool) (string, error) {
 	labels := map[string]string{
 		labelCluster:   k.id,
 		labelPid:       strconv.Itoa(os.Getpid()),
@@ -716,8 +745,8 @@ func (k *kubelet) create(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 		if len(cfg.Hostname) > 63 {
 			cfg.Hostname = cfg.Hostname[:63]
 		}
-		if n := pod.Annotations[NetworkAnnotation]; n != "" {
-			hc.NetworkMode = container.NetworkMode(n)
+		if n := pod.Annotations[NetworkAnnotation]; n != "" && !isolated {
+			hc.NetworkMode = container.NetworkMode(n) // a pod whose egress a policy isolates has none (policy.go)
 		}
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
@@ -998,6 +1027,9 @@ func (k *kubelet) finalize(pod *corev1.Pod) {
 			delete(k.keys, uid)
 		}
 		k.mu.Unlock()
+		if err == nil {
+			k.closeForwarders(uid)
+		}
 		if err != nil && k.ctx.Err() == nil {
 			k.log.Printf("finalize %s/%s: %v", pod.Namespace, pod.Name, err)
 			k.queue.AddRateLimited(pod.Namespace + "/" + pod.Name)
