@@ -279,3 +279,33 @@ func TestEliminationStopsALosingVariant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.Eliminations, m2.Eliminations)
 }
+
+// TestVariantsShardBySample: every variant of a sample goes to the
+// sample's shard (its environment is provisioned once), and the shards
+// together run the matrix once.
+func TestVariantsShardBySample(t *testing.T) {
+	t.Parallel()
+	var d dataset.Slice[string]
+	for i := range 20 {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%02d", i), Input: "x"})
+	}
+	dir := t.TempDir()
+	keys := map[sink.Key]int{}
+	for i := range 2 {
+		var cl variantCalls
+		log := filepath.Join(dir, fmt.Sprintf("shard%d.jsonl", i))
+		shard := eval.Shard{Index: i, Count: 2}
+		_, err := variantsEval(&cl, d, "a", "b", "c").Run(context.Background(), eval.Config{Log: log, Shard: shard, Epochs: 2, Quiet: true})
+		require.NoError(t, err)
+		perSample := map[string]int{}
+		for _, r := range logRecords(t, log) {
+			require.True(t, eval.InShard(r.SampleID, shard), "%s in shard %d", r.SampleID, i)
+			perSample[r.SampleID]++
+			keys[r.Key()]++
+		}
+		for id, n := range perSample {
+			require.Equal(t, 6, n, "%s: every variant × epoch in one shard", id)
+		}
+	}
+	require.Len(t, keys, 20*3*2)
+}
