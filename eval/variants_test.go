@@ -309,3 +309,29 @@ func TestVariantsShardBySample(t *testing.T) {
 	}
 	require.Len(t, keys, 20*3*2)
 }
+
+// TestVariantsRejudge: rejudging a matrix's log judges every variant's
+// outputs again, each record keeping its variant.
+func TestVariantsRejudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var cl variantCalls
+	from := filepath.Join(dir, "from.jsonl")
+	_, err := variantsEval(&cl, samples("x", "y"), "a", "b").Run(context.Background(), eval.Config{Log: from, Epochs: 2, Quiet: true})
+	require.NoError(t, err)
+	passIfB := judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		if out != ep.Variant {
+			return judge.Verdict{}, fmt.Errorf("variant %s's record holds %q", ep.Variant, out)
+		}
+		return judge.Verdict{Pass: out == "b"}, nil
+	})
+	e := &eval.Eval[string, string]{Name: "variants", Judge: passIfB}
+	to := filepath.Join(dir, "to.jsonl")
+	rep, err := e.Rejudge(context.Background(), from, eval.Config{Log: to, Quiet: true})
+	require.NoError(t, err)
+	require.Equal(t, 8, rep.Episodes)
+	require.Equal(t, 4, rep.Passed)
+	for _, r := range logRecords(t, to) {
+		require.Equal(t, r.Variant == "b", r.Status == sink.Pass, "%v", r.Key())
+	}
+}
