@@ -335,3 +335,79 @@ func TestVariantsRejudge(t *testing.T) {
 		require.Equal(t, r.Variant == "b", r.Status == sink.Pass, "%v", r.Key())
 	}
 }
+
+// cancelAfter cancels its context once it has been given n records.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	seen   int
+}
+
+func (c *cancelAfter) Write(context.Context, sink.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen++; c.seen == c.n {
+		c.cancel()
+	}
+	return nil
+}
+
+func (c *cancelAfter) Close(context.Context) error { return nil }
+
+// TestEliminationResumedDecidesAsOneRun: a run stopped midway and resumed
+// eliminates the same variants, by the same variants, after the same
+// samples as one run that was never stopped: the tests are fed the
+// log's records in claim order, whoever recorded them.
+func TestEliminationResumedDecidesAsOneRun(t *testing.T) {
+	t.Parallel()
+	var d dataset.Slice[string]
+	for i := range 300 {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%03d", i), Input: "x"})
+	}
+	// Outcomes by seed: a passes 70 %, b 45 %, c 65 %.
+	rate := map[string]uint64{"a": 70, "b": 45, "c": 65}
+	e := &eval.Eval[string, string]{Name: "elim", Dataset: d, Judge: judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		return judge.Verdict{Pass: out == "pass"}, nil
+	})}
+	for _, name := range []string{"a", "b", "c"} {
+		e.Variants = append(e.Variants, eval.Variant[string, string]{Name: name, Harness: harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
+			if (ep.Seed>>7)%100 < rate[name] {
+				return "pass", nil
+			}
+			return "fail", nil
+		})})
+	}
+	dir := t.TempDir()
+	cfg := eval.Config{EliminateVariants: 0.05, Epochs: 2, Concurrency: 8, Seed: 11, Quiet: true}
+	one := cfg
+	one.Log = filepath.Join(dir, "one.jsonl")
+	_, err := e.Run(context.Background(), one)
+	require.NoError(t, err)
+	want, err := manifest.Read(one.Log)
+	require.NoError(t, err)
+	require.NotEmpty(t, want.Eliminations, "the test needs an elimination")
+
+	resumed := cfg
+	resumed.Log = filepath.Join(dir, "resumed.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := cfg
+	stop.Log, stop.Sinks = resumed.Log, []sink.Sink{&cancelAfter{n: 40, cancel: cancel}}
+	_, err = e.Run(ctx, stop)
+	require.Error(t, err, "stopped midway")
+	_, err = e.Run(context.Background(), resumed)
+	require.NoError(t, err)
+	got, err := manifest.Read(resumed.Log)
+	require.NoError(t, err)
+	strip := func(es []manifest.Elimination) []manifest.Elimination {
+		out := make([]manifest.Elimination, len(es))
+		for i, e := range es {
+			e.Saved = 0 // episodes in flight when the first run stopped may differ
+			out[i] = e
+		}
+		return out
+	}
+	require.Equal(t, strip(want.Eliminations), strip(got.Eliminations))
+	t.Logf("eliminations: %+v", want.Eliminations)
+}
