@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +260,7 @@ func TestEliminationStopsALosingVariant(t *testing.T) {
 	require.Equal(t, int32(n), c.provisions.Load(), "one environment per sample still")
 	c.requireAllClosed(t)
 	require.Less(t, rep.Episodes, 3*n)
+	require.Contains(t, strings.Join(rep.Warnings, "\n"), "variant b stopped after 12 samples: a is better (α 0.05 over the run's eliminations)")
 
 	m, err := manifest.Read(log)
 	require.NoError(t, err)
