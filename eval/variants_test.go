@@ -413,3 +413,36 @@ func TestEliminationResumedDecidesAsOneRun(t *testing.T) {
 	require.Equal(t, strip(want.Eliminations), strip(got.Eliminations))
 	t.Logf("eliminations: %+v", want.Eliminations)
 }
+
+// TestVariantsReuseJudgesOutputsAgain: with only the judge's version
+// changed, each variant's recorded outputs are judged again and no agent
+// runs.
+func TestVariantsReuseJudgesOutputsAgain(t *testing.T) {
+	t.Parallel()
+	d := samples("x", "y")
+	dir := t.TempDir()
+	var cl variantCalls
+	e := variantsEval(&cl, d, "a", "b")
+	e.Versions.Judge = "j1"
+	_, err := e.Run(context.Background(), eval.Config{Log: filepath.Join(dir, "one.jsonl"), Epochs: 2, Quiet: true})
+	require.NoError(t, err)
+
+	cl = variantCalls{}
+	e = variantsEval(&cl, d, "a", "b")
+	e.Versions.Judge = "j2"
+	e.Judge = judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		if out != ep.Variant {
+			return judge.Verdict{}, fmt.Errorf("variant %s judged %q", ep.Variant, out)
+		}
+		return judge.Verdict{Pass: out == "b"}, nil // the new judge prefers b
+	})
+	rep, err := e.Run(context.Background(), eval.Config{Log: filepath.Join(dir, "two.jsonl"), Epochs: 2, ReuseFrom: []string{filepath.Join(dir, "one.jsonl")}, Quiet: true})
+	require.NoError(t, err)
+	require.Empty(t, cl.count(), "no agent ran")
+	require.Equal(t, 8, rep.Episodes)
+	require.Equal(t, 4, rep.Passed)
+	for _, r := range logRecords(t, filepath.Join(dir, "two.jsonl")) {
+		require.NotEmpty(t, r.ParentRunID, "%v judged again", r.Key())
+		require.Equal(t, r.Variant == "b", r.Status == sink.Pass)
+	}
+}
