@@ -4,12 +4,14 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -100,4 +102,27 @@ func byKey(t *testing.T, log string) map[sink.Key]sink.Record {
 		m[r.Key()] = r
 	}
 	return m
+}
+
+// TestWorkerWithOtherVariantsIsRefused: a worker compares its eval's
+// variants (names and versions) with the run's: slots number variants by
+// their place, so another list would run other episodes under the same
+// slots.
+func TestWorkerWithOtherVariantsIsRefused(t *testing.T) {
+	t.Parallel()
+	run := &manifest.Manifest{Eval: "e", Variants: []manifest.Variant{{Name: "a", Harness: "1"}, {Name: "b", Harness: "1"}}}
+	for name, mine := range map[string][]manifest.Variant{
+		"reordered": {{Name: "b", Harness: "1"}, {Name: "a", Harness: "1"}},
+		"versioned": {{Name: "a", Harness: "1"}, {Name: "b", Harness: "2"}},
+		"fewer":     {{Name: "a", Harness: "1"}},
+		"none":      nil,
+	} {
+		d := compareManifests(run, &manifest.Manifest{Eval: "e", Variants: mine})
+		if len(d) != 1 || !strings.HasPrefix(d[0], "variants: ") {
+			t.Errorf("%s: differences %q, want the variants'", name, d)
+		}
+	}
+	if d := compareManifests(run, &manifest.Manifest{Eval: "e", Variants: run.Variants}); len(d) != 0 {
+		t.Errorf("the same variants differ: %q", d)
+	}
 }

@@ -355,6 +355,12 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	if int(r.owned) > rep.Episodes {
 		rep.Planned = int(r.owned) // stopped early: how far it got
 	}
+	for _, e := range r.elim.eliminations() {
+		// Until the report has a place of its own for them (the manifest
+		// holds them: manifest.Eliminations).
+		warnings = append(warnings, fmt.Sprintf("variant %s stopped after %d samples: %s is better (α %g over the run's eliminations); %d of its episodes not run",
+			e.Variant, e.AfterSamples, e.By, e.Alpha, e.Saved))
+	}
 	if r.excluded > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d records for samples or epochs not in this run: they stay in the log, excluded from the report", r.excluded))
 	}

@@ -91,6 +91,7 @@ func (e ETA) Known() bool { return e.High > 0 }
 // RunningEpisode is an episode in flight.
 type RunningEpisode struct {
 	SampleID       string
+	Variant        string // "" without variants
 	Epoch, Attempt int
 	// Elapsed is the time since its current attempt started (on this
 	// machine, to within one Config.ProgressEvery, rounded up).
@@ -302,7 +303,8 @@ func (s *scheduler[T, O]) running() (int, []RunningEpisode) {
 	out := make([]RunningEpisode, len(top))
 	for k, e := range top {
 		idx := e.shown&(1<<48-1) - 1
-		out[k] = RunningEpisode{SampleID: s.samples.id(int(idx / epochs)), Epoch: int(idx % epochs),
+		slot := int(idx % epochs)
+		out[k] = RunningEpisode{SampleID: s.samples.id(int(idx / epochs)), Variant: s.plan.name(slot), Epoch: s.plan.epoch(slot),
 			Attempt: int(e.shown >> 48), Elapsed: time.Duration(max(now-e.since, 0))}
 	}
 	return n, out

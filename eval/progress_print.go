@@ -128,7 +128,7 @@ func (p Progress) line(width int) string {
 	}
 	if len(p.Longest) > 0 && p.Longest[0].Elapsed >= progressLongestShown {
 		l := p.Longest[0]
-		add(4, "longest %s epoch %d attempt %d %s", l.SampleID, l.Epoch, l.Attempt, shortDuration(l.Elapsed))
+		add(4, "longest %s%s epoch %d attempt %d %s", l.SampleID, variantOf(l.Variant), l.Epoch, l.Attempt, shortDuration(l.Elapsed))
 	}
 	prefix := "proctor: "
 	if p.Eval != "" {

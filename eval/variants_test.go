@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +260,7 @@ func TestEliminationStopsALosingVariant(t *testing.T) {
 	require.Equal(t, int32(n), c.provisions.Load(), "one environment per sample still")
 	c.requireAllClosed(t)
 	require.Less(t, rep.Episodes, 3*n)
+	require.Contains(t, strings.Join(rep.Warnings, "\n"), "variant b stopped after 12 samples: a is better (α 0.05 over the run's eliminations)")
 
 	m, err := manifest.Read(log)
 	require.NoError(t, err)
@@ -278,4 +280,169 @@ func TestEliminationStopsALosingVariant(t *testing.T) {
 	m2, err := manifest.Read(log)
 	require.NoError(t, err)
 	require.Equal(t, m.Eliminations, m2.Eliminations)
+}
+
+// TestVariantsShardBySample: every variant of a sample goes to the
+// sample's shard (its environment is provisioned once), and the shards
+// together run the matrix once.
+func TestVariantsShardBySample(t *testing.T) {
+	t.Parallel()
+	var d dataset.Slice[string]
+	for i := range 20 {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%02d", i), Input: "x"})
+	}
+	dir := t.TempDir()
+	keys := map[sink.Key]int{}
+	for i := range 2 {
+		var cl variantCalls
+		log := filepath.Join(dir, fmt.Sprintf("shard%d.jsonl", i))
+		shard := eval.Shard{Index: i, Count: 2}
+		_, err := variantsEval(&cl, d, "a", "b", "c").Run(context.Background(), eval.Config{Log: log, Shard: shard, Epochs: 2, Quiet: true})
+		require.NoError(t, err)
+		perSample := map[string]int{}
+		for _, r := range logRecords(t, log) {
+			require.True(t, eval.InShard(r.SampleID, shard), "%s in shard %d", r.SampleID, i)
+			perSample[r.SampleID]++
+			keys[r.Key()]++
+		}
+		for id, n := range perSample {
+			require.Equal(t, 6, n, "%s: every variant × epoch in one shard", id)
+		}
+	}
+	require.Len(t, keys, 20*3*2)
+}
+
+// TestVariantsRejudge: rejudging a matrix's log judges every variant's
+// outputs again, each record keeping its variant.
+func TestVariantsRejudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var cl variantCalls
+	from := filepath.Join(dir, "from.jsonl")
+	_, err := variantsEval(&cl, samples("x", "y"), "a", "b").Run(context.Background(), eval.Config{Log: from, Epochs: 2, Quiet: true})
+	require.NoError(t, err)
+	passIfB := judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		if out != ep.Variant {
+			return judge.Verdict{}, fmt.Errorf("variant %s's record holds %q", ep.Variant, out)
+		}
+		return judge.Verdict{Pass: out == "b"}, nil
+	})
+	e := &eval.Eval[string, string]{Name: "variants", Judge: passIfB}
+	to := filepath.Join(dir, "to.jsonl")
+	rep, err := e.Rejudge(context.Background(), from, eval.Config{Log: to, Quiet: true})
+	require.NoError(t, err)
+	require.Equal(t, 8, rep.Episodes)
+	require.Equal(t, 4, rep.Passed)
+	for _, r := range logRecords(t, to) {
+		require.Equal(t, r.Variant == "b", r.Status == sink.Pass, "%v", r.Key())
+	}
+}
+
+// cancelAfter cancels its context once it has been given n records.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	seen   int
+}
+
+func (c *cancelAfter) Write(context.Context, sink.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen++; c.seen == c.n {
+		c.cancel()
+	}
+	return nil
+}
+
+func (c *cancelAfter) Close(context.Context) error { return nil }
+
+// TestEliminationResumedDecidesAsOneRun: a run stopped midway and resumed
+// eliminates the same variants, by the same variants, after the same
+// samples as one run that was never stopped: the tests are fed the
+// log's records in claim order, whoever recorded them.
+func TestEliminationResumedDecidesAsOneRun(t *testing.T) {
+	t.Parallel()
+	var d dataset.Slice[string]
+	for i := range 300 {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%03d", i), Input: "x"})
+	}
+	// Outcomes by seed: a passes 70 %, b 45 %, c 65 %.
+	rate := map[string]uint64{"a": 70, "b": 45, "c": 65}
+	e := &eval.Eval[string, string]{Name: "elim", Dataset: d, Judge: judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		return judge.Verdict{Pass: out == "pass"}, nil
+	})}
+	for _, name := range []string{"a", "b", "c"} {
+		e.Variants = append(e.Variants, eval.Variant[string, string]{Name: name, Harness: harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
+			if (ep.Seed>>7)%100 < rate[name] {
+				return "pass", nil
+			}
+			return "fail", nil
+		})})
+	}
+	dir := t.TempDir()
+	cfg := eval.Config{EliminateVariants: 0.05, Epochs: 2, Concurrency: 8, Seed: 11, Quiet: true}
+	one := cfg
+	one.Log = filepath.Join(dir, "one.jsonl")
+	_, err := e.Run(context.Background(), one)
+	require.NoError(t, err)
+	want, err := manifest.Read(one.Log)
+	require.NoError(t, err)
+	require.NotEmpty(t, want.Eliminations, "the test needs an elimination")
+
+	resumed := cfg
+	resumed.Log = filepath.Join(dir, "resumed.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := cfg
+	stop.Log, stop.Sinks = resumed.Log, []sink.Sink{&cancelAfter{n: 40, cancel: cancel}}
+	_, err = e.Run(ctx, stop)
+	require.Error(t, err, "stopped midway")
+	_, err = e.Run(context.Background(), resumed)
+	require.NoError(t, err)
+	got, err := manifest.Read(resumed.Log)
+	require.NoError(t, err)
+	strip := func(es []manifest.Elimination) []manifest.Elimination {
+		out := make([]manifest.Elimination, len(es))
+		for i, e := range es {
+			e.Saved = 0 // episodes in flight when the first run stopped may differ
+			out[i] = e
+		}
+		return out
+	}
+	require.Equal(t, strip(want.Eliminations), strip(got.Eliminations))
+	t.Logf("eliminations: %+v", want.Eliminations)
+}
+
+// TestVariantsReuseJudgesOutputsAgain: with only the judge's version
+// changed, each variant's recorded outputs are judged again and no agent
+// runs.
+func TestVariantsReuseJudgesOutputsAgain(t *testing.T) {
+	t.Parallel()
+	d := samples("x", "y")
+	dir := t.TempDir()
+	var cl variantCalls
+	e := variantsEval(&cl, d, "a", "b")
+	e.Versions.Judge = "j1"
+	_, err := e.Run(context.Background(), eval.Config{Log: filepath.Join(dir, "one.jsonl"), Epochs: 2, Quiet: true})
+	require.NoError(t, err)
+
+	cl = variantCalls{}
+	e = variantsEval(&cl, d, "a", "b")
+	e.Versions.Judge = "j2"
+	e.Judge = judge.Func[string, string](func(_ context.Context, ep *harness.Episode[string], out string) (judge.Verdict, error) {
+		if out != ep.Variant {
+			return judge.Verdict{}, fmt.Errorf("variant %s judged %q", ep.Variant, out)
+		}
+		return judge.Verdict{Pass: out == "b"}, nil // the new judge prefers b
+	})
+	rep, err := e.Run(context.Background(), eval.Config{Log: filepath.Join(dir, "two.jsonl"), Epochs: 2, ReuseFrom: []string{filepath.Join(dir, "one.jsonl")}, Quiet: true})
+	require.NoError(t, err)
+	require.Empty(t, cl.count(), "no agent ran")
+	require.Equal(t, 8, rep.Episodes)
+	require.Equal(t, 4, rep.Passed)
+	for _, r := range logRecords(t, filepath.Join(dir, "two.jsonl")) {
+		require.NotEmpty(t, r.ParentRunID, "%v judged again", r.Key())
+		require.Equal(t, r.Variant == "b", r.Status == sink.Pass)
+	}
 }

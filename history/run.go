@@ -34,7 +34,11 @@ import (
 type Run struct {
 	RunID string
 	Eval  string
-	Log   string // the log's path, as the caller named it (the catalog keeps it relative to its directory)
+	// Variant is the eval's variant this row is of (its records alone),
+	// "" for a log without variants: each variant of a matrix is its own
+	// trend (ReadVariants, Series).
+	Variant string
+	Log     string // the log's path, as the caller named it (the catalog keeps it relative to its directory)
 
 	// What the run measured, from its manifest (empty for a log without
 	// one): the component versions are the fingerprints whose changes the
@@ -111,6 +115,75 @@ func Read(path string, opts *report.Options) (*Run, *report.Report, error) {
 		run.Start = m.CreatedAt
 	}
 	return run, rep, nil
+}
+
+// ReadVariants is Read, with a row per variant for a log of an eval's
+// variants (its manifest names them): each folds that variant's records
+// alone, its HarnessVersion the variant's, so that each variant is a
+// trend of its own. A log without variants gives Read's one row.
+func ReadVariants(path string, opts *report.Options) ([]*Run, error) {
+	m, err := manifest.Read(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if m == nil || len(m.Variants) == 0 {
+		run, _, err := Read(path, opts)
+		if err != nil {
+			return nil, err
+		}
+		return []*Run{run}, nil
+	}
+	var runs []*Run
+	for _, v := range m.Variants {
+		var s span
+		rep, err := report.FromRecords(variantRecords(func(yield func(sink.Record, error) bool) {
+			for r, err := range jsonl.Records(path) {
+				if err == nil && r.Variant == v.Name {
+					s.add(&r)
+				}
+				if !yield(r, err) {
+					return
+				}
+			}
+		}, v.Name), opts)
+		if err != nil {
+			return nil, err
+		}
+		run := FromReport(rep, m)
+		run.Variant, run.HarnessVersion, run.Log, run.Start = v.Name, v.Harness, path, s.first
+		if !s.last.IsZero() {
+			run.Wall = s.last.Sub(s.first)
+		}
+		if run.Start.IsZero() {
+			run.Start = m.CreatedAt
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+// variantRecords yields the records of one variant of recs (and every
+// error).
+func variantRecords(recs iter.Seq2[sink.Record, error], variant string) iter.Seq2[sink.Record, error] {
+	return func(yield func(sink.Record, error) bool) {
+		for r, err := range recs {
+			if err == nil && r.Variant != variant {
+				continue
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
+}
+
+// Series names the trend a run belongs to: its eval, and its variant when
+// it has one ("eval variant").
+func (r *Run) Series() string {
+	if r.Variant == "" {
+		return r.Eval
+	}
+	return r.Eval + " " + r.Variant
 }
 
 // span is when a run's episodes ran: the first start and the last end.
@@ -206,24 +279,24 @@ func (r *Run) Dataset() manifest.DatasetIdentity {
 	return manifest.DatasetIdentity{Samples: r.DatasetSamples, Hash: r.DatasetHash}
 }
 
-// Sort orders runs as a history reads them: by eval, then start time,
-// then log.
+// Sort orders runs as a history reads them: by eval and variant, then
+// start time, then log.
 func Sort(runs []*Run) {
 	slices.SortStableFunc(runs, func(a, b *Run) int {
-		return cmp.Or(cmp.Compare(a.Eval, b.Eval), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
+		return cmp.Or(cmp.Compare(a.Eval, b.Eval), cmp.Compare(a.Variant, b.Variant), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
 	})
 }
 
-// Evals yields each eval's runs in start order, evals by name. runs must
-// be sorted (Sort).
+// Evals yields each trend's runs in start order (an eval's, or one of its
+// variants': Series names it), by name. runs must be sorted (Sort).
 func Evals(runs []*Run) iter.Seq2[string, []*Run] {
 	return func(yield func(string, []*Run) bool) {
 		for i := 0; i < len(runs); {
 			j := i + 1
-			for j < len(runs) && runs[j].Eval == runs[i].Eval {
+			for j < len(runs) && runs[j].Eval == runs[i].Eval && runs[j].Variant == runs[i].Variant {
 				j++
 			}
-			if !yield(runs[i].Eval, runs[i:j]) {
+			if !yield(runs[i].Series(), runs[i:j]) {
 				return
 			}
 			i = j

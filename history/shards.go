@@ -56,7 +56,7 @@ func Group(runs []*Run) []*Run {
 			out = append(out, r)
 			continue
 		}
-		key := r.Eval + "\x00" + r.RunID
+		key := r.Eval + "\x00" + r.Variant + "\x00" + r.RunID
 		g := open[key]
 		if g == nil || slices.ContainsFunc(g.Parts, func(p *Run) bool { return p.Shard == r.Shard }) {
 			g = &Run{}
@@ -73,10 +73,10 @@ func Group(runs []*Run) []*Run {
 	Sort(out)
 	seen := map[string]int{}
 	for _, r := range out {
-		seen[r.Eval+"\x00"+r.RunID]++
+		seen[r.Eval+"\x00"+r.Variant+"\x00"+r.RunID]++
 	}
 	for _, r := range out {
-		if seen[r.Eval+"\x00"+r.RunID] > 1 {
+		if seen[r.Eval+"\x00"+r.Variant+"\x00"+r.RunID] > 1 {
 			r.RunID += "@" + r.Start.UTC().Format("2006-01-02T15:04:05.000Z")
 		}
 	}
@@ -89,7 +89,7 @@ func Group(runs []*Run) []*Run {
 func (r *Run) join() {
 	parts := r.Parts
 	first := parts[0]
-	*r = Run{RunID: first.RunID, Eval: first.Eval, Log: first.Log, HarnessVersion: first.HarnessVersion,
+	*r = Run{RunID: first.RunID, Eval: first.Eval, Variant: first.Variant, Log: first.Log, HarnessVersion: first.HarnessVersion,
 		JudgeVersion: first.JudgeVersion, SandboxVersion: first.SandboxVersion, DatasetSamples: first.DatasetSamples,
 		DatasetHash: first.DatasetHash, Seed: first.Seed, Epochs: first.Epochs, Proctor: first.Proctor,
 		Resources: first.Resources, ImageDigests: first.ImageDigests,
@@ -176,11 +176,11 @@ func (r *Run) logs() []string {
 // into one report, as `proctor merge` would join them.
 func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 	paths := r.logs()
-	if len(paths) == 1 {
+	if len(paths) == 1 && r.Variant == "" {
 		_, rep, err := Read(paths[0], opts)
 		return rep, err
 	}
-	return report.FromRecords(func(yield func(sink.Record, error) bool) {
+	return report.FromRecords(variantRecords(func(yield func(sink.Record, error) bool) {
 		for _, p := range paths {
 			for rec, err := range jsonl.Records(p) {
 				if !yield(rec, err) {
@@ -188,5 +188,5 @@ func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 				}
 			}
 		}
-	}, opts)
+	}, r.Variant), opts)
 }

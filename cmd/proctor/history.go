@@ -81,7 +81,7 @@ drift".`,
 			}
 			drifted, shown := false, 0
 			for eval, runs := range history.Evals(history.Group(res.Runs)) {
-				if *evalName != "" && eval != *evalName {
+				if *evalName != "" && eval != *evalName && runs[0].Eval != *evalName { // an eval names all its variants' trends
 					continue
 				}
 				if shown > 0 {

@@ -42,7 +42,7 @@ import (
 
 // Schema is the version of the catalog's columns. A catalog of another
 // version is built again from the logs.
-const Schema = 3
+const Schema = 4
 
 // Where the catalog of a runs directory lives: Dir under it.
 const (
@@ -64,8 +64,8 @@ type entry struct {
 // tagEntry is a row of tags.parquet: a run's tag value, with the run's
 // key and start so that a query needs no join for a trend.
 type tagEntry struct {
-	RunID, Eval, Log string
-	Start            time.Time
+	RunID, Eval, Variant, Log string
+	Start                     time.Time
 	history.Tag
 }
 
@@ -73,9 +73,12 @@ type tagEntry struct {
 // judge's part of them (Schema 2) and a simulated user's (Schema 3): rows
 // kept from before are read again rather than left at zero; resources and
 // image_digests are the manifest's, each list joined by "; " (Schema 3).
+// A log of an eval's variants has a row per variant, variant naming it
+// (Schema 4).
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
+	str("variant", func(e *entry) *string { return &e.Variant }),
 	str("log", func(e *entry) *string { return &e.Log }),
 	str("shard", func(e *entry) *string { return &e.Shard }),
 	timestamp("started_at", func(e *entry) *time.Time { return &e.Start }),
@@ -121,6 +124,7 @@ var runFields = []field[entry]{
 var tagFields = []field[tagEntry]{
 	str("run_id", func(e *tagEntry) *string { return &e.RunID }),
 	str("eval", func(e *tagEntry) *string { return &e.Eval }),
+	str("variant", func(e *tagEntry) *string { return &e.Variant }),
 	str("log", func(e *tagEntry) *string { return &e.Log }),
 	timestamp("started_at", func(e *tagEntry) *time.Time { return &e.Start }),
 	str("tag", func(e *tagEntry) *string { return &e.Tag.Tag }),
@@ -163,9 +167,9 @@ func Update(dir string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	byLog := map[string]*entry{}
+	byLog := map[string][]entry{} // a row per variant
 	for i := range old {
-		byLog[old[i].Log] = &old[i]
+		byLog[old[i].Log] = append(byLog[old[i].Log], old[i])
 	}
 	tagsByLog := map[string][]tagEntry{}
 	for _, t := range oldTags {
@@ -186,7 +190,7 @@ func Update(dir string) (*Result, error) {
 			res.Errors = append(res.Errors, err)
 			continue
 		}
-		if e := byLog[rel]; e != nil && e.LogSize == id.LogSize && e.LogModTime.Equal(id.LogModTime) && e.ManifestModTime.Equal(id.ManifestModTime) {
+		if es := byLog[rel]; len(es) > 0 && es[0].LogSize == id.LogSize && es[0].LogModTime.Equal(id.LogModTime) && es[0].ManifestModTime.Equal(id.ManifestModTime) {
 			res.Kept++
 			continue
 		}
@@ -194,7 +198,7 @@ func Update(dir string) (*Result, error) {
 			res.Busy = append(res.Busy, path)
 			continue
 		}
-		run, _, err := history.Read(path, nil)
+		rows, err := history.ReadVariants(path, nil)
 		var notLog *jsonl.NotLogError
 		switch {
 		case errors.As(err, &notLog):
@@ -202,31 +206,40 @@ func Update(dir string) (*Result, error) {
 		case err != nil:
 			res.Errors = append(res.Errors, err)
 			continue
-		case run.Eval == "":
+		case rows[0].Eval == "":
 			continue // an empty file without a manifest: no run yet
 		}
-		run.Log = rel
-		run.Start = run.Start.Truncate(time.Microsecond) // as the file keeps it
-		id.Run, id.WallMS, id.CatalogedAt = *run, float64(run.Wall)/float64(time.Millisecond), now
-		byLog[rel] = &id
+		byLog[rel] = nil
 		tagsByLog[rel] = nil
-		for _, t := range run.Tags {
-			tagsByLog[rel] = append(tagsByLog[rel], tagEntry{RunID: run.RunID, Eval: run.Eval, Log: rel, Start: run.Start, Tag: t})
+		for _, run := range rows {
+			run.Log = rel
+			run.Start = run.Start.Truncate(time.Microsecond) // as the file keeps it
+			e := id
+			e.Run, e.WallMS, e.CatalogedAt = *run, float64(run.Wall)/float64(time.Millisecond), now
+			byLog[rel] = append(byLog[rel], e)
+			for _, t := range run.Tags {
+				tagsByLog[rel] = append(tagsByLog[rel], tagEntry{RunID: run.RunID, Eval: run.Eval, Variant: run.Variant, Log: rel, Start: run.Start, Tag: t})
+			}
 		}
 		res.Read++
 		changed = true
 	}
 	entries := make([]entry, 0, len(byLog))
-	for _, e := range byLog {
-		entries = append(entries, *e)
+	for _, es := range byLog {
+		entries = append(entries, es...)
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(a.Eval, b.Eval), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
+		return cmp.Or(cmp.Compare(a.Eval, b.Eval), cmp.Compare(a.Variant, b.Variant), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
 	})
 	var tags []tagEntry
-	for _, e := range entries {
-		tags = append(tags, tagsByLog[e.Log]...)
+	for log, ts := range tagsByLog {
+		if len(byLog[log]) > 0 {
+			tags = append(tags, ts...)
+		}
 	}
+	slices.SortStableFunc(tags, func(a, b tagEntry) int {
+		return cmp.Or(cmp.Compare(a.Eval, b.Eval), cmp.Compare(a.Variant, b.Variant), a.Start.Compare(b.Start), cmp.Compare(a.Log, b.Log))
+	})
 	if changed {
 		res.Unsaved = write(dir, entries, tags)
 	}
@@ -256,14 +269,14 @@ func Read(dir string) ([]*history.Run, error) {
 }
 
 func runs(dir string, entries []entry, tags []tagEntry) []*history.Run {
-	byLog := map[string][]history.Tag{}
+	byRow := map[[2]string][]history.Tag{} // by log and variant
 	for _, t := range tags {
-		byLog[t.Log] = append(byLog[t.Log], t.Tag)
+		byRow[[2]string{t.Log, t.Variant}] = append(byRow[[2]string{t.Log, t.Variant}], t.Tag)
 	}
 	out := make([]*history.Run, len(entries))
 	for i := range entries {
 		r := entries[i].Run
-		r.Tags = byLog[r.Log]
+		r.Tags = byRow[[2]string{r.Log, r.Variant}]
 		r.Wall = time.Duration(entries[i].WallMS * float64(time.Millisecond))
 		r.Log = filepath.Join(dir, filepath.FromSlash(r.Log))
 		out[i] = &r

@@ -74,6 +74,7 @@ type Finished struct {
 // which a coordinator's progress shows.
 type RunningEpisode struct {
 	SampleID       string
+	Variant        string
 	Epoch, Attempt int
 	Elapsed        time.Duration
 }
