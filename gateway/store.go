@@ -317,8 +317,14 @@ func (s *store) importShared(k episodeKey) error {
 		}
 		calls[i] = c
 	}
-	for i, c := range calls {
-		if err := s.write(c, bytes.TrimRight(lines[i], "\n")); err != nil {
+	for _, c := range calls {
+		// Encoded again, not copied: a line of the fleet's may be JSON
+		// spread over several lines, which would corrupt this file.
+		line, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := s.write(c, line); err != nil {
 			return err
 		}
 	}
