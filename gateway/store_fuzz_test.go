@@ -95,8 +95,8 @@ func FuzzImportShared(f *testing.F) {
 			t.Fatal(err)
 		}
 		lines := bytes.Split(data, []byte{0})
-		s.shared = &StoreShare{Load: func(string, int) ([][]byte, error) { return lines, nil }}
-		key := episodeKey{"x", 0}
+		s.shared = &StoreShare{Load: func(CallKey) ([][]byte, error) { return lines, nil }}
+		key := CallKey{Sample: "x"}
 		err = s.importShared(key)
 		n := len(s.chain(key))
 		s.close()
