@@ -1,0 +1,259 @@
+package kubernetes_test
+
+// The real agent behind the gateway on Kubernetes: the gateway's test
+// agent (gateway/internal/testagent, the official OpenAI and Anthropic Go
+// SDKs) in pods of the test cluster, network off, whose NetworkPolicy lets
+// them reach the gateway alone, run by the engine (eval.Config.Models)
+// against the fake provider. The same checks as the local and Docker runs
+// (gateway/engine_test.go), plus a second server of the host the pods must
+// not reach.
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/gateway"
+	"github.com/proctor-evals/proctor/gateway/gatewaytest"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/agentbin"
+	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/docker"
+	"github.com/proctor-evals/proctor/sandbox/kubernetes"
+	"github.com/proctor-evals/proctor/sandbox/kubernetes/internal/kubetest"
+	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
+	"github.com/proctor-evals/proctor/usage"
+)
+
+// agentKey is the fake provider's key: the gateway holds it, and no byte
+// of it may reach a pod.
+const agentKey = "sk-provider-K8S-never-in-a-pod"
+
+// agentPrices prices the fake provider's models, cache prices included.
+var agentPrices = usage.Prices{"gpt-4o-mini": {Input: 0.15, Output: 0.60, CacheRead: 0.075},
+	"claude-haiku-4-5": {Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25}}
+
+// agentImage builds the test agent (static) and an image of it, FROM the
+// busybox image (a shell and wget for the reachability probe), with the
+// agent at /bin/testagent. Nothing is pulled: the test kubelet runs the
+// local image.
+func agentImage(t *testing.T, c *kubetest.Cluster) string {
+	t.Helper()
+	base := kubetest.BusyboxImage(t)
+	bin := agentbin.Build(t) // ~2 GB of RAM: once, in this test alone
+	dir := t.TempDir()
+	b, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "testagent"), b, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY testagent /bin/testagent\n"), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const tag = "proctor-kubetest-testagent:latest"
+	require.NoError(t, docker.BuildImage(ctx, c.Docker(), dir, tag))
+	return tag
+}
+
+// agentRun is a sample: the command the pod runs and its standard input.
+type agentRun struct {
+	Args  []string
+	Stdin string
+}
+
+// probe tries each address of ADDRS at PORT with busybox wget, saying
+// which it reached, then makes one Chat Completions call through the
+// gateway, exiting 3 when that fails.
+const probe = `for a in $ADDRS; do if wget -T 5 -q -O- "http://$a:$PORT/"; then echo " reached $a"; fi; done
+wget -q -O- --header "Authorization: Bearer $OPENAI_API_KEY" --header "Content-Type: application/json" \
+  --post-data '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}' \
+  "$OPENAI_BASE_URL/chat/completions" >/dev/null || exit 3
+echo '{"calls":1}'`
+
+// TestAgentBehindTheGateway runs the real agent in pods of the test
+// cluster behind the gateway, network off with the gateway-only
+// NetworkPolicy, through the engine: Chat Completions, Responses and
+// Messages, streaming and not, multi-turn with tool calls. It checks that
+// the records' tokens and cost are what the fake provider served, that
+// the provider key's bytes are nowhere in a pod (environment, workspace,
+// /proc), that the pod's token is dead once its episode ended, and that a
+// second server of the host is not reached from a pod though the gateway
+// is.
+func TestAgentBehindTheGateway(t *testing.T) {
+	host := hostIPv4(t)
+	p, _, c := provider(t, func(o *kubernetes.Options) {
+		o.NetworkPolicy, o.NetworkPolicyEnforced, o.GatewayAddress = true, true, host
+	})
+	require.True(t, p.Guarantees().Gateway, "the provider claims a gateway-only network")
+	image := agentImage(t, c)
+
+	prov := gatewaytest.New()
+	prov.Key = agentKey
+	t.Cleanup(prov.Close)
+	newGateway := func() *gateway.Gateway {
+		gw, err := gateway.New(gateway.Options{
+			OpenAI:    gateway.Upstream{BaseURL: prov.OpenAIBaseURL(), Key: agentKey},
+			Anthropic: gateway.Upstream{BaseURL: prov.AnthropicBaseURL(), Key: agentKey},
+			Prices:    agentPrices,
+		})
+		require.NoError(t, err)
+		return gw
+	}
+	gw := newGateway()
+
+	// A second server of the host, on every address: no pod may reach it.
+	var accepted atomic.Int64
+	second := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("proctor-second-server")) }))
+	ln, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	second.Listener.Close()
+	second.Listener = ln
+	second.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	second.Start()
+	t.Cleanup(second.Close)
+	addrs := []string{"127.0.0.1"}
+	ifaddrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range ifaddrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			addrs = append(addrs, ipn.IP.String())
+		}
+	}
+
+	agent := func(args ...string) []string { return append([]string{"/bin/testagent"}, args...) }
+	samples := []dataset.Sample[agentRun]{
+		{ID: "chat", Input: agentRun{Args: agent("-api", "chat", "-conversations", "2")}},
+		{ID: "chat-stream", Input: agentRun{Args: agent("-api", "chat", "-stream")}},
+		{ID: "responses-stream", Input: agentRun{Args: agent("-api", "responses", "-stream")}},
+		{ID: "messages", Input: agentRun{Args: agent("-api", "messages", "-model", "claude-haiku-4-5")}},
+		{ID: "messages-stream", Input: agentRun{Args: agent("-api", "messages", "-stream", "-model", "claude-haiku-4-5")}},
+		{ID: "search", Input: agentRun{Args: agent("-search", "-dump-env"), Stdin: agentKey}},
+		{ID: "probe", Input: agentRun{Args: []string{"sh", "-c", probe}}},
+	}
+	e := &eval.Eval[agentRun, harness.CommandOutput]{
+		Name:    "kubernetes-agent",
+		Dataset: dataset.Slice[agentRun](samples),
+		Harness: harness.Command[agentRun]{Cmd: func(ep *harness.Episode[agentRun]) sandbox.Cmd {
+			return sandbox.Cmd{Args: ep.Sample.Input.Args, Stdin: []byte(ep.Sample.Input.Stdin), Timeout: 2 * time.Minute,
+				Env: map[string]string{"ADDRS": strings.Join(addrs, " "), "PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}}
+		}},
+		Judge: judge.Func[agentRun, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[agentRun], out harness.CommandOutput) (judge.Verdict, error) {
+			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
+		}),
+		// Files: something in the workspace for the agent's tool to list
+		// and for the key search to read.
+		Sandbox: func(dataset.Sample[agentRun]) sandbox.Spec {
+			return sandbox.Spec{Image: image, Files: map[string][]byte{"README.md": []byte("# a repository\n"), "src/main.go": []byte("package main\n")}}
+		},
+	}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: p, Models: gw, Log: log, Quiet: true, Concurrency: 3})
+	require.NoError(t, err)
+
+	recs, events := map[string]sink.Record{}, map[string][]harness.Event{}
+	outs := map[string]harness.CommandOutput{}
+	for r, err := range jsonl.Records(log) {
+		require.NoError(t, err)
+		recs[r.SampleID] = r
+		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
+		require.NoError(t, err)
+		events[r.SampleID] = tr.Events
+		var out harness.CommandOutput
+		require.NoError(t, json.Unmarshal(r.Output, &out), "record %s: %s", r.SampleID, r.Error)
+		outs[r.SampleID] = out
+	}
+	require.Len(t, recs, len(samples))
+	summary := func(id string) (s struct {
+		Calls    int      `json:"calls"`
+		Found    []string `json:"found"`
+		Searched int      `json:"searched"`
+		Env      []string `json:"env"`
+	}) {
+		lines := strings.Split(strings.TrimSpace(outs[id].Stdout), "\n")
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s), "%s: stdout %q stderr %q", id, outs[id].Stdout, outs[id].Stderr)
+		return s
+	}
+
+	// Every call recorded as the provider served it, and priced.
+	var recorded usage.Usage
+	calls := 0
+	for id, rec := range recs {
+		require.Equal(t, sink.Pass, rec.Status, "%s: %s %s", id, rec.Error, rec.Output)
+		var sum usage.Usage
+		n := 0
+		for _, ev := range events[id] {
+			if ev.Kind != "model" {
+				continue
+			}
+			n++
+			require.Empty(t, ev.Error, "%s: a model call failed", id)
+			require.NotEmpty(t, ev.Usage.Model, "%s: a model event names its model", id)
+			sum = sum.Add(ev.Usage)
+		}
+		require.Equal(t, summary(id).Calls, n, "%s: one model event per call the agent made", id)
+		require.Equal(t, sum.InputTokens, rec.InputTokens, "%s: the record's input tokens are its calls'", id)
+		require.Equal(t, sum.OutputTokens, rec.OutputTokens, "%s: the record's output tokens are its calls'", id)
+		require.InDelta(t, sum.CostUSD, rec.CostUSD, 1e-12, id)
+		recorded = recorded.Add(sum)
+		calls += n
+	}
+	require.GreaterOrEqual(t, summary("chat").Calls, 4, "two conversations, each with a tool call")
+	var served usage.Usage
+	cost := 0.0
+	for _, s := range prov.Served() {
+		require.Equal(t, agentKey, s.Key, "the provider got its key from the gateway")
+		served = served.Add(s.Usage)
+		cost += agentPrices.Cost(s.Model, s.Usage)
+	}
+	require.Equal(t, served.InputTokens, recorded.InputTokens, "input tokens recorded = served")
+	require.Equal(t, served.OutputTokens, recorded.OutputTokens, "output tokens recorded = served")
+	require.Greater(t, cost, 0.0)
+	require.InDelta(t, cost, recorded.CostUSD, 1e-12, "cost recorded = the served usage priced")
+	require.InDelta(t, cost, rep.Usage.CostUSD, 1e-9, "the report's cost")
+
+	// The key is nowhere in the pod; its token is, and is dead.
+	search := summary("search")
+	require.GreaterOrEqual(t, search.Searched, 3, "the search read files: the workspace, /proc's environ and cmdline")
+	require.Empty(t, search.Found, "the provider key's bytes were found in the pod")
+	env := map[string]string{}
+	for _, kv := range search.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	token := env["OPENAI_API_KEY"]
+	require.True(t, strings.HasPrefix(token, "proctor-gw-"), "the pod's key is a gateway token: %q", token)
+	require.True(t, strings.HasPrefix(env["OPENAI_BASE_URL"], "http://"+host+":"), "the pod calls the gateway at the policy's address: %q", env["OPENAI_BASE_URL"])
+	servedBefore := len(prov.Served())
+	for _, g := range []*gateway.Gateway{gw, newGateway()} { // the ended episode's gateway, another run's
+		rq := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
+		rq.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, rq)
+		require.Equal(t, http.StatusUnauthorized, w.Code, "an ended episode's token: %s", w.Body)
+	}
+	require.Len(t, prov.Served(), servedBefore, "a refused token reached the provider")
+
+	// The probe's pod reached the gateway (its call passed, above) and not
+	// the host's second server, at any of its addresses.
+	out := outs["probe"].Stdout
+	require.NotContains(t, out, "proctor-second-server", "a second server of the host reached from a pod")
+	require.NotContains(t, out, "reached", "a second server of the host reached from a pod")
+	require.Zero(t, accepted.Load(), "connections accepted by a second server of the host")
+}
