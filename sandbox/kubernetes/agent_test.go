@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,6 +69,66 @@ func agentImage(t *testing.T, c *kubetest.Cluster) string {
 	return tag
 }
 
+// agentGateway is a gateway to prov, holding its key.
+func agentGateway(t *testing.T, prov *gatewaytest.Provider) *gateway.Gateway {
+	t.Helper()
+	gw, err := gateway.New(gateway.Options{
+		OpenAI:    gateway.Upstream{BaseURL: prov.OpenAIBaseURL(), Key: agentKey},
+		Anthropic: gateway.Upstream{BaseURL: prov.AnthropicBaseURL(), Key: agentKey},
+		Prices:    agentPrices,
+	})
+	require.NoError(t, err)
+	return gw
+}
+
+// fakeProvider is the fake provider, expecting the key.
+func fakeProvider(t *testing.T) *gatewaytest.Provider {
+	prov := gatewaytest.New()
+	prov.Key = agentKey
+	t.Cleanup(prov.Close)
+	return prov
+}
+
+// agentEval runs each sample's command in a pod of image, judged pass
+// when it exits 0, with env added to the command's environment.
+func agentEval(samples []dataset.Sample[agentRun], image string, env map[string]string) *eval.Eval[agentRun, harness.CommandOutput] {
+	return &eval.Eval[agentRun, harness.CommandOutput]{
+		Name:    "kubernetes-agent",
+		Dataset: dataset.Slice[agentRun](samples),
+		Harness: harness.Command[agentRun]{Cmd: func(ep *harness.Episode[agentRun]) sandbox.Cmd {
+			return sandbox.Cmd{Args: ep.Sample.Input.Args, Stdin: []byte(ep.Sample.Input.Stdin), Timeout: 2 * time.Minute, Env: env}
+		}},
+		Judge: judge.Func[agentRun, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[agentRun], out harness.CommandOutput) (judge.Verdict, error) {
+			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
+		}),
+		// Files: something in the workspace for the agent's tool to list
+		// and for the key search to read.
+		Sandbox: func(dataset.Sample[agentRun]) sandbox.Spec {
+			return sandbox.Spec{Image: image, Files: map[string][]byte{"README.md": []byte("# a repository\n"), "src/main.go": []byte("package main\n")}}
+		},
+	}
+}
+
+// agentLog reads a run's records, their transcripts' events and their
+// commands' outputs, by sample ID.
+func agentLog(t *testing.T, log string) (map[string]sink.Record, map[string][]harness.Event, map[string]harness.CommandOutput) {
+	t.Helper()
+	recs, events, outs := map[string]sink.Record{}, map[string][]harness.Event{}, map[string]harness.CommandOutput{}
+	for r, err := range jsonl.Records(log) {
+		require.NoError(t, err)
+		recs[r.SampleID] = r
+		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
+		require.NoError(t, err)
+		events[r.SampleID] = tr.Events
+		var out harness.CommandOutput
+		if len(r.Output) > 0 {
+			require.NoError(t, json.Unmarshal(r.Output, &out), "record %s: %s", r.SampleID, r.Error)
+		}
+		outs[r.SampleID] = out
+	}
+	return recs, events, outs
+}
+
 // agentRun is a sample: the command the pod runs and its standard input.
 type agentRun struct {
 	Args  []string
@@ -90,9 +151,10 @@ echo '{"calls":1}'`
 // Messages, streaming and not, multi-turn with tool calls. It checks that
 // the records' tokens and cost are what the fake provider served, that
 // the provider key's bytes are nowhere in a pod (environment, workspace,
-// /proc), that the pod's token is dead once its episode ended, and that a
+// /proc), that the pod's token is dead once its episode ended, that a
 // second server of the host is not reached from a pod though the gateway
-// is.
+// is, and that agents that keep calling are stopped at the episode's cap,
+// mid-stream included. One agent build and one image serve both runs.
 func TestAgentBehindTheGateway(t *testing.T) {
 	host := hostIPv4(t)
 	p, _, c := provider(t, func(o *kubernetes.Options) {
@@ -101,19 +163,15 @@ func TestAgentBehindTheGateway(t *testing.T) {
 	require.True(t, p.Guarantees().Gateway, "the provider claims a gateway-only network")
 	image := agentImage(t, c)
 
-	prov := gatewaytest.New()
-	prov.Key = agentKey
-	t.Cleanup(prov.Close)
-	newGateway := func() *gateway.Gateway {
-		gw, err := gateway.New(gateway.Options{
-			OpenAI:    gateway.Upstream{BaseURL: prov.OpenAIBaseURL(), Key: agentKey},
-			Anthropic: gateway.Upstream{BaseURL: prov.AnthropicBaseURL(), Key: agentKey},
-			Prices:    agentPrices,
-		})
-		require.NoError(t, err)
-		return gw
-	}
-	gw := newGateway()
+	t.Run("calls", func(t *testing.T) { checkAgentCalls(t, p, image, host) })
+	t.Run("cap", func(t *testing.T) { checkAgentCapped(t, p, image) })
+}
+
+// checkAgentCalls runs the agent of each API, streaming and not, the key
+// search and the network probe, in pods of p behind the gateway.
+func checkAgentCalls(t *testing.T, p *sandbox.Provider, image, host string) {
+	prov := fakeProvider(t)
+	gw := agentGateway(t, prov)
 
 	// A second server of the host, on every address: no pod may reach it.
 	var accepted atomic.Int64
@@ -148,38 +206,12 @@ func TestAgentBehindTheGateway(t *testing.T) {
 		{ID: "search", Input: agentRun{Args: agent("-search", "-dump-env"), Stdin: agentKey}},
 		{ID: "probe", Input: agentRun{Args: []string{"sh", "-c", probe}}},
 	}
-	e := &eval.Eval[agentRun, harness.CommandOutput]{
-		Name:    "kubernetes-agent",
-		Dataset: dataset.Slice[agentRun](samples),
-		Harness: harness.Command[agentRun]{Cmd: func(ep *harness.Episode[agentRun]) sandbox.Cmd {
-			return sandbox.Cmd{Args: ep.Sample.Input.Args, Stdin: []byte(ep.Sample.Input.Stdin), Timeout: 2 * time.Minute,
-				Env: map[string]string{"ADDRS": strings.Join(addrs, " "), "PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}}
-		}},
-		Judge: judge.Func[agentRun, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[agentRun], out harness.CommandOutput) (judge.Verdict, error) {
-			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
-		}),
-		// Files: something in the workspace for the agent's tool to list
-		// and for the key search to read.
-		Sandbox: func(dataset.Sample[agentRun]) sandbox.Spec {
-			return sandbox.Spec{Image: image, Files: map[string][]byte{"README.md": []byte("# a repository\n"), "src/main.go": []byte("package main\n")}}
-		},
-	}
+	e := agentEval(samples, image, map[string]string{"ADDRS": strings.Join(addrs, " "), "PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)})
 	log := filepath.Join(t.TempDir(), "run.jsonl")
 	rep, err := e.Run(context.Background(), eval.Config{Sandbox: p, Models: gw, Log: log, Quiet: true, Concurrency: 3})
 	require.NoError(t, err)
 
-	recs, events := map[string]sink.Record{}, map[string][]harness.Event{}
-	outs := map[string]harness.CommandOutput{}
-	for r, err := range jsonl.Records(log) {
-		require.NoError(t, err)
-		recs[r.SampleID] = r
-		tr, err := eval.ReadTranscript(r.Transcript, filepath.Dir(log))
-		require.NoError(t, err)
-		events[r.SampleID] = tr.Events
-		var out harness.CommandOutput
-		require.NoError(t, json.Unmarshal(r.Output, &out), "record %s: %s", r.SampleID, r.Error)
-		outs[r.SampleID] = out
-	}
+	recs, events, outs := agentLog(t, log)
 	require.Len(t, recs, len(samples))
 	summary := func(id string) (s struct {
 		Calls    int      `json:"calls"`
@@ -242,7 +274,7 @@ func TestAgentBehindTheGateway(t *testing.T) {
 	require.True(t, strings.HasPrefix(token, "proctor-gw-"), "the pod's key is a gateway token: %q", token)
 	require.True(t, strings.HasPrefix(env["OPENAI_BASE_URL"], "http://"+host+":"), "the pod calls the gateway at the policy's address: %q", env["OPENAI_BASE_URL"])
 	servedBefore := len(prov.Served())
-	for _, g := range []*gateway.Gateway{gw, newGateway()} { // the ended episode's gateway, another run's
+	for _, g := range []*gateway.Gateway{gw, agentGateway(t, prov)} { // the ended episode's gateway, another run's
 		rq := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
 		rq.Header.Set("Authorization", "Bearer "+token)
 		w := httptest.NewRecorder()
@@ -256,8 +288,47 @@ func TestAgentBehindTheGateway(t *testing.T) {
 	out := outs["probe"].Stdout
 	require.NotContains(t, out, "proctor-second-server", "a second server of the host reached from a pod")
 	for _, a := range addrs {
-		// 1: wget's failure to connect; not 139 (a crash) nor 143 (timed out, which would say nothing of a route).
-		require.Contains(t, out, " tried "+a+": exit 1\n", "the probe's wget at %s: %q %q", a, out, outs["probe"].Stderr)
+		// 1: wget could not connect (no route); 143: timeout stopped it.
+		// Not 139: Debian's busybox wget crashing says nothing.
+		require.Regexp(t, `(?m)^ tried `+regexp.QuoteMeta(a)+`: exit (1|143)$`, out, "the probe's wget at %s: %q %q", a, out, outs["probe"].Stderr)
 	}
 	require.Zero(t, accepted.Load(), "connections accepted by a second server of the host")
+}
+
+// checkAgentCapped runs agents that never stop calling, under a cap per
+// episode, in pods of p: streaming, with a slow stream so that the cap
+// falls mid-stream, and not. Each episode ends as an error of kind limit
+// with what it spent, at its cap.
+func checkAgentCapped(t *testing.T, p *sandbox.Provider, image string) {
+	prov := fakeProvider(t)
+	prov.Chunks, prov.ChunkDelay = 40, 2*time.Millisecond
+	gw := agentGateway(t, prov)
+	const maxTokens = 2000
+	samples := []dataset.Sample[agentRun]{
+		{ID: "forever-stream", Input: agentRun{Args: []string{"/bin/testagent", "-api", "chat", "-stream", "-conversations", "0"}}},
+		{ID: "forever-messages", Input: agentRun{Args: []string{"/bin/testagent", "-api", "messages", "-model", "claude-haiku-4-5", "-conversations", "0"}}},
+	}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	_, err := agentEval(samples, image, nil).Run(context.Background(), eval.Config{
+		Sandbox: p, Models: gw, Log: log, Quiet: true, MaxEpisodeTokens: maxTokens, Concurrency: 2})
+	require.NoError(t, err)
+	recs, events, _ := agentLog(t, log)
+	require.Len(t, recs, len(samples))
+	for id, rec := range recs {
+		require.Equal(t, sink.Error, rec.Status, "%s: %s", id, rec.Output)
+		require.Equal(t, sink.KindLimit, rec.ErrorKind, "%s: %s", id, rec.Error)
+		require.Contains(t, rec.Error, "stopped at its cap")
+		tokens := rec.InputTokens + rec.OutputTokens
+		require.GreaterOrEqual(t, tokens, int64(maxTokens*9/10), "%s stopped well before its cap", id)
+		var sum usage.Usage
+		for _, ev := range events[id] {
+			sum = sum.Add(ev.Usage)
+		}
+		require.Equal(t, sum.Tokens(), tokens, "%s: the record holds what its calls spent", id)
+	}
+	var cut bool
+	for _, ev := range events["forever-stream"] {
+		cut = cut || ev.Kind == "model" && strings.Contains(string(ev.Output), `"cut":"cap"`)
+	}
+	require.True(t, cut, "the streaming agent's last stream was cut at the cap")
 }
