@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,14 +50,26 @@ const agentKey = "sk-provider-K8S-never-in-a-pod"
 var agentPrices = usage.Prices{"gpt-4o-mini": {Input: 0.15, Output: 0.60, CacheRead: 0.075},
 	"claude-haiku-4-5": {Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25}}
 
+// agentImageTag is the image agentImage built, once per test process
+// (-count=N included): the agent's build takes ~2 GB of RAM.
+var agentImageTag struct {
+	sync.Mutex
+	tag string
+}
+
 // agentImage builds the test agent (static) and an image of it, FROM the
 // busybox image (a shell and wget for the reachability probe), with the
 // agent at /bin/testagent. Nothing is pulled: the test kubelet runs the
 // local image.
 func agentImage(t *testing.T, c *kubetest.Cluster) string {
 	t.Helper()
+	agentImageTag.Lock()
+	defer agentImageTag.Unlock()
+	if agentImageTag.tag != "" {
+		return agentImageTag.tag
+	}
 	base := kubetest.BusyboxImage(t)
-	bin := agentbin.Build(t) // ~2 GB of RAM: once, in this test alone
+	bin := agentbin.Build(t)
 	dir := t.TempDir()
 	b, err := os.ReadFile(bin)
 	require.NoError(t, err)
@@ -66,6 +79,7 @@ func agentImage(t *testing.T, c *kubetest.Cluster) string {
 	defer cancel()
 	const tag = "proctor-kubetest-testagent:latest"
 	require.NoError(t, docker.BuildImage(ctx, c.Docker(), dir, tag))
+	agentImageTag.tag = tag
 	return tag
 }
 
