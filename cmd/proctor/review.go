@@ -38,16 +38,17 @@ import.
       whose judges disagreed, and tags where the judge agrees little with
       the reviews so far K times likelier to be picked. A larger count with
       the same seed picks a superset. An existing queue is replaced only
-      with -replace.
+      with -replace. In a log of variants the count is shared equally
+      among the variants, and report gives each variant its own rates.
   proctor review export [-format csv|jsonl] [-show-verdict] -o OUT LOG
       writes the queue's episodes (input, output, tags) with empty grade
       columns for an annotation tool; the judge's verdict only with
       -show-verdict.
   proctor review import [-format csv|jsonl] [-reviewer NAME] LOG FILE
       appends the graded rows of FILE (columns sample_id, epoch, reviewer,
-      pass, score, note, saw_verdict, time, run_id, eval; see 'go doc
-      github.com/proctor-evals/proctor/review Export') to the reviews; rows
-      of another run or eval than LOG's are refused.
+      pass, score, note, saw_verdict, time, run_id, eval, variant; see 'go
+      doc github.com/proctor-evals/proctor/review Export') to the reviews;
+      rows of another run or eval than LOG's are refused.
   proctor review report [-json] [-level L] [-width W] LOG
       the judge's pass rate, the prediction-powered one and the one from
       the reviews alone; the judge's agreement with people, by tag (low
