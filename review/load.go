@@ -228,7 +228,7 @@ func (f *Files) readFast(log string) bool {
 				ev = strings.Clone(l.Eval)
 			}
 			variant, ok := variants[l.Variant]
-			if !ok {
+			if !ok && l.Variant != "" {
 				variant = strings.Clone(l.Variant)
 				variants[variant] = variant
 			}

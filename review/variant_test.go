@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -253,5 +254,39 @@ func TestPickSharesTheCountAmongVariants(t *testing.T) {
 		got := float64(hits[e.Key()]) / runs
 		// 4 standard errors of a share of 4,000 at p ≤ 0.3.
 		assert.InDelta(t, want, got, 4*math.Sqrt(want*(1-want)/runs), "%s", e.Key())
+	}
+}
+
+// TestLoadKeepsVariants: Load keeps each episode's variant, and the whole
+// records of the queued episodes of each variant, whether the log is read
+// on every core (whole) or record by record (a torn tail).
+func TestLoadKeepsVariants(t *testing.T) {
+	t.Parallel()
+	log, recs := variantLog(t, 4, 2)
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 2, Share: 1})
+	require.NoError(t, err)
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
+	for _, torn := range []bool{false, true} {
+		if torn {
+			f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString(`{"schema":1,"run_id":"run-1","variant":"a","sam`)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}
+		f, err := review.Load(log)
+		require.NoError(t, err)
+		require.Equal(t, torn, len(f.Torn) == 1)
+		require.Len(t, f.Episodes, len(recs))
+		for i := range recs {
+			assert.Equal(t, recs[i].Variant, f.Episodes[i].Variant)
+		}
+		require.Len(t, f.Queued, len(recs))
+		seen := map[review.Key]bool{}
+		for _, r := range f.Queued {
+			assert.Equal(t, `"`+r.Variant+`"`, string(r.Output), "the variant's own record")
+			seen[review.Key{Variant: r.Variant, SampleID: r.SampleID, Epoch: r.Epoch}] = true
+		}
+		assert.Len(t, seen, len(recs))
 	}
 }
