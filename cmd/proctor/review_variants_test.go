@@ -100,4 +100,7 @@ func TestReviewOfVariants(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.Equal(t, 2, strings.Count(out, "prediction-powered   "), "one rate per variant:\n%s", out)
+
+	_, out, errOut = cli("report", log)
+	assert.Contains(t, out, "human review: prediction-powered pass rates, per variant: a 1.000 [1.000, 1.000] from 10 reviewed; b 0.000 [0.000, 0.000] from 10 reviewed", errOut)
 }
