@@ -5,6 +5,10 @@
 // and a prediction-powered pass rate whose interval stays valid when the
 // judge is biased (see [stats.PPIMean]).
 //
+// In a log of variants an episode is its variant's, sample's and epoch's
+// ([Key]), as in the run: each variant is a stratum of the queue ([Design])
+// and has its own numbers ([Summary].Variants); none is pooled.
+//
 // # Files
 //
 // Beside the log LOG:
