@@ -20,11 +20,13 @@ import (
 // empty grade columns; the tool fills them; Import reads the graded rows
 // back as reviews. The columns, in CSV order:
 //
-//	sample_id, epoch, input, output, tags, judge, reviewer, pass, score, note, saw_verdict, time, run_id, eval
+//	sample_id, epoch, input, output, tags, judge, reviewer, pass, score, note, saw_verdict, time, run_id, eval, variant
 //
 // input and output are the episode's JSON, tags a JSON object, judge the
 // judge's verdict (pass or fail; empty unless asked for, so that a
-// reviewer grades blind), run_id and eval the episode's run and eval.
+// reviewer grades blind), run_id and eval the episode's run and eval,
+// variant its variant in a run of variants (empty otherwise; a row without
+// the column is of no variant).
 // Import needs sample_id and pass (true/false, pass/fail, yes/no or 1/0);
 // a row whose pass is empty is not graded yet and is skipped; epoch
 // defaults to 0, time to the import's, reviewer to the one given; a row of
@@ -36,7 +38,7 @@ import (
 // with =, +, -, @, a tab or a carriage return) is written with a ' before
 // it, and so is one starting with ' itself; Import takes that ' off again,
 // so that every value comes back as it was.
-var columns = []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval"}
+var columns = []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval", "variant"}
 
 // Format is an exchange format: "csv" or "jsonl".
 type Format string
@@ -57,7 +59,7 @@ type ExportOptions struct {
 func Export(w io.Writer, q *Queue, records []sink.Record, opts ExportOptions) error {
 	byKey := make(map[Key]*sink.Record, len(records))
 	for i := range records {
-		byKey[Key{records[i].SampleID, records[i].Epoch}] = &records[i]
+		byKey[Key{records[i].Variant, records[i].SampleID, records[i].Epoch}] = &records[i]
 	}
 	bw := bufio.NewWriter(w)
 	cw := csv.NewWriter(bw)
@@ -74,7 +76,7 @@ func Export(w io.Writer, q *Queue, records []sink.Record, opts ExportOptions) er
 		if opts.ShowVerdict {
 			judge, saw = string(r.Status), "true"
 		}
-		row := []string{e.SampleID, strconv.Itoa(e.Epoch), string(r.Input), string(r.Output), string(tags), judge, "", "", "", "", saw, "", r.RunID, r.Eval}
+		row := []string{e.SampleID, strconv.Itoa(e.Epoch), string(r.Input), string(r.Output), string(tags), judge, "", "", "", "", saw, "", r.RunID, r.Eval, e.Variant}
 		switch opts.Format {
 		case CSV:
 			for i := range row {
@@ -266,6 +268,7 @@ func rowReview(get func(string) (string, bool), opts *ImportOptions) (rv Review,
 		return rv, false, fmt.Errorf("pass %q: want true/false, pass/fail, yes/no or 1/0", pass)
 	}
 	rv.SampleID, _ = get("sample_id") // as it is: an ID may start or end with spaces
+	rv.Variant = val("variant")       // a variant's name has no spaces
 	if e := val("epoch"); e != "" {
 		if rv.Epoch, err = strconv.Atoi(e); err != nil {
 			return rv, false, fmt.Errorf("epoch %q is not an integer", e)

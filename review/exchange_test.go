@@ -40,8 +40,8 @@ func TestExportFillImport(t *testing.T) {
 		rows, err := csv.NewReader(&buf).ReadAll()
 		require.NoError(t, err)
 		require.Len(t, rows, 3)
-		assert.Equal(t, []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval"}, rows[0])
-		assert.Equal(t, []string{"b", "1", `"say \"hi\", twice"`, `"hi"`, "null", "", "", "", "", "", "", "", "r", ""}, rows[1], "queue order, blind")
+		assert.Equal(t, []string{"sample_id", "epoch", "input", "output", "tags", "judge", "reviewer", "pass", "score", "note", "saw_verdict", "time", "run_id", "eval", "variant"}, rows[0])
+		assert.Equal(t, []string{"b", "1", `"say \"hi\", twice"`, `"hi"`, "null", "", "", "", "", "", "", "", "r", "", ""}, rows[1], "queue order, blind")
 		rows[1][7], rows[1][9] = "pass", "polite, enough"
 		rows[2][6], rows[2][7], rows[2][8] = "zoe", "0", "0.2"
 		var out bytes.Buffer
@@ -189,6 +189,7 @@ func FuzzImportCSV(f *testing.F) {
 	f.Add("sample_id,pass,reviewer\na,true,x\n")
 	f.Add("sample_id,epoch,pass,score,note,saw_verdict,time\na,2,fail,0.5,\"n,\n\",true,2026-01-01T00:00:00Z\n")
 	f.Add("\ufeffsample_id,pass\n\"a\"\"b\",1\n")
+	f.Add("sample_id,epoch,pass,run_id,eval,variant\na,0,pass,r,ev,gpt-5/base\na,0,fail,r,ev,'+x\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		fuzzImport(t, in, review.CSV)
 	})
@@ -198,6 +199,7 @@ func FuzzImportCSV(f *testing.F) {
 func FuzzImportJSONL(f *testing.F) {
 	f.Add(`{"sample_id":"a","pass":true,"reviewer":"x","epoch":1,"score":0.5}`)
 	f.Add(`{"sample_id":"a","pass":"fail","epoch":"3","time":"2026-01-01T00:00:00Z","saw_verdict":"true"}` + "\n{}")
+	f.Add(`{"sample_id":"a","epoch":0,"pass":true,"variant":"a"}` + "\n" + `{"sample_id":"a","epoch":0,"pass":false,"variant":"b"}` + "\n" + `{"sample_id":"a","pass":1,"variant":null}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		fuzzImport(t, in, review.JSONL)
 	})
@@ -223,6 +225,9 @@ func fuzzImport(t *testing.T, in string, format review.Format) {
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("a review does not read back: %v", err)
 		}
+		if back.Key() != r.Key() {
+			t.Fatalf("review of %s reads back as one of %s", r.Key(), back.Key())
+		}
 	}
 }
 
@@ -233,6 +238,7 @@ func FuzzReadReviews(f *testing.F) {
 	f.Add(good)
 	f.Add(good + `{"review":1,"sam`)
 	f.Add(good + "x\n" + good)
+	f.Add(`{"review":1,"variant":"gpt-5/plan","sample_id":"a","epoch":0,"reviewer":"ana","time":"2026-11-25T12:00:00Z","pass":true,"saw_verdict":false}` + "\n" + good)
 	path := f.TempDir() + "/r.jsonl"
 	f.Fuzz(func(t *testing.T, in string) {
 		if err := writeFile(path, in); err != nil {

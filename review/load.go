@@ -21,6 +21,7 @@ import (
 type Episode struct {
 	RunID    string
 	Eval     string
+	Variant  string // empty in a run of one harness
 	SampleID string
 	Epoch    int
 	Status   sink.Status
@@ -33,7 +34,7 @@ type Episode struct {
 }
 
 // Key returns the episode's key.
-func (e *Episode) Key() Key { return Key{e.SampleID, e.Epoch} }
+func (e *Episode) Key() Key { return Key{e.Variant, e.SampleID, e.Epoch} }
 
 // Episodes returns the episodes of records.
 func Episodes(records []sink.Record) []Episode {
@@ -45,7 +46,7 @@ func Episodes(records []sink.Record) []Episode {
 }
 
 func episodeOf(r *sink.Record) Episode {
-	e := Episode{RunID: r.RunID, Eval: r.Eval, SampleID: r.SampleID, Epoch: r.Epoch, Status: r.Status, Tags: r.Tags, Agreement: 1}
+	e := Episode{RunID: r.RunID, Eval: r.Eval, Variant: r.Variant, SampleID: r.SampleID, Epoch: r.Epoch, Status: r.Status, Tags: r.Tags, Agreement: 1}
 	if a, ok := r.Scores["agreement"]; ok {
 		e.Agreement = a
 	}
@@ -151,7 +152,7 @@ func (f *Files) readRecords(log string) error {
 			return err
 		}
 		f.Episodes = append(f.Episodes, episodeOf(&r))
-		if queued[Key{r.SampleID, r.Epoch}] {
+		if queued[Key{r.Variant, r.SampleID, r.Epoch}] {
 			f.Queued = append(f.Queued, r)
 		}
 	}
@@ -183,6 +184,7 @@ func (f *Files) readFast(log string) bool {
 	var (
 		tags      recordjson.TagSets
 		runID, ev string
+		variants  = map[string]string{} // a log's few variants, interleaved: each copied once
 	)
 	end, _, err := recordjson.ScanChunks(lf, func(c *recordjson.Chunk[loadLine]) {
 		c.EachLine(func(line []byte, _, _ int) bool {
@@ -202,7 +204,7 @@ func (f *Files) readFast(log string) bool {
 					l.agreement = a
 				}
 			}
-			if queued[Key{l.SampleID, l.Epoch}] {
+			if queued[Key{l.Variant, l.SampleID, l.Epoch}] {
 				l.whole = &sink.Record{}
 				recordjson.DecodeLine(line, l.whole, nil)
 			}
@@ -225,7 +227,12 @@ func (f *Files) readFast(log string) bool {
 			if l.Eval != ev {
 				ev = strings.Clone(l.Eval)
 			}
-			f.Episodes = append(f.Episodes, Episode{RunID: runID, Eval: ev, SampleID: strings.Clone(l.SampleID), Epoch: l.Epoch,
+			variant, ok := variants[l.Variant]
+			if !ok && l.Variant != "" {
+				variant = strings.Clone(l.Variant)
+				variants[variant] = variant
+			}
+			f.Episodes = append(f.Episodes, Episode{RunID: runID, Eval: ev, Variant: variant, SampleID: strings.Clone(l.SampleID), Epoch: l.Epoch,
 				Status: status(l.Status), Tags: tags.Of(&l.Light), Agreement: l.agreement})
 			if l.whole != nil {
 				f.Queued = append(f.Queued, *l.whole)

@@ -34,6 +34,15 @@ import (
 // exact). With StratifyBy, each value of that tag is a stratum that gets
 // an equal part of the count (all of a stratum smaller than its part, the
 // rest shared by the others), drawn within it as above.
+//
+// In a log of variants each variant is a stratum: the count is shared
+// equally among the variants as it is among a tag's values (and each
+// variant's part among its values of StratifyBy), so that each variant's
+// estimate has its own sample with exact inclusion probabilities. u
+// depends on the sample and epoch, not the variant: where the variants'
+// parts are drawn alike (equal weights, equal strata), the same samples
+// are picked for every variant, as the run gives every variant the same
+// seeds (common random numbers).
 type Design struct {
 	Seed  uint64  `json:"seed"`
 	Count int     `json:"count,omitempty"` // episodes to pick
@@ -60,8 +69,10 @@ type Queue struct {
 	Entries  []Entry   `json:"entries"`
 }
 
-// Stratum is one value of Design.StratifyBy: its episodes and picks.
+// Stratum is one value of Design.StratifyBy, within one variant in a log
+// of variants (where each variant is a stratum): its episodes and picks.
 type Stratum struct {
+	Variant  string `json:"variant,omitempty"`
 	Value    string `json:"value"`
 	Episodes int    `json:"episodes"`
 	Picks    int    `json:"picks"`
@@ -69,6 +80,7 @@ type Stratum struct {
 
 // Entry is one picked episode.
 type Entry struct {
+	Variant  string  `json:"variant,omitempty"` // empty in a run of one harness
 	SampleID string  `json:"sample_id"`
 	Epoch    int     `json:"epoch"`
 	Prob     float64 `json:"prob"` // its inclusion probability
@@ -76,7 +88,7 @@ type Entry struct {
 }
 
 // Key returns the entry's episode.
-func (e *Entry) Key() Key { return Key{e.SampleID, e.Epoch} }
+func (e *Entry) Key() Key { return Key{e.Variant, e.SampleID, e.Epoch} }
 
 // QueuePath returns the queue file of the log at log.
 func QueuePath(log string) string { return sidecar.Queue(log) }
@@ -103,7 +115,9 @@ func Pick(episodes []Episode, d Design) (*Queue, error) {
 		Entry
 		u, w float64
 	}
-	strata := map[string][]cand{}
+	// variant → stratum → candidates: each variant is a stratum of its
+	// own, split again by d.StratifyBy.
+	strata := map[string]map[string][]cand{}
 	for i := range episodes {
 		r := &episodes[i]
 		if r.Status != sink.Pass && r.Status != sink.Fail {
@@ -116,61 +130,89 @@ func Pick(episodes []Episode, d Design) (*Queue, error) {
 		if d.StratifyBy != "" {
 			stratum = r.Tags[d.StratifyBy]
 		}
-		c := cand{Entry: Entry{SampleID: r.SampleID, Epoch: r.Epoch, Stratum: stratum}, u: prn(d.Seed, r.SampleID, r.Epoch), w: weight(r, &d)}
-		strata[stratum] = append(strata[stratum], c)
+		c := cand{Entry: Entry{Variant: r.Variant, SampleID: r.SampleID, Epoch: r.Epoch, Stratum: stratum}, u: prn(d.Seed, r.SampleID, r.Epoch), w: weight(r, &d)}
+		if strata[r.Variant] == nil {
+			strata[r.Variant] = map[string][]cand{}
+		}
+		strata[r.Variant][stratum] = append(strata[r.Variant][stratum], c)
 		q.Episodes++
 	}
+	_, oneHarness := strata[""]
+	oneHarness = oneHarness && len(strata) == 1
 	n := d.Count
 	if n == 0 {
 		n = int(math.Ceil(d.Share * float64(q.Episodes)))
 	}
 	n = min(n, q.Episodes)
-	// Equal parts, smallest strata first: one too small to fill its part
-	// gives all it has, and the rest is shared by the larger ones.
-	names := make([]string, 0, len(strata))
-	for s := range strata {
-		names = append(names, s)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(strata[a]), len(strata[b])), cmp.Compare(a, b))
-	})
-	left := n
 	var all []cand
 	order := map[Key]float64{}
-	for i, s := range names {
-		cs := strata[s]
-		take := min(len(cs), left/(len(names)-i))
-		if i == len(names)-1 {
-			take = min(len(cs), left)
+	variantSizes := map[string]int{}
+	for v, ss := range strata {
+		for _, cs := range ss {
+			variantSizes[v] += len(cs)
 		}
-		left -= take
-		us, ws := make([]float64, len(cs)), make([]float64, len(cs))
-		for j, c := range cs {
-			us[j], ws[j] = c.u, c.w
+	}
+	for v, vn := range split(variantSizes, n) {
+		sizes := map[string]int{}
+		for s, cs := range strata[v] {
+			sizes[s] = len(cs)
 		}
-		picked, probs := draw(us, ws, take)
-		picks := 0
-		for j, c := range cs {
-			if picked[j] {
-				c.Prob = probs[j]
-				all = append(all, c)
-				order[c.Key()] = c.u / c.Prob
-				picks++
+		for s, take := range split(sizes, vn) {
+			cs := strata[v][s]
+			us, ws := make([]float64, len(cs)), make([]float64, len(cs))
+			for j, c := range cs {
+				us[j], ws[j] = c.u, c.w
 			}
-		}
-		if d.StratifyBy != "" {
-			q.Strata = append(q.Strata, Stratum{Value: s, Episodes: len(cs), Picks: picks})
+			picked, probs := draw(us, ws, take)
+			picks := 0
+			for j, c := range cs {
+				if picked[j] {
+					c.Prob = probs[j]
+					all = append(all, c)
+					order[c.Key()] = c.u / c.Prob
+					picks++
+				}
+			}
+			if d.StratifyBy != "" || !oneHarness {
+				q.Strata = append(q.Strata, Stratum{Variant: v, Value: s, Episodes: len(cs), Picks: picks})
+			}
 		}
 	}
 	slices.SortFunc(all, func(a, b cand) int {
-		return cmp.Or(cmp.Compare(order[a.Key()], order[b.Key()]), cmp.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch))
+		return cmp.Or(cmp.Compare(order[a.Key()], order[b.Key()]), compareKeys(a.Key(), b.Key()))
 	})
-	slices.SortFunc(q.Strata, func(a, b Stratum) int { return cmp.Compare(a.Value, b.Value) })
+	slices.SortFunc(q.Strata, func(a, b Stratum) int {
+		return cmp.Or(cmp.Compare(a.Variant, b.Variant), cmp.Compare(a.Value, b.Value))
+	})
 	q.Entries = make([]Entry, len(all))
 	for i, c := range all {
 		q.Entries[i] = c.Entry
 	}
 	return q, nil
+}
+
+// split shares n picks among groups of the given sizes in equal parts,
+// smallest groups first: one too small to fill its part gives all it has,
+// and the rest is shared by the larger ones.
+func split(sizes map[string]int, n int) map[string]int {
+	names := make([]string, 0, len(sizes))
+	for s := range sizes {
+		names = append(names, s)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(sizes[a], sizes[b]), cmp.Compare(a, b))
+	})
+	out := make(map[string]int, len(names))
+	left := n
+	for i, s := range names {
+		take := min(sizes[s], left/(len(names)-i))
+		if i == len(names)-1 {
+			take = min(sizes[s], left)
+		}
+		left -= take
+		out[s] = take
+	}
+	return out
 }
 
 // draw returns which of the items with random numbers us and weights ws

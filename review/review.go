@@ -5,6 +5,10 @@
 // and a prediction-powered pass rate whose interval stays valid when the
 // judge is biased (see [stats.PPIMean]).
 //
+// In a log of variants an episode is its variant's, sample's and epoch's
+// ([Key]), as in the run: each variant is a stratum of the queue ([Design])
+// and has its own numbers ([Summary].Variants); none is pooled.
+//
 // # Files
 //
 // Beside the log LOG:
@@ -23,6 +27,7 @@ package review
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,16 +50,33 @@ import (
 // field.
 const Version = 1
 
-// Key is an episode of a run: a sample and an epoch.
+// Key is an episode of a run: a variant (empty in a run of one harness),
+// a sample and an epoch, as sink.Key is.
 type Key struct {
+	Variant  string
 	SampleID string
 	Epoch    int
 }
 
-func (k Key) String() string { return fmt.Sprintf("%s/%d", k.SampleID, k.Epoch) }
+func (k Key) String() string {
+	if k.Variant != "" {
+		return fmt.Sprintf("[%s] %s/%d", k.Variant, k.SampleID, k.Epoch)
+	}
+	return fmt.Sprintf("%s/%d", k.SampleID, k.Epoch)
+}
+
+// compareKeys orders keys by sample, epoch, then variant: a sample's
+// variants side by side.
+func compareKeys(a, b Key) int {
+	return cmp.Or(strings.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch), strings.Compare(a.Variant, b.Variant))
+}
 
 // Review is one person's grade of one episode.
 type Review struct {
+	// Variant is the episode's variant in a run of variants (see
+	// docs/comparing-agents.md); empty otherwise, and in reviews written
+	// before it was recorded.
+	Variant  string
 	SampleID string
 	Epoch    int
 	Reviewer string
@@ -72,12 +94,13 @@ type Review struct {
 }
 
 // Key returns the episode the review grades.
-func (r *Review) Key() Key { return Key{r.SampleID, r.Epoch} }
+func (r *Review) Key() Key { return Key{r.Variant, r.SampleID, r.Epoch} }
 
 // reviewJSON is a review's line: "review" (the version) first, so that
 // every line starts the same way and a torn tail can be told from garbage.
 type reviewJSON struct {
 	Review     int       `json:"review"`
+	Variant    string    `json:"variant,omitempty"`
 	SampleID   string    `json:"sample_id"`
 	Epoch      int       `json:"epoch"`
 	Reviewer   string    `json:"reviewer"`
@@ -93,7 +116,7 @@ const lineStart = `{"review":`
 
 // MarshalJSON writes the review as one line of a review file.
 func (r Review) MarshalJSON() ([]byte, error) {
-	return json.Marshal(reviewJSON{Version, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict, r.RunID})
+	return json.Marshal(reviewJSON{Version, r.Variant, r.SampleID, r.Epoch, r.Reviewer, r.Time.UTC(), r.Pass, r.Score, r.Note, r.SawVerdict, r.RunID})
 }
 
 // UnmarshalJSON reads a review and checks it (see [Review.Validate]).
@@ -105,7 +128,7 @@ func (r *Review) UnmarshalJSON(b []byte) error {
 	if j.Review != Version {
 		return fmt.Errorf("review version %d, this version of proctor reads %d", j.Review, Version)
 	}
-	*r = Review{j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict, j.RunID}
+	*r = Review{j.Variant, j.SampleID, j.Epoch, j.Reviewer, j.Time, j.Pass, j.Score, j.Note, j.SawVerdict, j.RunID}
 	return r.Validate()
 }
 
@@ -344,13 +367,7 @@ func Final(reviews []Review) []Review {
 		out = append(out, reviews[i])
 	}
 	slices.SortFunc(out, func(a, b Review) int {
-		if c := strings.Compare(a.SampleID, b.SampleID); c != 0 {
-			return c
-		}
-		if a.Epoch != b.Epoch {
-			return a.Epoch - b.Epoch
-		}
-		return strings.Compare(a.Reviewer, b.Reviewer)
+		return cmp.Or(compareKeys(a.Key(), b.Key()), strings.Compare(a.Reviewer, b.Reviewer))
 	})
 	return out
 }

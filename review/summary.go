@@ -2,6 +2,7 @@ package review
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 
@@ -48,7 +49,23 @@ type Summary struct {
 	Plan          Plan           `json:"plan"`
 	Level         float64        `json:"level"`
 	Unknown       []Key          `json:"unknown,omitempty"` // reviewed episodes the log has no pass or fail record of
+
+	// Variant names the variant a summary of Variants is of.
+	Variant string `json:"variant,omitempty"`
+	// Variants are the summaries of each variant of a log of variants,
+	// in name order, each exactly the summary of a log holding that
+	// variant's episodes, queue entries and reviews alone. A pass rate
+	// pooled over variants describes no agent (the report pools none
+	// either): the summary of a log of variants has no judge's,
+	// prediction-powered or reviews-only rate (NaN, the intervals' Method
+	// MethodByVariant) and no plan; its counts and the judge's agreement
+	// with people (the judge is one) are over every variant.
+	Variants []Summary `json:"variants,omitempty"`
 }
+
+// MethodByVariant is the Method of a Summary's intervals when the log has
+// variants: they are estimated per variant only (Summary.Variants).
+const MethodByVariant = "none: variants are not pooled (see variants)"
 
 // TagAgreement is the judge's agreement with people on one tag value.
 type TagAgreement struct {
@@ -77,8 +94,43 @@ type Plan struct {
 // in part counts as a smaller sample of the same design, which is exact
 // when it is reviewed in queue order and assumes, otherwise, that what was
 // left is missing at random within its cell.
+//
+// In a log of variants (an episode names one), each variant is summarized
+// apart, in Summary.Variants, and nothing is pooled.
 func Summarize(episodes []Episode, q *Queue, reviews []Review, opts Options) *Summary {
 	opts.setDefaults()
+	s := summarize(episodes, q, reviews, opts)
+	variants := map[string]bool{}
+	for i := range episodes {
+		variants[episodes[i].Variant] = true
+	}
+	if len(variants) == 0 || (len(variants) == 1 && variants[""]) {
+		return s
+	}
+	nan := math.NaN()
+	none := stats.Interval{Lo: nan, Hi: nan, Level: opts.Level, Method: MethodByVariant}
+	s.JudgeRate, s.JudgeCI = stats.Float(nan), none
+	s.PPI = stats.PPI{Mean: nan, SE: nan, Interval: none, Lambda: nan, N: s.PPI.N, Labelled: s.PPI.Labelled}
+	s.ReviewsOnly = stats.PPI{Mean: nan, SE: nan, Interval: none, Lambda: 0, N: s.ReviewsOnly.N, Labelled: s.ReviewsOnly.Labelled}
+	s.Plan = Plan{Width: opts.Width}
+	for _, v := range slices.Sorted(maps.Keys(variants)) {
+		eps := slices.DeleteFunc(slices.Clone(episodes), func(e Episode) bool { return e.Variant != v })
+		var vq *Queue
+		if q != nil {
+			c := *q
+			c.Entries = slices.DeleteFunc(slices.Clone(q.Entries), func(e Entry) bool { return e.Variant != v })
+			vq = &c
+		}
+		rs := slices.DeleteFunc(slices.Clone(reviews), func(r Review) bool { return r.Variant != v })
+		vs := summarize(eps, vq, rs, opts)
+		vs.Variant = v
+		s.Variants = append(s.Variants, *vs)
+	}
+	return s
+}
+
+// summarize is Summarize of episodes taken as one population.
+func summarize(episodes []Episode, q *Queue, reviews []Review, opts Options) *Summary {
 	s := &Summary{Level: opts.Level}
 	pop := s.addJudged(episodes)
 	final := Final(reviews)
@@ -134,7 +186,7 @@ func (s *Summary) addJudged(episodes []Episode) *population {
 		if r.Status != sink.Pass && r.Status != sink.Fail {
 			continue
 		}
-		k := Key{r.SampleID, r.Epoch}
+		k := r.Key()
 		pass := r.Status == sink.Pass
 		p.index[k] = len(p.pred)
 		p.pred = append(p.pred, b2f(pass))
@@ -213,7 +265,7 @@ func (p *population) unknown(grade map[Key]float64) []Key {
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, func(a, b Key) int { return cmp.Or(cmp.Compare(a.SampleID, b.SampleID), cmp.Compare(a.Epoch, b.Epoch)) })
+	slices.SortFunc(out, compareKeys)
 	return out
 }
 

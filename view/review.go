@@ -103,12 +103,12 @@ func (s *Server) grade(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	k := review.Key{SampleID: f.Get("sample_id"), Epoch: epoch}
+	k := review.Key{Variant: f.Get("variant"), SampleID: f.Get("sample_id"), Epoch: epoch}
 	if !slices.ContainsFunc(q.Entries, func(e review.Entry) bool { return e.Key() == k }) {
 		http.Error(w, "review: "+k.String()+" is not in the queue", http.StatusBadRequest)
 		return
 	}
-	g := review.Review{SampleID: k.SampleID, Epoch: k.Epoch, RunID: q.RunID, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
+	g := review.Review{Variant: k.Variant, SampleID: k.SampleID, Epoch: k.Epoch, RunID: q.RunID, Reviewer: strings.TrimSpace(f.Get("reviewer")), Time: time.Now().UTC(),
 		Note: strings.TrimSpace(f.Get("note")), SawVerdict: rv.opts.ShowVerdict || f.Get("saw_verdict") == "1"}
 	switch f.Get("grade") {
 	case "pass":
@@ -131,6 +131,9 @@ func (s *Server) grade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := url.Values{"key": {rv.opts.Secret}, "reviewer": {g.Reviewer}, "graded": {k.SampleID}, "ge": {strconv.Itoa(k.Epoch)}}
+	if k.Variant != "" {
+		v.Set("gv", k.Variant)
+	}
 	http.Redirect(w, r, "/review?"+v.Encode(), http.StatusSeeOther)
 }
 
@@ -150,6 +153,7 @@ type reviewData struct {
 }
 
 type reviewEntry struct {
+	Variant     string // empty in a run of one harness
 	SampleID    string
 	Epoch       int
 	Tags        string
@@ -189,7 +193,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 	q, recs, reviews := f.Queue, f.Queued, f.Reviews
 	byKey := make(map[review.Key]*sink.Record, len(recs))
 	for i := range recs {
-		byKey[review.Key{SampleID: recs[i].SampleID, Epoch: recs[i].Epoch}] = &recs[i]
+		byKey[review.Key{Variant: recs[i].Variant, SampleID: recs[i].SampleID, Epoch: recs[i].Epoch}] = &recs[i]
 	}
 	mine, anyone := map[review.Key]review.Review{}, map[review.Key]bool{}
 	for _, x := range reviews {
@@ -204,10 +208,14 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 	// blind review stays blind.
 	entry := func(e review.Entry, rec *sink.Record, shown bool) *reviewEntry {
 		tags, _ := json.Marshal(rec.Tags)
-		re := &reviewEntry{SampleID: e.SampleID, Epoch: e.Epoch, Tags: string(tags), Input: pretty(rec.Input), Output: pretty(rec.Output),
+		re := &reviewEntry{Variant: e.Variant, SampleID: e.SampleID, Epoch: e.Epoch, Tags: string(tags), Input: pretty(rec.Input), Output: pretty(rec.Output),
 			Verdict: string(rec.Status), Reason: rec.Reason, Shown: shown, Probability: e.Prob}
 		if logID != "" && rec.Transcript != "" && shown {
-			re.Transcript = "/transcript/" + escapeID(logID) + "?" + url.Values{"s": {e.SampleID}, "e": {strconv.Itoa(e.Epoch)}}.Encode()
+			tv := url.Values{"s": {e.SampleID}, "e": {strconv.Itoa(e.Epoch)}}
+			if e.Variant != "" {
+				tv.Set("v", e.Variant)
+			}
+			re.Transcript = "/transcript/" + escapeID(logID) + "?" + tv.Encode()
 		}
 		return re
 	}
@@ -233,25 +241,40 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if id := qv.Get("graded"); id != "" {
 		ge, _ := strconv.Atoi(qv.Get("ge"))
-		k := review.Key{SampleID: id, Epoch: ge}
+		k := review.Key{Variant: qv.Get("gv"), SampleID: id, Epoch: ge}
 		if rec, g := byKey[k], mine[k]; rec != nil && g.Reviewer != "" {
-			d.Graded = entry(review.Entry{SampleID: id, Epoch: ge}, rec, true)
+			d.Graded = entry(review.Entry{Variant: k.Variant, SampleID: id, Epoch: ge}, rec, true)
 			d.Graded.Grade = map[bool]string{true: "pass", false: "fail"}[g.Pass]
 		}
 	}
 	sum := review.Summarize(f.Episodes, q, reviews, review.Options{})
-	d.Numbers = []reviewRow{
-		{ID: "judge", Name: "judge", Value: pct(float64(sum.JudgeRate)), Interval: ivText(sum.JudgeCI.Lo, sum.JudgeCI.Hi), Note: "every verdict; right only if the judge is"},
-		{ID: "ppi", Name: "prediction-powered", Value: pct(sum.PPI.Mean), Interval: ivText(sum.PPI.Interval.Lo, sum.PPI.Interval.Hi), Note: fmt.Sprintf("%d reviewed episodes", sum.PPI.Labelled)},
-		{ID: "reviews-only", Name: "reviews only", Value: pct(sum.ReviewsOnly.Mean), Interval: ivText(sum.ReviewsOnly.Interval.Lo, sum.ReviewsOnly.Interval.Hi)},
-		{ID: "kappa", Name: "judge vs people (kappa)", Value: num(float64(sum.Kappa)), Note: fmt.Sprintf("%d reviews", sum.Confusion.N())},
+	// A log of variants has each variant's rates, none pooled (a rate
+	// over variants describes no agent); the judge's agreement is over
+	// every variant: the judge is one.
+	if len(sum.Variants) == 0 {
+		d.Numbers = rateRows("", "", sum)
 	}
+	for i := range sum.Variants {
+		v := &sum.Variants[i]
+		d.Numbers = append(d.Numbers, rateRows("v-"+v.Variant+"-", v.Variant+": ", v)...)
+	}
+	d.Numbers = append(d.Numbers, reviewRow{ID: "kappa", Name: "judge vs people (kappa)", Value: num(float64(sum.Kappa)), Note: fmt.Sprintf("%d reviews", sum.Confusion.N())})
 	for _, t := range sum.ByTag {
 		if t.Low {
 			d.Low = append(d.Low, t.Tag+"="+t.Value)
 		}
 	}
 	s.render(w, r, "review", &page{Title: "review · " + filepath.Base(rv.opts.Log), Body: d})
+}
+
+// rateRows are the review page's rows of the pass rates of s, their IDs
+// and names prefixed (a variant's).
+func rateRows(id, name string, s *review.Summary) []reviewRow {
+	return []reviewRow{
+		{ID: id + "judge", Name: name + "judge", Value: pct(float64(s.JudgeRate)), Interval: ivText(s.JudgeCI.Lo, s.JudgeCI.Hi), Note: "every verdict; right only if the judge is"},
+		{ID: id + "ppi", Name: name + "prediction-powered", Value: pct(s.PPI.Mean), Interval: ivText(s.PPI.Interval.Lo, s.PPI.Interval.Hi), Note: fmt.Sprintf("%d reviewed episodes", s.PPI.Labelled)},
+		{ID: id + "reviews-only", Name: name + "reviews only", Value: pct(s.ReviewsOnly.Mean), Interval: ivText(s.ReviewsOnly.Interval.Lo, s.ReviewsOnly.Interval.Hi)},
+	}
 }
 
 func ivText(lo, hi float64) string {

@@ -401,7 +401,10 @@ func (s *Server) transcriptPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	i := slices.IndexFunc(recs, func(x located) bool { return x.Epoch == epoch })
+	// v names the variant in a log of variants; without it, the first
+	// record of the epoch, as before variants.
+	variant, byVariant := r.URL.Query()["v"]
+	i := slices.IndexFunc(recs, func(x located) bool { return x.Epoch == epoch && (!byVariant || x.Variant == variant[0]) })
 	if i < 0 {
 		http.Error(w, "no such episode in the run", http.StatusNotFound)
 		return

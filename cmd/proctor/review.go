@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -37,16 +38,17 @@ import.
       whose judges disagreed, and tags where the judge agrees little with
       the reviews so far K times likelier to be picked. A larger count with
       the same seed picks a superset. An existing queue is replaced only
-      with -replace.
+      with -replace. In a log of variants the count is shared equally
+      among the variants, and report gives each variant its own rates.
   proctor review export [-format csv|jsonl] [-show-verdict] -o OUT LOG
       writes the queue's episodes (input, output, tags) with empty grade
       columns for an annotation tool; the judge's verdict only with
       -show-verdict.
   proctor review import [-format csv|jsonl] [-reviewer NAME] LOG FILE
       appends the graded rows of FILE (columns sample_id, epoch, reviewer,
-      pass, score, note, saw_verdict, time, run_id, eval; see 'go doc
-      github.com/proctor-evals/proctor/review Export') to the reviews; rows
-      of another run or eval than LOG's are refused.
+      pass, score, note, saw_verdict, time, run_id, eval, variant; see 'go
+      doc github.com/proctor-evals/proctor/review Export') to the reviews;
+      rows of another run or eval than LOG's are refused.
   proctor review report [-json] [-level L] [-width W] LOG
       the judge's pass rate, the prediction-powered one and the one from
       the reviews alone; the judge's agreement with people, by tag (low
@@ -211,7 +213,14 @@ func reviewPick(log string, d review.Design, lowAgreement float64, replace bool,
 	}
 	fmt.Fprintf(stdout, "picked %d of %d episodes for review: %s\n", len(q.Entries), q.Episodes, path)
 	for _, s := range q.Strata {
-		fmt.Fprintf(stdout, "  %s=%s: %d of %d\n", d.StratifyBy, orNone(s.Value), s.Picks, s.Episodes)
+		var name []string
+		if s.Variant != "" {
+			name = append(name, "variant "+s.Variant)
+		}
+		if d.StratifyBy != "" {
+			name = append(name, d.StratifyBy+"="+orNone(s.Value))
+		}
+		fmt.Fprintf(stdout, "  %s: %d of %d\n", strings.Join(name, " "), s.Picks, s.Episodes)
 	}
 	for t := range d.Tags {
 		fmt.Fprintf(stdout, "  oversampled %s (low agreement) ×%g\n", t, d.Tags[t])
@@ -261,12 +270,17 @@ func reviewImport(log, file string, opts review.ImportOptions, stdout, stderr io
 	if err != nil {
 		return 0, err
 	}
-	known := map[review.Key]bool{}
-	for _, r := range lf.Episodes {
-		known[review.Key{SampleID: r.SampleID, Epoch: r.Epoch}] = true
+	known, variants := map[review.Key]bool{}, map[string]bool{}
+	for i := range lf.Episodes {
+		known[lf.Episodes[i].Key()] = true
+		variants[lf.Episodes[i].Variant] = true
 	}
 	for _, r := range rs {
 		if !known[r.Key()] {
+			if r.Variant == "" && !variants[""] {
+				return 0, fmt.Errorf("%s: the review of %s names no variant, and %s is a log of variants (%s): give each row its variant (the export's variant column): nothing imported",
+					file, r.Key(), log, strings.Join(slices.Sorted(maps.Keys(variants)), ", "))
+			}
 			return 0, fmt.Errorf("%s: %s has no episode %s: nothing imported", file, log, r.Key())
 		}
 	}
@@ -308,12 +322,20 @@ func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  reviews: %d by %d reviewers, %d after seeing the judge's verdict\n", s.Reviews, s.Reviewers, s.Seen)
-	fmt.Fprintf(w, "  %-20s %s  %s\n", "judge", rate(float64(s.JudgeRate), s.JudgeCI.Lo, s.JudgeCI.Hi), "every verdict; right only if the judge is")
-	if math.IsNaN(s.PPI.Mean) {
-		fmt.Fprintf(w, "  %-20s — needs two reviewed episodes of the queue\n", "prediction-powered")
+	if len(s.Variants) == 0 {
+		printRates(w, "  ", s)
 	} else {
-		fmt.Fprintf(w, "  %-20s %s  λ %.2f, %d reviewed\n", "prediction-powered", rate(s.PPI.Mean, s.PPI.Interval.Lo, s.PPI.Interval.Hi), s.PPI.Lambda, s.PPI.Labelled)
-		fmt.Fprintf(w, "  %-20s %s\n", "reviews only", rate(s.ReviewsOnly.Mean, s.ReviewsOnly.Interval.Lo, s.ReviewsOnly.Interval.Hi))
+		fmt.Fprintf(w, "  %d variants, not pooled (a pass rate over variants describes no agent):\n", len(s.Variants))
+		for i := range s.Variants {
+			v := &s.Variants[i]
+			fmt.Fprintf(w, "  variant %s: %d of %d episodes picked, %d reviewed, %d reviews\n", v.Variant, v.Picked, v.Episodes, v.Reviewed, v.Reviews)
+			printRates(w, "    ", v)
+			if p := v.Plan; p.ReviewsOnly > 0 {
+				fmt.Fprintf(w, "    planning: an interval %.3f wide needs about %s reviews of this variant with the judge, %s from reviews alone\n",
+					p.Width, count(p.WithJudge, v.Episodes), count(p.ReviewsOnly, v.Episodes))
+			}
+		}
+		fmt.Fprintln(w, "  over every variant (the judge is one):")
 	}
 	if c := s.Confusion; c.N() > 0 {
 		fmt.Fprintf(w, "  judge vs people: agreement %.2f, kappa %s (both pass %d, judge too lenient %d, too strict %d, both fail %d)\n",
@@ -335,6 +357,18 @@ func printReview(w io.Writer, log string, s *review.Summary, q *review.Queue) {
 	if p := s.Plan; p.ReviewsOnly > 0 {
 		fmt.Fprintf(w, "  planning: an interval %.3f wide needs about %s reviews with the judge, %s from reviews alone\n",
 			p.Width, count(p.WithJudge, s.Episodes), count(p.ReviewsOnly, s.Episodes))
+	}
+}
+
+// printRates prints the judge's, the prediction-powered and the
+// reviews-only pass rates of s, each line after indent.
+func printRates(w io.Writer, indent string, s *review.Summary) {
+	fmt.Fprintf(w, "%s%-20s %s  %s\n", indent, "judge", rate(float64(s.JudgeRate), s.JudgeCI.Lo, s.JudgeCI.Hi), "every verdict; right only if the judge is")
+	if math.IsNaN(s.PPI.Mean) {
+		fmt.Fprintf(w, "%s%-20s — needs two reviewed episodes of the queue\n", indent, "prediction-powered")
+	} else {
+		fmt.Fprintf(w, "%s%-20s %s  λ %.2f, %d reviewed\n", indent, "prediction-powered", rate(s.PPI.Mean, s.PPI.Interval.Lo, s.PPI.Interval.Hi), s.PPI.Lambda, s.PPI.Labelled)
+		fmt.Fprintf(w, "%s%-20s %s\n", indent, "reviews only", rate(s.ReviewsOnly.Mean, s.ReviewsOnly.Interval.Lo, s.ReviewsOnly.Interval.Hi))
 	}
 }
 
@@ -374,9 +408,20 @@ func noteReviews(w io.Writer, log string) {
 		return
 	}
 	s := review.Summarize(f.Episodes, f.Queue, f.Reviews, review.Options{})
-	if math.IsNaN(s.PPI.Mean) {
+	if len(s.Variants) == 0 {
+		if !math.IsNaN(s.PPI.Mean) {
+			fmt.Fprintf(w, "human review: prediction-powered pass rate %s from %d reviewed episodes (reviews alone %s); proctor review report %s\n",
+				rate(s.PPI.Mean, s.PPI.Interval.Lo, s.PPI.Interval.Hi), s.PPI.Labelled, rate(s.ReviewsOnly.Mean, s.ReviewsOnly.Interval.Lo, s.ReviewsOnly.Interval.Hi), log)
+		}
 		return
 	}
-	fmt.Fprintf(w, "human review: prediction-powered pass rate %s from %d reviewed episodes (reviews alone %s); proctor review report %s\n",
-		rate(s.PPI.Mean, s.PPI.Interval.Lo, s.PPI.Interval.Hi), s.PPI.Labelled, rate(s.ReviewsOnly.Mean, s.ReviewsOnly.Interval.Lo, s.ReviewsOnly.Interval.Hi), log)
+	var parts []string
+	for _, v := range s.Variants {
+		if !math.IsNaN(v.PPI.Mean) {
+			parts = append(parts, fmt.Sprintf("%s %s from %d reviewed", v.Variant, rate(v.PPI.Mean, v.PPI.Interval.Lo, v.PPI.Interval.Hi), v.PPI.Labelled))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "human review: prediction-powered pass rates, per variant: %s; proctor review report %s\n", strings.Join(parts, "; "), log)
+	}
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // checkReviewed applies Gate.MinLowerBound to the prediction-powered pass
-// rate of the reviews beside log.
+// rate of the reviews beside log; in a log of variants, to each variant's
+// (a pass rate pooled over variants describes no agent).
 func checkReviewed(t testing.TB, log string, g Gate) {
 	t.Helper()
 	s, err := reviewed(log)
@@ -16,15 +17,27 @@ func checkReviewed(t testing.TB, log string, g Gate) {
 		t.Errorf("evaltest: reviewed gate: %v", err)
 		return
 	}
+	if len(s.Variants) == 0 {
+		checkPPI(t, log, "", s, g)
+		return
+	}
+	for i := range s.Variants {
+		checkPPI(t, log, "variant "+s.Variants[i].Variant+": ", &s.Variants[i], g)
+	}
+}
+
+// checkPPI applies the gate to one summary; what names its variant.
+func checkPPI(t testing.TB, log, what string, s *review.Summary, g Gate) {
+	t.Helper()
 	iv := s.PPI.Interval
 	switch {
 	case s.PPI.Labelled < 2:
-		t.Errorf("evaltest: reviewed gate: %d reviewed episodes of the queue beside %s: the gate needs people's grades (proctor review pick, then proctor view -review)", s.PPI.Labelled, log)
+		t.Errorf("evaltest: reviewed gate: %s%d reviewed episodes of the queue beside %s: the gate needs people's grades (proctor review pick, then proctor view -review)", what, s.PPI.Labelled, log)
 	case iv.Lo < g.MinLowerBound:
-		t.Errorf("evaltest: prediction-powered pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] from %d reviews and %d judge verdicts (the judge alone says %.1f%%): lower bound under the gate's %.1f%%",
-			100*s.PPI.Mean, 100*iv.Level, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled, s.Episodes, 100*float64(s.JudgeRate), 100*g.MinLowerBound)
+		t.Errorf("evaltest: %sprediction-powered pass rate %.1f%%, %.0f%% CI [%.1f%%, %.1f%%] from %d reviews and %d judge verdicts (the judge alone says %.1f%%): lower bound under the gate's %.1f%%",
+			what, 100*s.PPI.Mean, 100*iv.Level, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled, s.Episodes, 100*float64(s.JudgeRate), 100*g.MinLowerBound)
 	default:
-		t.Logf("evaltest: prediction-powered pass rate %.1f%% [%.1f%%, %.1f%%] from %d reviews", 100*s.PPI.Mean, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled)
+		t.Logf("evaltest: %sprediction-powered pass rate %.1f%% [%.1f%%, %.1f%%] from %d reviews", what, 100*s.PPI.Mean, 100*iv.Lo, 100*iv.Hi, s.PPI.Labelled)
 	}
 }
 

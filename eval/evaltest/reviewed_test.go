@@ -51,3 +51,36 @@ func TestReviewedGateDecidesOnPeople(t *testing.T) {
 	evaltest.Run(rec, arithmetic(adder(-1)), eval.Config{Log: log}, evaltest.Gate{MinLowerBound: 0.3, Reviewed: true})
 	require.Empty(t, rec.errors, "a bar the reviews clear passes")
 }
+
+// TestReviewedGateHoldsPerVariant: in a run of two variants whose judge
+// passes every episode, people pass a's reviewed episodes and fail b's:
+// the reviewed gate fails on b alone, naming it, and pools nothing.
+func TestReviewedGateHoldsPerVariant(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	e := arithmetic(nil)
+	e.Harness = nil
+	e.Variants = []eval.Variant[question, string]{{Name: "a", Harness: adder(-1)}, {Name: "b", Harness: adder(-1)}}
+	evaltest.Run(&recorder{TB: t}, e, eval.Config{Log: log}, evaltest.Gate{})
+
+	var recs []sink.Record
+	for r, err := range jsonl.Records(log) {
+		require.NoError(t, err)
+		recs = append(recs, r)
+	}
+	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Count: 60})
+	require.NoError(t, err)
+	w, _, err := review.Open(review.FilePath(log))
+	require.NoError(t, err)
+	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
+	for _, e := range q.Entries {
+		require.NoError(t, w.Append(review.Review{Variant: e.Variant, SampleID: e.SampleID, Epoch: e.Epoch, Reviewer: "ana", Time: time.Now(), Pass: e.Variant == "a"}))
+	}
+	require.NoError(t, w.Close())
+
+	rec := &recorder{TB: t}
+	evaltest.Run(rec, e, eval.Config{Log: log}, evaltest.Gate{MinLowerBound: 0.5, Reviewed: true})
+	require.Len(t, rec.errors, 1, "%q", rec.errors)
+	require.Contains(t, rec.errors[0], "variant b: prediction-powered pass rate 0.0%")
+	require.Contains(t, rec.errors[0], "from 30 reviews and 200 judge verdicts")
+}
