@@ -60,6 +60,7 @@ func helper(mode string, args []string) error {
 		time.Sleep(time.Hour)
 	case "hold": // hold DIR: open sandboxes with running commands, say so, wait to be killed
 		return hold(args[0])
+
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
 	}
@@ -266,4 +267,67 @@ func TestCleanupSparesLiveRuns(t *testing.T) {
 	got, err := sb.ReadFile(ctx, "f")
 	require.NoError(t, err)
 	require.Equal(t, "kept", string(got))
+}
+
+// TestTheEngineLeavesTheCommandsCgroup: on a cgroup v1 host the thread
+// that starts a command joins the command's cgroup so that the command
+// starts inside it; it must leave it then, or the OOM killer of the
+// command's memory limit weighs the whole engine with the command and
+// picks the engine, which holds more memory, when the thread is the
+// process's main one (eval's tests were "signal: killed" so under load,
+// the kernel's log naming the test binary in a sandbox's cgroup).
+func TestTheEngineLeavesTheCommandsCgroup(t *testing.T) {
+	requireTools(t)
+	p := local.New(&local.Options{Dir: t.TempDir()})
+	if !p.Guarantees().OOM {
+		t.Skip("this host gives the local driver no memory limit (cgroups need root)")
+	}
+	ctx := context.Background()
+	env, err := p.Provision(ctx, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
+	require.NoError(t, err)
+	defer env.Close()
+	sb, err := env.Fork(ctx)
+	require.NoError(t, err)
+	defer sb.Close()
+	running, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(running, sandbox.Cmd{Args: []string{"sleep", "60"}})
+		done <- err
+	}()
+	// The tasks of the command's memory cgroup (this process's, as
+	// newCgroup names them) and which of them are the engine's threads:
+	// the starting thread is in it from before the fork until the command
+	// has started, and must be out soon after.
+	engineIn := func() (tasks, engine []string) {
+		dirs, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/memory/proctor/%d-*", os.Getpid()))
+		if len(dirs) == 0 {
+			t.Skip("no cgroup v1 memory controller here: the command starts in its cgroup by its file descriptor (v2)")
+		}
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "tasks"))
+			tasks = append(tasks, strings.Fields(string(b))...)
+		}
+		for _, tid := range tasks {
+			if _, err := os.Stat("/proc/self/task/" + tid); err == nil {
+				engine = append(engine, tid)
+			}
+		}
+		return tasks, engine
+	}
+	var since time.Time // when the command was first seen in its cgroup
+	for {
+		tasks, engine := engineIn()
+		if len(tasks) > len(engine) && since.IsZero() {
+			since = time.Now()
+		}
+		if !since.IsZero() && len(engine) == 0 {
+			break
+		}
+		require.False(t, !since.IsZero() && time.Since(since) > 3*time.Second,
+			"threads %v of the engine stay in the command's cgroup while it runs", engine)
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
 }

@@ -315,8 +315,41 @@ func (cg *cgroup) oomKills() int64 {
 
 // join moves one thread (v1 allows it) into the cgroup: a process forked
 // from that thread starts inside it, so no child escapes by forking early.
-func (cg *cgroup) join(tid int) error {
+// It returns the cgroups the thread was in, for leave.
+func (cg *cgroup) join(tid int) (home []string, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/cgroup", tid))
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range cg.dirs {
+		ctrl := filepath.Base(filepath.Dir(filepath.Dir(d))) // <root>/<ctrl>/proctor/<name>
+		dir := ""
+		for line := range strings.Lines(string(b)) { // "4:memory:/path"
+			f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+			if len(f) == 3 && contains(strings.Split(f[1], ","), ctrl) {
+				dir = filepath.Join(cgroupRoot, ctrl, f[2])
+			}
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("no %s cgroup in /proc/self/task/%d/cgroup", ctrl, tid)
+		}
+		home = append(home, dir)
+	}
+	for _, d := range cg.dirs {
+		if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(strconv.Itoa(tid)), 0); err != nil {
+			return nil, err
+		}
+	}
+	return home, nil
+}
+
+// leave moves the thread back to its cgroups once the command is forked:
+// while it is in the command's, the OOM killer of the command's memory
+// limit weighs the whole engine too, and picks it, the process with the
+// most memory (eval's tests were "signal: killed" so, the test binary
+// killed in a sandbox's cgroup).
+func leave(tid int, home []string) error {
+	for _, d := range home {
 		if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(strconv.Itoa(tid)), 0); err != nil {
 			return err
 		}
@@ -378,15 +411,24 @@ func (b *box) start(c *exec.Cmd) (*process, error) {
 				return
 			}
 		}
+		var home []string
 		if b.cg != nil && b.cg.mode == cgroupV1 {
 			clean = false
-			if err := b.cg.join(unix.Gettid()); err != nil {
+			var err error
+			if home, err = b.cg.join(unix.Gettid()); err != nil {
 				started <- err
 				return
 			}
 		}
 		if err := startRetrying(c); err != nil {
 			started <- err
+			return
+		}
+		if err := leave(unix.Gettid(), home); err != nil {
+			killGroup(c.Process.Pid)
+			c.Wait()
+			close(p.done)
+			started <- fmt.Errorf("local: leaving the command's cgroup: %w", err)
 			return
 		}
 		started <- nil
