@@ -225,7 +225,9 @@ type Config struct {
 	// (report.Sequential says how); episodes in flight then finish and are
 	// recorded. The report's Sequential says what was decided, where, and
 	// what was not spent. The dataset is read into memory. Not with
-	// Shard: a shard sees part of the claim order.
+	// Shard: a shard sees part of the claim order. With Eval.Variants,
+	// each variant has its own gate (each variant's report's Sequential)
+	// and stops being run once it decided; the run stops once all have.
 	Sequential *report.Sequential
 
 	// OnProgress, when set, is given a snapshot of the run's progress every
@@ -410,8 +412,8 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 	if err != nil {
 		return cfg, nil, err
 	}
-	if len(e.Variants) > 0 && cfg.Sequential != nil {
-		return cfg, nil, &ConfigError{"Config.Sequential with Eval.Variants: a gate per variant is not supported yet (use Config.EliminateVariants to stop losing variants early)"}
+	if len(e.Variants) > 0 && cfg.Sequential != nil && cfg.EliminateVariants > 0 {
+		return cfg, nil, &ConfigError{"Config.Sequential with Config.EliminateVariants: not supported together yet (each variant's gate, or eliminations, not both)"}
 	}
 	if cfg.EliminateVariants > 0 && len(e.Variants) < 2 {
 		return cfg, nil, &ConfigError{"Config.EliminateVariants needs two Eval.Variants or more"}

@@ -47,6 +47,7 @@ type recorder struct {
 	// window, for a sequential gate, learns how far the claim order's
 	// finished prefix reaches (sequential.go); nil without one.
 	window *claimWindow
+	gates  *variantGates // a sequential gate per variant; nil otherwise
 
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
@@ -109,7 +110,7 @@ func (r *recorder) start(ingest func()) {
 		if ingest != nil {
 			ingest()
 		}
-		r.window.advance(r.agg, r.epochs)
+		r.advanceGate()
 		r.advanceElimination()
 		close(r.ingested)
 		r.loop()
@@ -279,7 +280,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	}
 	r.agg.AddAt(f.sample, &f.rec)
 	r.elim.add(f.sample, slot, &f.rec)
-	r.window.advance(r.agg, r.epochs)
+	r.advanceGate()
 	r.advanceElimination()
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
@@ -293,6 +294,17 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		r.committed.tokens.Add(n)
 	}
 	r.checkComplete()
+}
+
+// advanceGate moves the claim window to the sequential gate's finished
+// prefix: the run's, or with variants the shortest of the variants
+// still undecided.
+func (r *recorder) advanceGate() {
+	if r.gates != nil {
+		r.window.advanceTo(int64(r.gates.prefix()) * r.epochs)
+		return
+	}
+	r.window.advance(r.agg, r.epochs)
 }
 
 // advanceElimination lets claims go as far past elimination's folded

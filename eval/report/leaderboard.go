@@ -148,9 +148,24 @@ func (a *Aggregator) addVariant(i int, r *sink.Record) {
 		if a.variants == nil {
 			a.variants = map[string]*Aggregator{}
 		}
-		v = NewAggregator(&a.opts)
+		name := strings.Clone(r.Variant)
+		if a.meta != nil {
+			// The engine's: indexed as the run is, so that the variant's
+			// sequential gate decides as records arrive (the engine stops
+			// running a variant whose gate decided).
+			v = NewIndexed(&a.opts, a.n, a.meta)
+			if f := a.onVariantDecided; v.seq != nil && f != nil {
+				v.seq.onDecide = func() { f(name) }
+			}
+		} else {
+			v = NewAggregator(&a.opts)
+		}
 		v.oneVariant = true
-		a.variants[strings.Clone(r.Variant)] = v
+		a.variants[name] = v
+	}
+	if v.meta != nil {
+		v.AddAt(i, r)
+		return
 	}
 	j, ok := v.Index(r.SampleID)
 	if !ok {

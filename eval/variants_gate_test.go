@@ -1,0 +1,194 @@
+package eval_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/proctor-evals/proctor/dataset"
+	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
+	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/internal/distrib"
+	"github.com/proctor-evals/proctor/judge"
+	"github.com/proctor-evals/proctor/sandbox"
+	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
+	"github.com/proctor-evals/proctor/sink"
+)
+
+// rateVariants is an eval of variants, each passing an episode when its
+// seed falls under its rate (percent): variants share episode seeds, so
+// their outcomes are paired as a run's are. calls counts the episodes
+// each ran.
+func rateVariants(n int, rate map[string]uint64, names []string, calls *variantCalls) *eval.Eval[string, string] {
+	var d dataset.Slice[string]
+	for i := range n {
+		d = append(d, dataset.Sample[string]{ID: fmt.Sprintf("s%03d", i), Input: "x"})
+	}
+	e := &eval.Eval[string, string]{Name: "gated", Dataset: d, Judge: judge.Func[string, string](func(_ context.Context, _ *harness.Episode[string], out string) (judge.Verdict, error) {
+		return judge.Verdict{Pass: out == "pass"}, nil
+	})}
+	for _, name := range names {
+		e.Variants = append(e.Variants, eval.Variant[string, string]{Name: name, Harness: harness.Func[string, string](func(_ context.Context, ep *harness.Episode[string]) (string, error) {
+			calls.mu.Lock()
+			if calls.n == nil {
+				calls.n = map[string]int{}
+			}
+			calls.n[name]++
+			calls.mu.Unlock()
+			if (ep.Seed>>7)%100 < rate[name] {
+				return "pass", nil
+			}
+			return "fail", nil
+		})})
+	}
+	return e
+}
+
+// reportOfLog is the report proctor report makes of a log: its gate
+// read from the manifest.
+func reportOfLog(t *testing.T, log string) *report.Report {
+	t.Helper()
+	m, err := manifest.Read(log)
+	require.NoError(t, err)
+	seq, err := report.SequentialOf(m)
+	require.NoError(t, err)
+	require.NotNil(t, seq, "the manifest holds the gate")
+	rep, err := report.FromLog(log, &report.Options{Sequential: seq})
+	require.NoError(t, err)
+	return rep
+}
+
+// gateOf is the sequential gate of variant name in rep.
+func gateOf(t *testing.T, rep *report.Report, name string) report.SequentialResult {
+	t.Helper()
+	v := rep.VariantReport(name)
+	require.NotNil(t, v, "variant %s", name)
+	require.NotNil(t, v.Sequential, "variant %s's gate", name)
+	return *v.Sequential
+}
+
+// TestSequentialPerVariant: with Config.Sequential and variants, each
+// variant has its own gate; the one that decides early stops being run
+// (its remaining episodes are not claimed) while the others go on; each
+// environment is still provisioned once per sample and closed; the
+// report of the log decides every variant's gate as the run did; and a
+// resume runs nothing of a decided variant.
+func TestSequentialPerVariant(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	var calls variantCalls
+	// Against a bar of 0.7: a passes always (decides "pass" within a few
+	// samples), b is at the bar (undecided), c far under it (decides
+	// "fail").
+	e := rateVariants(n, map[string]uint64{"a": 100, "b": 70, "c": 40}, []string{"a", "b", "c"}, &calls)
+	e.Sandbox = func(dataset.Sample[string]) sandbox.Spec { return sandbox.Spec{} }
+	c := &counting{Provider: &sandboxtest.Fake{}}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Sandbox: c.provider(), Sequential: &report.Sequential{Bar: 0.7}, Concurrency: 4, Quiet: true, Seed: 5}
+	rep, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	ran := calls.count()
+
+	a, b, cg := gateOf(t, rep, "a"), gateOf(t, rep, "b"), gateOf(t, rep, "c")
+	require.Equal(t, report.DecidedPass, a.Decision)
+	require.Equal(t, report.Undecided, b.Decision)
+	require.Equal(t, report.DecidedFail, cg.Decision)
+	// A decided variant's claims stop within the window: the concurrency
+	// plus 5%, and a block of samples (a sample's variants are claimed
+	// within its block).
+	require.LessOrEqual(t, ran["a"], a.Samples+2*4+1, "a stopped being run once decided")
+	require.Equal(t, n, ran["b"], "b, undecided, runs every sample")
+	require.Less(t, ran["c"], n, "c stopped being run once decided")
+	require.Equal(t, n-ran["a"], a.NotRun, "a's gate says what it did not run")
+	require.Equal(t, int32(n), c.provisions.Load(), "one environment per sample still")
+	c.requireAllClosed(t)
+	require.NotEqual(t, "", rep.GateFailure(), "b's gate is undecided, c's failed: the run does not pass")
+
+	fromLog := reportOfLog(t, log)
+	for _, name := range []string{"a", "b", "c"} {
+		got, want := gateOf(t, fromLog, name), gateOf(t, rep, name)
+		require.Equal(t, want.Decision, got.Decision, name)
+		require.Equal(t, want.Samples, got.Samples, name)
+		require.Equal(t, want.Bounds, got.Bounds, name)
+	}
+
+	calls = variantCalls{}
+	rep2, err := e.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Empty(t, calls.count(), "resumed, nothing runs: a and c decided, b ran every sample")
+	require.Equal(t, a.Samples, gateOf(t, rep2, "a").Samples)
+}
+
+// TestSequentialPerVariantResumedDecidesAsOneRun: a run of three variants
+// under the gate, stopped midway and resumed, decides every variant's
+// gate at the same sample as one run that was never stopped; once every
+// gate decided, the run stops claiming, and a resume runs nothing.
+func TestSequentialPerVariantResumedDecidesAsOneRun(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	rate := map[string]uint64{"a": 95, "b": 40, "c": 88}
+	names := []string{"a", "b", "c"}
+	dir := t.TempDir()
+	cfg := eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Epochs: 2, Concurrency: 8, Seed: 11, Quiet: true}
+
+	var calls variantCalls
+	e := rateVariants(n, rate, names, &calls)
+	one := cfg
+	one.Log = filepath.Join(dir, "one.jsonl")
+	want, err := e.Run(context.Background(), one)
+	require.NoError(t, err)
+	for _, name := range names {
+		require.NotEqual(t, report.Undecided, gateOf(t, want, name).Decision, "the test needs variant %s decided", name)
+	}
+	total := 0
+	for _, k := range calls.count() {
+		total += k
+	}
+	require.Less(t, total, 3*2*n/2, "every gate decided: the run stopped claiming")
+
+	var calls2 variantCalls
+	e = rateVariants(n, rate, names, &calls2)
+	resumed := cfg
+	resumed.Log = filepath.Join(dir, "resumed.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := resumed
+	stop.Sinks = []sink.Sink{&cancelAfter{n: 30, cancel: cancel}}
+	_, err = e.Run(ctx, stop)
+	require.Error(t, err, "stopped midway")
+	got, err := e.Run(context.Background(), resumed)
+	require.NoError(t, err)
+	fromLog := reportOfLog(t, resumed.Log)
+	for _, name := range names {
+		w := gateOf(t, want, name)
+		for _, r := range []*report.Report{got, fromLog} {
+			g := gateOf(t, r, name)
+			require.Equal(t, w.Decision, g.Decision, name)
+			require.Equal(t, w.Samples, g.Samples, name)
+			require.Equal(t, w.Bounds, g.Bounds, name)
+		}
+	}
+
+	var calls3 variantCalls
+	e = rateVariants(n, rate, names, &calls3)
+	_, err = e.Run(context.Background(), resumed)
+	require.NoError(t, err)
+	require.Empty(t, calls3.count(), "a decided log runs nothing more")
+}
+
+// TestSequentialWithVariantsRefused: what a gate per variant does not do
+// yet is refused, not run wrongly.
+func TestSequentialWithVariantsRefused(t *testing.T) {
+	t.Parallel()
+	var calls variantCalls
+	e := rateVariants(4, map[string]uint64{"a": 50, "b": 50}, []string{"a", "b"}, &calls)
+	_, err := e.Run(context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, EliminateVariants: 0.05, Quiet: true})
+	require.ErrorContains(t, err, "Config.Sequential with Config.EliminateVariants")
+	_, err = distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
+	require.ErrorContains(t, err, "not supported by a distributed run")
+}
