@@ -369,7 +369,13 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	if int(r.owned) > rep.Episodes {
 		rep.Planned = int(r.owned) // stopped early: how far it got
 	}
-	for _, e := range r.elim.eliminations() {
+	eliminations := r.elim.eliminations()
+	if rep.Leaderboard != nil {
+		// As a report of the log has them from its manifest: an eliminated
+		// variant is left out of the gates.
+		rep.Leaderboard.AddEliminations(eliminations)
+	}
+	for _, e := range eliminations {
 		// Until the report has a place of its own for them (the manifest
 		// holds them: manifest.Eliminations).
 		warnings = append(warnings, fmt.Sprintf("variant %s stopped after %d samples: %s is better (α %g over the run's eliminations); %d of its episodes not run",

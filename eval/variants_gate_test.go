@@ -192,3 +192,41 @@ func TestSequentialWithVariantsRefused(t *testing.T) {
 	_, err = distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
 	require.ErrorContains(t, err, "not supported by a distributed run")
 }
+
+// TestEliminationsInTheRunsReport: the report Run returns marks the
+// variants it eliminated in its leaderboard, as a report of the log does
+// from its manifest, and leaves them out of the gates alike: before, the
+// run's report held no eliminations, and its lowest lower bound was an
+// eliminated variant's where proctor report's was the winner's.
+func TestEliminationsInTheRunsReport(t *testing.T) {
+	t.Parallel()
+	var calls variantCalls
+	e := rateVariants(200, map[string]uint64{"a": 100, "b": 0, "c": 0}, []string{"a", "b", "c"}, &calls)
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	rep, err := e.Run(context.Background(), eval.Config{Log: log, EliminateVariants: 0.05, Concurrency: 4, Seed: 3, Quiet: true})
+	require.NoError(t, err)
+	fromLog, err := report.FromLog(log, nil)
+	require.NoError(t, err)
+	eliminated := 0
+	for _, s := range rep.Leaderboard.Variants {
+		var want *report.Standing
+		for i := range fromLog.Leaderboard.Variants {
+			if fromLog.Leaderboard.Variants[i].Variant == s.Variant {
+				want = &fromLog.Leaderboard.Variants[i]
+			}
+		}
+		require.NotNil(t, want, s.Variant)
+		require.Equal(t, want.Eliminated, s.Eliminated, s.Variant)
+		if s.Eliminated != nil {
+			eliminated++
+			require.Equal(t, "a", s.Eliminated.By)
+			require.Positive(t, s.Eliminated.Saved)
+		}
+	}
+	require.Equal(t, 2, eliminated, "b and c are eliminated")
+	lo, name := rep.GateBoundVariant(false)
+	wantLo, wantName := fromLog.GateBoundVariant(false)
+	require.Equal(t, "a", name, "the gate's lowest bound is of a variant not eliminated")
+	require.Equal(t, wantName, name)
+	require.Equal(t, wantLo, lo)
+}

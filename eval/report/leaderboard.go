@@ -470,8 +470,11 @@ func (lb *Leaderboard) pareto() {
 	}
 }
 
-// addEliminations notes the manifest's eliminations in the standings.
-func (lb *Leaderboard) addEliminations(es []manifest.Elimination) {
+// AddEliminations notes the run's eliminations in the standings
+// (Standing.Eliminated): from the log's manifest for a report of a log, from
+// the run itself for the report Eval.Run returns. An eliminated variant is
+// left out of the gates.
+func (lb *Leaderboard) AddEliminations(es []manifest.Elimination) {
 	for _, e := range es {
 		for i := range lb.Variants {
 			if lb.Variants[i].Variant == e.Variant {
