@@ -30,9 +30,14 @@ type callStoreSharer interface {
 	ShareStore(gateway.StoreShare) error
 }
 
-// callsSubject is where episode (sample, epoch)'s stored calls go.
-func (n names) callsSubject(sample string, epoch int) string {
-	return n.callsSubj + "." + sampleKey(sample) + "." + strconv.Itoa(epoch)
+// callsSubject is where episode k's stored calls go: a variant's episodes
+// have a token more, so they meet no other's.
+func (n names) callsSubject(k gateway.CallKey) string {
+	subj := n.callsSubj + "."
+	if k.Variant != "" {
+		subj += sampleKey(k.Variant) + "."
+	}
+	return subj + sampleKey(k.Sample) + "." + strconv.Itoa(k.Epoch)
 }
 
 // shareCallStore opens a call store for cfg's gateway in a directory of
@@ -64,15 +69,15 @@ func (w *worker) shareCallStore(ctx context.Context, cfg eval.Config) (closeStor
 	}
 	max := w.nc.MaxPayload()
 	err = g.ShareStore(gateway.StoreShare{
-		Put: func(sample string, epoch int, line []byte) error {
+		Put: func(k gateway.CallKey, line []byte) error {
 			if int64(len(line)) > max-1024 {
 				return nil // over the server's message size: that call is bought again on resume
 			}
-			_, err := w.js.Publish(w.ctx, w.n.callsSubject(sample, epoch), line)
+			_, err := w.js.Publish(w.ctx, w.n.callsSubject(k), line)
 			return err
 		},
-		Load: func(sample string, epoch int) ([][]byte, error) {
-			subj := w.n.callsSubject(sample, epoch)
+		Load: func(k gateway.CallKey) ([][]byte, error) {
+			subj := w.n.callsSubject(k)
 			var lines [][]byte
 			for seq := uint64(1); ; {
 				m, err := stream.GetMsg(w.ctx, seq, jetstream.WithGetMsgSubject(subj))
@@ -80,7 +85,7 @@ func (w *worker) shareCallStore(ctx context.Context, cfg eval.Config) (closeStor
 					return lines, nil
 				}
 				if err != nil {
-					return nil, fmt.Errorf("cluster: the run's calls of sample %q epoch %d: %w", sample, epoch, err)
+					return nil, fmt.Errorf("cluster: the run's calls of %v: %w", k, err)
 				}
 				lines = append(lines, m.Data)
 				seq = m.Sequence + 1

@@ -38,9 +38,9 @@ func streamsOf(t *testing.T, url, id string) []string {
 	return out
 }
 
-// A completed run removes its streams, buckets (the rates bucket among
-// them) and object store (-keep keeps them), and the embedded server's
-// store and token file.
+// A completed run removes its streams (the calls stream among them),
+// buckets (the rates bucket among them) and object store (-keep keeps
+// them), and the embedded server's store and token file.
 func TestCompletedRunLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 8}
@@ -56,7 +56,7 @@ func TestCompletedRunLeavesNothingBehind(t *testing.T) {
 		}
 		w.wait(t, 10*time.Second)
 		left := streamsOf(t, srv.url, c.RunID())
-		if keep && len(left) != 6 || !keep && len(left) != 0 {
+		if keep && len(left) != 7 || !keep && len(left) != 0 {
 			t.Errorf("keep=%v: the run's streams left: %v", keep, left)
 		}
 	}

@@ -71,7 +71,7 @@ type modelMeter struct {
 	spend                   func(harness.Usage) // counts a call that ends after the record
 	end                     func()
 	span                    trace.Span // the attempt's: the gateway's call spans are its children
-	sample                  string     // the episode's sample ID and epoch: its key in the call store
+	variant, sample         string     // the episode's variant, sample ID and epoch: its key in the call store
 	epoch                   int
 
 	mu     sync.Mutex
@@ -140,7 +140,7 @@ func (m *modelMeter) NoteReplay(how string) {
 // CallKey is the episode's key in the gateway's call store (package
 // gateway's Keyed): the attempts of one episode share it, so that one run
 // again is answered from the calls its earlier attempt bought.
-func (m *modelMeter) CallKey() (string, int) { return m.sample, m.epoch }
+func (m *modelMeter) CallKey() (string, string, int) { return m.variant, m.sample, m.epoch }
 
 // Span is the attempt's span (package gateway's optional Tracer).
 func (m *modelMeter) Span() trace.Span { return m.span }
@@ -180,7 +180,7 @@ func (m *modelMeter) Remaining() (tokens int64, costUSD float64, capped bool) {
 // openModels opens the gateway to the attempt ep is about to run, in its
 // sandbox.
 func (s *scheduler[T, O]) openModels(ctx context.Context, j *job, ep *harness.Episode[T], cancel context.CancelCauseFunc) {
-	m := &modelMeter{ep: ep, span: trace.SpanFromContext(ctx), sample: ep.Sample.ID, epoch: ep.Epoch, earlier: j.usage, cancel: cancel, live: &s.live, spent: s.runSpent, spend: s.spend,
+	m := &modelMeter{ep: ep, span: trace.SpanFromContext(ctx), variant: ep.Variant, sample: ep.Sample.ID, epoch: ep.Epoch, earlier: j.usage, cancel: cancel, live: &s.live, spent: s.runSpent, spend: s.spend,
 		maxTokens: s.cfg.MaxEpisodeTokens, maxUSD: s.cfg.MaxEpisodeCostUSD,
 		stopRun: func() {
 			// A worker's coordinator stops the run (fleet.go).

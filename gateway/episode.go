@@ -54,7 +54,7 @@ type keyedHarnessMeter struct {
 	k Keyed
 }
 
-func (h keyedHarnessMeter) CallKey() (string, int) { return h.k.CallKey() }
+func (h keyedHarnessMeter) CallKey() (string, string, int) { return h.k.CallKey() }
 
 // Span implements Tracer for a harness.Meter that has the method (the
 // engine's, when the episode is traced).

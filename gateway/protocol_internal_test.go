@@ -15,6 +15,7 @@ func FuzzUsageDecoders(f *testing.F) {
 	f.Add(uint8(1), "", []byte(`{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":3,"output_tokens":1}}}`))
 	f.Add(uint8(2), "message_start", []byte(`{"type":"message_start","message":{"model":"m","usage":{"input_tokens":3,"cache_read_input_tokens":9,"output_tokens":1}}}`))
 	f.Add(uint8(2), "message_delta", []byte(`{"type":"message_delta","usage":{"output_tokens":-5}}`))
+	f.Add(uint8(2), "error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
 	f.Add(uint8(0), "", []byte(`{"choices":[{"delta":{"content":"hi","tool_calls":[{"function":{"arguments":"{}"}}]}}],"usage":null}`))
 	f.Fuzz(func(t *testing.T, which uint8, name string, data []byte) {
 		api := fuzzAPIs[int(which)%len(fuzzAPIs)]

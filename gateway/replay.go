@@ -119,8 +119,8 @@ func (g *Gateway) OpenCache(path string) (closeCache func(), err error) {
 // when an episode is opened, returns the lines Put was given for its key,
 // in the order they were put. Both are called concurrently.
 type StoreShare struct {
-	Put  func(sample string, epoch int, line []byte) error
-	Load func(sample string, epoch int) ([][]byte, error)
+	Put  func(k CallKey, line []byte) error
+	Load func(k CallKey) ([][]byte, error)
 }
 
 // ShareStore makes the open call store one of a fleet's: each call it
@@ -142,7 +142,7 @@ func (g *Gateway) ShareStore(sh StoreShare) error {
 
 // replay is a keyed episode's state against the store.
 type replay struct {
-	key   episodeKey
+	key   CallKey
 	store *store
 	chain []storedRef // the recording it replays
 	pos   int         // calls replayed (and the next stored call's Seq)
@@ -160,8 +160,8 @@ func (g *Gateway) openReplay(m Meter) *replay {
 	if s == nil {
 		return nil
 	}
-	sample, epoch := k.CallKey()
-	key := episodeKey{sample, epoch}
+	variant, sample, epoch := k.CallKey()
+	key := CallKey{variant, sample, epoch}
 	if err := s.importShared(key); err != nil {
 		// Replayed from what the store has: at worst the episode goes
 		// live sooner.
@@ -207,7 +207,7 @@ func (cl *call) recorded(req string) (sc storedCall, how string, ok bool) {
 	}
 	ep.mu.Unlock()
 	if c := cl.g.stores.cache.Load(); c != nil {
-		if off, ok := c.lookup(req, rp.key.epoch); ok {
+		if off, ok := c.lookup(req, rp.key.Epoch); ok {
 			if sc, err := c.read(off); err == nil {
 				return sc, ReplayCached, true
 			}
@@ -264,7 +264,8 @@ func (cl *call) serveRecorded(w http.ResponseWriter, r *http.Request, sc storedC
 	}
 	if how == ReplayCached && rec.Cut == "" {
 		// Stored as this run's own: a resume replays it.
-		sc.Sample, sc.Epoch, sc.Seq = cl.ep.replay.key.sample, cl.ep.replay.key.epoch, cl.ep.nextSeq()
+		k := cl.ep.replay.key
+		sc.Variant, sc.Sample, sc.Epoch, sc.Seq = k.Variant, k.Sample, k.Epoch, cl.ep.nextSeq()
 		cl.ep.replay.store.put(sc)
 	}
 	cl.ep.meter.Record(*rec)
@@ -285,7 +286,7 @@ func (cl *call) storeAnswer(b []byte, stream bool, contentType string) {
 	u.Model = cl.c.model
 	u.CostUSD = cl.g.o.Prices.Cost(cl.c.model, u)
 	rp := cl.ep.replay
-	sc := storedCall{Sample: rp.key.sample, Epoch: rp.key.epoch, Seq: cl.ep.nextSeq(), Req: cl.reqDigest, API: cl.rt.api,
+	sc := storedCall{Variant: rp.key.Variant, Sample: rp.key.Sample, Epoch: rp.key.Epoch, Seq: cl.ep.nextSeq(), Req: cl.reqDigest, API: cl.rt.api,
 		Model: cl.c.model, Status: cl.rec.Status, Type: contentType, Usage: u}
 	if stream {
 		sc.Events = events(b)

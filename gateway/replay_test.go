@@ -18,11 +18,11 @@ import (
 // keyedMeter is a meter whose episode the call store keeps.
 type keyedMeter struct {
 	meter
-	sample string
-	epoch  int
+	variant, sample string
+	epoch           int
 }
 
-func (m *keyedMeter) CallKey() (string, int) { return m.sample, m.epoch }
+func (m *keyedMeter) CallKey() (string, string, int) { return m.variant, m.sample, m.epoch }
 
 // gatewayTo is a new gateway, served, to p (a new process's).
 func gatewayTo(t *testing.T, p *gatewaytest.Provider) (*gateway.Gateway, *httptest.Server) {
@@ -87,5 +87,42 @@ func TestARealAgentIsReplayedFromTheStore(t *testing.T) {
 				require.Equal(t, bought[i].ResponseSHA256, c.ResponseSHA256, "the answer replayed byte for byte")
 			}
 		}
+	}
+}
+
+// TestVariantsOfAnEpisodeAreStoredApart: two variants' episodes of one
+// sample and epoch are two episodes of the store. Before the key had the
+// variant, variant b's episode was answered with variant a's recording.
+func TestVariantsOfAnEpisodeAreStoredApart(t *testing.T) {
+	t.Parallel()
+	bin := agentbin.Build(t)
+	p, _, _ := setup(t)
+	p.ToolArguments = `{"path":"."}`
+	path := filepath.Join(t.TempDir(), "run.calls.jsonl")
+	args := []string{"-api", agentAPIs[0].flag, "-model", agentAPIs[0].model, "-conversations", "1"}
+	run := func(variant string) []gateway.Call {
+		g, s := gatewayTo(t, p)
+		_, _, closeStore, err := g.OpenStore(path)
+		require.NoError(t, err)
+		m := &keyedMeter{variant: variant, sample: "task-1"}
+		token, end := g.Open(m)
+		r := runAgent(t, bin, gateway.Env(s.URL, token), args...)
+		end()
+		require.NoError(t, closeStore())
+		require.Zero(t, r.ExitCode, r.Summary.Error)
+		return m.Calls()
+	}
+	served := len(p.Served())
+	a := run("a")
+	require.Equal(t, served+len(a), len(p.Served()))
+	b := run("b")
+	require.Equal(t, served+len(a)+len(b), len(p.Served()), "variant b's calls were answered from variant a's recording")
+	for _, c := range b {
+		require.Empty(t, c.Replay)
+	}
+	again := run("a")
+	require.Equal(t, served+len(a)+len(b), len(p.Served()), "variant a's episode again is replayed")
+	for _, c := range again {
+		require.Equal(t, gateway.ReplayReplayed, c.Replay)
 	}
 }

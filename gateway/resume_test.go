@@ -55,9 +55,6 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(runChild(path))
 	}
-	if log := os.Getenv(engineEnv); log != "" {
-		os.Exit(runEngineChild(log))
-	}
 	if os.Getenv(agentEnv) != "" { // the agent, in a sandbox behind the engine's gateway
 		turns, _ := strconv.Atoi(os.Getenv("TURNS"))
 		nonceAt := -1
@@ -70,6 +67,9 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println(workspaceDigest("."))
 		os.Exit(0)
+	}
+	if log := os.Getenv(engineEnv); log != "" { // after the agent's: its sandbox may pass the variable on
+		os.Exit(runEngineChild(log))
 	}
 	os.Exit(m.Run())
 }

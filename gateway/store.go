@@ -30,23 +30,36 @@ import (
 const maxStoredBytes = 32 << 20
 
 // Keyed is the optional interface of a Meter whose episode the call store
-// keeps: its calls are stored under (sample, epoch), and an episode opened
-// again with the same key is answered from the store while its requests
-// match the recorded ones (see [Gateway.OpenStore]).
+// keeps: its calls are stored under (variant, sample, epoch), and an
+// episode opened again with the same key is answered from the store while
+// its requests match the recorded ones (see [Gateway.OpenStore]). The
+// variant is empty for an eval without variants. (Plain values, not a
+// CallKey: the engine implements it without importing this package.)
 type Keyed interface {
-	CallKey() (sample string, epoch int)
+	CallKey() (variant, sample string, epoch int)
 }
 
-// episodeKey is a Keyed meter's key.
-type episodeKey struct {
-	sample string
-	epoch  int
+// CallKey is an episode's key in the call store: the attempts of one
+// episode share it, and variants of one sample and epoch do not.
+type CallKey struct {
+	Variant string // empty for an eval without variants
+	Sample  string
+	Epoch   int
+}
+
+// String names the episode in errors.
+func (k CallKey) String() string {
+	if k.Variant == "" {
+		return fmt.Sprintf("sample %q epoch %d", k.Sample, k.Epoch)
+	}
+	return fmt.Sprintf("variant %q sample %q epoch %d", k.Variant, k.Sample, k.Epoch)
 }
 
 // storedCall is one line of the call store.
 type storedCall struct {
-	Sample string `json:"sample"`
-	Epoch  int    `json:"epoch"`
+	Variant string `json:"variant,omitempty"`
+	Sample  string `json:"sample"`
+	Epoch   int    `json:"epoch"`
 	// Seq is the call's place in its episode: a line of Seq k replaces
 	// the episode's calls from k on (an attempt that went live there).
 	Seq    int    `json:"seq"`
@@ -61,6 +74,9 @@ type storedCall struct {
 	Events []string    `json:"events,omitempty"`
 	Usage  usage.Usage `json:"usage"`
 }
+
+// key is the episode c belongs to.
+func (c *storedCall) key() CallKey { return CallKey{c.Variant, c.Sample, c.Epoch} }
 
 // decodeStoredCall decodes and checks one line of a call store.
 func decodeStoredCall(line []byte) (storedCall, error) {
@@ -124,7 +140,7 @@ type store struct {
 	path   string
 	w      *jsonl.Writer // nil: read only (a development cache)
 	mu     sync.Mutex
-	chains map[episodeKey][]storedRef
+	chains map[CallKey][]storedRef
 	byReq  map[cacheKey]int64 // the first response to each request, per epoch
 	err    error              // the first write error, reported by close
 	shared *StoreShare        // the fleet's copy (ShareStore); nil alone
@@ -170,7 +186,7 @@ func openCache(path string) (*store, error) {
 // not decode is a torn tail; any other that does not decode is a
 // *jsonl.CorruptError.
 func (s *store) load(cache bool) (*jsonl.TornTailError, error) {
-	s.chains, s.byReq = map[episodeKey][]storedRef{}, map[cacheKey]int64{}
+	s.chains, s.byReq = map[CallKey][]storedRef{}, map[cacheKey]int64{}
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: the call store: %w", err)
@@ -206,7 +222,7 @@ func (s *store) load(cache bool) (*jsonl.TornTailError, error) {
 // index adds the call at off: it replaces its episode's calls from its
 // Seq on.
 func (s *store) index(c storedCall, off int64) {
-	k := episodeKey{c.Sample, c.Epoch}
+	k := c.key()
 	chain := s.chains[k]
 	if c.Seq <= len(chain) {
 		// A full slice expression: episodes replaying the old chain keep it.
@@ -219,7 +235,7 @@ func (s *store) index(c storedCall, off int64) {
 }
 
 // chain returns the recorded calls of an episode, in order.
-func (s *store) chain(k episodeKey) []storedRef {
+func (s *store) chain(k CallKey) []storedRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.chains[k]
@@ -262,7 +278,7 @@ func (s *store) put(c storedCall) error {
 	if sh != nil {
 		// Outside the lock: the fleet's copy is a network away, and the
 		// other episodes' calls need not wait for this one's.
-		if err := sh.Put(c.Sample, c.Epoch, line); err != nil {
+		if err := sh.Put(c.key(), line); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
 				s.err = fmt.Errorf("gateway: the fleet's call store: %w", err)
@@ -295,14 +311,14 @@ func (s *store) write(c storedCall, line []byte) error {
 // process's, whose episode this one resumes) to the store, in the order
 // the fleet kept them, so that its chain is the fleet's. A line that does
 // not decode, or is another episode's, is an error and none is added.
-func (s *store) importShared(k episodeKey) error {
+func (s *store) importShared(k CallKey) error {
 	s.mu.Lock()
 	sh := s.shared
 	s.mu.Unlock()
 	if sh == nil || s.w == nil {
 		return nil
 	}
-	lines, err := sh.Load(k.sample, k.epoch)
+	lines, err := sh.Load(k)
 	if err != nil || len(lines) == 0 {
 		return err
 	}
@@ -310,15 +326,21 @@ func (s *store) importShared(k episodeKey) error {
 	for i, line := range lines {
 		c, err := decodeStoredCall(line)
 		if err != nil {
-			return fmt.Errorf("gateway: the fleet's call store, call %d of sample %q epoch %d: %w", i+1, k.sample, k.epoch, err)
+			return fmt.Errorf("gateway: the fleet's call store, call %d of %v: %w", i+1, k, err)
 		}
-		if c.Sample != k.sample || c.Epoch != k.epoch {
-			return fmt.Errorf("gateway: the fleet's call store: call %d of sample %q epoch %d is sample %q epoch %d", i+1, k.sample, k.epoch, c.Sample, c.Epoch)
+		if c.key() != k {
+			return fmt.Errorf("gateway: the fleet's call store: call %d of %v is %v", i+1, k, c.key())
 		}
 		calls[i] = c
 	}
-	for i, c := range calls {
-		if err := s.write(c, bytes.TrimRight(lines[i], "\n")); err != nil {
+	for _, c := range calls {
+		// Encoded again, not copied: a line of the fleet's may be JSON
+		// spread over several lines, which would corrupt this file.
+		line, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := s.write(c, line); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,6 +70,45 @@ func FuzzStore(f *testing.F) {
 		s, torn, err = openStore(path)
 		if err != nil || torn != nil {
 			t.Fatalf("reopened: %v, torn %v", err, torn)
+		}
+		s.close()
+	})
+}
+
+// FuzzImportShared: whatever lines a fleet's copy of the store returns
+// for an episode (another process's, over the network), importing them
+// never panics and never corrupts the local store: they are all added or
+// none is, the store then reopens whole (no corrupt line, no torn tail),
+// and the episode's chain holds no more calls than lines given.
+func FuzzImportShared(f *testing.F) {
+	a, _ := json.Marshal(stored("x", 0, "a"))
+	b, _ := json.Marshal(stored("x", 1, "b"))
+	other, _ := json.Marshal(stored("y", 0, "c"))
+	for _, s := range []string{string(a) + "\x00" + string(b), string(a) + "\x00" + string(other), "{\n\"sample\":\"x\"}", string(b),
+		strings.Replace(string(a), `,"epoch"`, "\n,\"epoch\"", 1) + "\x00" + string(b), "junk"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "run.calls.jsonl")
+		s, _, err := openStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Split(data, []byte{0})
+		s.shared = &StoreShare{Load: func(CallKey) ([][]byte, error) { return lines, nil }}
+		key := CallKey{Sample: "x"}
+		err = s.importShared(key)
+		n := len(s.chain(key))
+		s.close()
+		if err == nil && n > len(lines) || err != nil && n != 0 {
+			t.Fatalf("%d lines, error %v: a chain of %d", len(lines), err, n)
+		}
+		s, torn, err := openStore(path)
+		if err != nil || torn != nil {
+			t.Fatalf("reopened: %v, torn %v", err, torn)
+		}
+		if got := len(s.chain(key)); got != n {
+			t.Fatalf("reopened: a chain of %d, imported %d", got, n)
 		}
 		s.close()
 	})

@@ -21,7 +21,7 @@ func stored(sample string, seq int, req string) storedCall {
 
 func chainReqs(s *store, sample string) string {
 	var b strings.Builder
-	for _, r := range s.chain(episodeKey{sample, 0}) {
+	for _, r := range s.chain(CallKey{Sample: sample}) {
 		b.WriteByte(r.req[0])
 	}
 	return b.String()
@@ -51,7 +51,7 @@ func TestStoreChainsFollowTheLastAttempt(t *testing.T) {
 	defer r.close()
 	require.Equal(t, "abf1", chainReqs(r, "x"))
 	require.Equal(t, "e", chainReqs(r, "y"))
-	got, err := r.read(r.chain(episodeKey{"x", 0})[2].off)
+	got, err := r.read(r.chain(CallKey{Sample: "x"})[2].off)
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff(stored("x", 2, "f"), got))
 }

@@ -133,23 +133,35 @@ func ReadVariants(path string, opts *report.Options) ([]*Run, error) {
 		}
 		return []*Run{run}, nil
 	}
+	// One reading of the log: the report of a log of variants holds each
+	// variant's own (Report.VariantReport), as a log of its records alone.
+	spans := map[string]*span{}
+	rep, err := report.FromRecords(func(yield func(sink.Record, error) bool) {
+		for r, err := range jsonl.Records(path) {
+			if err == nil {
+				s := spans[r.Variant]
+				if s == nil {
+					s = &span{}
+					spans[r.Variant] = s
+				}
+				s.add(&r)
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
 	var runs []*Run
 	for _, v := range m.Variants {
-		var s span
-		rep, err := report.FromRecords(variantRecords(func(yield func(sink.Record, error) bool) {
-			for r, err := range jsonl.Records(path) {
-				if err == nil && r.Variant == v.Name {
-					s.add(&r)
-				}
-				if !yield(r, err) {
-					return
-				}
-			}
-		}, v.Name), opts)
-		if err != nil {
-			return nil, err
+		vrep := rep.VariantReport(v.Name)
+		if vrep == nil { // no record of it yet
+			continue
 		}
-		run := FromReport(rep, m)
+		s := spans[v.Name]
+		run := FromReport(vrep, m)
 		run.Variant, run.HarnessVersion, run.Log, run.Start = v.Name, v.Harness, path, s.first
 		if !s.last.IsZero() {
 			run.Wall = s.last.Sub(s.first)

@@ -180,7 +180,7 @@ func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 		_, rep, err := Read(paths[0], opts)
 		return rep, err
 	}
-	return report.FromRecords(variantRecords(func(yield func(sink.Record, error) bool) {
+	rep, err := report.FromRecords(variantRecords(func(yield func(sink.Record, error) bool) {
 		for _, p := range paths {
 			for rec, err := range jsonl.Records(p) {
 				if !yield(rec, err) {
@@ -189,4 +189,13 @@ func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 			}
 		}
 	}, r.Variant), opts)
+	if err != nil || r.Variant == "" {
+		return rep, err
+	}
+	// A variant's records alone are still a log of variants, with one:
+	// its own report is the variant's.
+	if v := rep.VariantReport(r.Variant); v != nil {
+		return v, nil
+	}
+	return rep, nil
 }

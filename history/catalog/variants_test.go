@@ -84,4 +84,5 @@ func TestEachVariantIsItsOwnTrend(t *testing.T) {
 	db, err := history.CompareLogs(b[0], b[1], 0.05)
 	require.NoError(t, err)
 	require.NotEmpty(t, db.Significant(), "b's drop from 10 to 2 of 40 passes")
+	require.Greater(t, len(db.Tests), 1, "drift tests b's tags too: its own report, not the pooled one")
 }

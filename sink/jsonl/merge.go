@@ -140,13 +140,13 @@ func Merge(out string, logs []string, opts *MergeOptions) (*Merged, error) {
 	// one kept. The sort is stable: input order breaks ties.
 	slices.SortStableFunc(keys, func(a, b mergeKey) int {
 		return cmp.Or(natural.Compare(a.sampleID, b.sampleID), strings.Compare(a.sampleID, b.sampleID),
-			cmp.Compare(a.epoch, b.epoch), boolOrder(a.isError, b.isError))
+			cmp.Compare(a.epoch, b.epoch), strings.Compare(a.variant, b.variant), boolOrder(a.isError, b.isError))
 	})
 	kept := keys[:0]
 	var conflicts conflictReader
 	defer conflicts.close()
 	for _, k := range keys {
-		if n := len(kept); n > 0 && k.sampleID == kept[n-1].sampleID && k.epoch == kept[n-1].epoch {
+		if n := len(kept); n > 0 && k.sampleID == kept[n-1].sampleID && k.epoch == kept[n-1].epoch && k.variant == kept[n-1].variant {
 			res.Duplicates++
 			if w, err := conflicts.check(logs, kept[n-1], k); err != nil {
 				return nil, err
@@ -216,6 +216,7 @@ func (c *conflictReader) close() {
 
 // mergeKey is where an input record is: its key, status and line.
 type mergeKey struct {
+	variant  string
 	sampleID string
 	epoch    int
 	isError  bool
@@ -265,7 +266,7 @@ func indexLog(path string, i int, keys []mergeKey) ([]mergeKey, error) {
 			}
 			runID = string(k.RunID)
 		}
-		keys = append(keys, mergeKey{sampleID: string(k.SampleID), epoch: k.Epoch, isError: k.Status == sink.Error,
+		keys = append(keys, mergeKey{variant: string(k.Variant), sampleID: string(k.SampleID), epoch: k.Epoch, isError: k.Status == sink.Error,
 			log: i, offset: l.offset, runID: runID})
 		return nil
 	})

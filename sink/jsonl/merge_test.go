@@ -173,6 +173,34 @@ func TestMergeKeepsOneRecordPerKey(t *testing.T) {
 	require.Equal(t, "b", mergedRecords(t, out2)[2].Reason)
 }
 
+// TestMergeKeepsEachVariant: the variants of one sample and epoch are
+// episodes apart (shard logs of a run of variants), merged with their own
+// duplicates only. Before the merge's key had the variant, variant b's
+// records were dropped as duplicates of variant a's.
+func TestMergeKeepsEachVariant(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	variant := func(v string, r sink.Record) sink.Record { r.Variant = v; return r }
+	writeShard(t, a,
+		variant("x", mergeRec("s1", 0, sink.Pass, "a-x")),
+		variant("y", mergeRec("s1", 0, sink.Fail, "a-y")),
+		variant("y", mergeRec("s2", 0, sink.Error, "a-y2")))
+	writeShard(t, b,
+		variant("y", mergeRec("s2", 0, sink.Pass, "b-y2")), // b's pass wins over a's error
+		variant("x", mergeRec("s2", 0, sink.Pass, "b-x2")))
+	out := filepath.Join(dir, "out.jsonl")
+	res, err := jsonl.Merge(out, []string{a, b}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Records)
+	require.Equal(t, 1, res.Duplicates)
+	var got []string
+	for _, r := range mergedRecords(t, out) {
+		got = append(got, r.Variant+" "+r.SampleID+" "+r.Reason)
+	}
+	require.Equal(t, []string{"x s1 a-x", "y s1 a-y", "x s2 b-x2", "y s2 b-y2"}, got)
+}
+
 func TestMergeRefusesAnotherRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
