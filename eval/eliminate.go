@@ -15,6 +15,7 @@ package eval
 // run is wrong is at most α. docs/comparing-agents.md states it.
 
 import (
+	"math"
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
@@ -46,6 +47,34 @@ type eliminator struct {
 	active []bool               // run and not eliminated
 	out    atomic.Uint64        // eliminated variants, a bit each
 	events []manifest.Elimination
+
+	// With a sequential gate per variant (variantGates): gateAt(v) is the
+	// claim position at which v's gate decided (math.MaxInt while
+	// undecided), and onOut is told each elimination.
+	gateAt func(v int) int
+	onOut  func(v int)
+}
+
+// withGates makes el and the run's gates work together: a variant whose
+// gate decided at claim position p is not run past it, so it leaves the
+// tests from sample p on (the samples before have its records: its gate
+// was fed them), and an eliminated variant is no longer waited for by the
+// gates. Both depend on the claim order alone, not on when records came:
+// a resume decides as one run.
+func (el *eliminator) withGates(g *variantGates) {
+	if el == nil || g == nil {
+		return
+	}
+	el.gateAt = func(v int) int {
+		if d, at := g.agg.VariantDecided(el.plan.names[v]); d != report.Undecided {
+			return at
+		}
+		return math.MaxInt
+	}
+	el.onOut = g.retire
+	for _, e := range el.events {
+		g.retire(el.plan.index[e.Variant])
+	}
 }
 
 // newEliminator returns the eliminator of a run of n samples, nil when
@@ -81,6 +110,9 @@ func (el *eliminator) eliminate(v int, e manifest.Elimination) {
 	el.active[v] = false
 	el.out.Store(el.out.Load() | 1<<v)
 	el.events = append(el.events, e)
+	if el.onOut != nil {
+		el.onOut(v)
+	}
 }
 
 // outSlot reports whether the slot's variant is eliminated: its episode
@@ -113,7 +145,14 @@ func (el *eliminator) advance() {
 	for el.prefix < el.n {
 		s := int(el.order[el.prefix])
 		for v, on := range el.active {
-			if on && el.got[s*el.k+v] < epochs {
+			if !on {
+				continue
+			}
+			if el.gateAt != nil && el.gateAt(v) <= el.prefix {
+				el.active[v] = false // its gate decided before this sample
+				continue
+			}
+			if el.got[s*el.k+v] < epochs {
 				return
 			}
 		}

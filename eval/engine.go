@@ -266,6 +266,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 			earlier = r.opened.manifest.Eliminations
 		}
 		r.elim = newEliminator(&cfg, n, samples.id, earlier)
+		r.elim.withGates(r.gates)
 		r.rec.elim, r.rec.window = r.elim, newClaimWindow(cfg.Concurrency)
 		// Claims go a block of samples (claimAt) past the prefix the tests
 		// were fed: a sample's last slot is claimed a block after its first.

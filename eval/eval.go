@@ -412,9 +412,6 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 	if err != nil {
 		return cfg, nil, err
 	}
-	if len(e.Variants) > 0 && cfg.Sequential != nil && cfg.EliminateVariants > 0 {
-		return cfg, nil, &ConfigError{"Config.Sequential with Config.EliminateVariants: not supported together yet (each variant's gate, or eliminations, not both)"}
-	}
 	if cfg.EliminateVariants > 0 && len(e.Variants) < 2 {
 		return cfg, nil, &ConfigError{"Config.EliminateVariants needs two Eval.Variants or more"}
 	}

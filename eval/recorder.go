@@ -300,19 +300,27 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 // prefix: the run's, or with variants the shortest of the variants
 // still undecided.
 func (r *recorder) advanceGate() {
-	if r.gates != nil {
+	switch {
+	case r.elim != nil:
+		// advanceElimination moves it, to the shorter prefix.
+	case r.gates != nil:
 		r.window.advanceTo(int64(r.gates.prefix()) * r.epochs)
-		return
+	default:
+		r.window.advance(r.agg, r.epochs)
 	}
-	r.window.advance(r.agg, r.epochs)
 }
 
 // advanceElimination lets claims go as far past elimination's folded
 // prefix as the window allows: claims that outran the tests would run the
-// episodes an elimination is about to save.
+// episodes an elimination is about to save. With gates per variant too,
+// the shorter of the two prefixes bounds the claims.
 func (r *recorder) advanceElimination() {
 	if r.elim != nil {
-		r.window.advanceTo(int64(r.elim.prefix) * r.epochs)
+		p := r.elim.prefix
+		if r.gates != nil {
+			p = min(p, r.gates.prefix())
+		}
+		r.window.advanceTo(int64(p) * r.epochs)
 	}
 }
 

@@ -205,8 +205,16 @@ func newVariantGates(plan *variantPlan, agg *report.Aggregator, decided func()) 
 
 // decide notes that the named variant's gate decided.
 func (g *variantGates) decide(name string) {
-	v, ok := g.plan.index[name]
-	if !ok || !g.plan.selected[v] || g.out[v].Load() {
+	if v, ok := g.plan.index[name]; ok {
+		g.retire(v)
+	}
+}
+
+// retire stops variant v: its gate decided, or it was eliminated
+// (Config.EliminateVariants). The run is decided once every variant it
+// runs is retired.
+func (g *variantGates) retire(v int) {
+	if !g.plan.selected[v] || g.out[v].Load() {
 		return // a variant the run does not run (its records are in the log)
 	}
 	g.out[v].Store(true)
@@ -222,7 +230,7 @@ func (g *variantGates) outSlot(slot int) bool {
 }
 
 // prefix is the claim order's finished prefix the claims are bounded by:
-// the shortest of the undecided variants' (samples), on the recorder's
+// the shortest of the variants' still run (samples), on the recorder's
 // goroutine.
 func (g *variantGates) prefix() int {
 	p := -1

@@ -181,15 +181,89 @@ func TestSequentialPerVariantResumedDecidesAsOneRun(t *testing.T) {
 	require.Empty(t, calls3.count(), "a decided log runs nothing more")
 }
 
+// TestSequentialWithElimination: gates per variant and elimination
+// together. A variant leaves the elimination tests at the claim position
+// its gate decided, and an eliminated variant is no longer waited for by
+// the gates, so the run neither stalls nor runs a decided variant; the
+// report of the log decides as the run did, and a run stopped midway and
+// resumed decides the same gates and eliminations as one run.
+func TestSequentialWithElimination(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	// The gates at α = 0.001 against a bar of 0.7, elimination at 0.2: b
+	// (never passes) is eliminated by a (always passes) before its gate
+	// fails; a's gate passes later; c, at the bar, is undecided unless a
+	// eliminates it first.
+	rate := map[string]uint64{"a": 100, "b": 0, "c": 70}
+	names := []string{"a", "b", "c"}
+	dir := t.TempDir()
+	cfg := eval.Config{Sequential: &report.Sequential{Bar: 0.7, Alpha: 0.001}, EliminateVariants: 0.2, Concurrency: 4, Seed: 7, Quiet: true}
+
+	var calls variantCalls
+	one := cfg
+	one.Log = filepath.Join(dir, "one.jsonl")
+	want, err := rateVariants(n, rate, names, &calls).Run(context.Background(), one)
+	require.NoError(t, err)
+	wantM, err := manifest.Read(one.Log)
+	require.NoError(t, err)
+	eliminated := map[string]bool{}
+	for _, e := range wantM.Eliminations {
+		eliminated[e.Variant] = true
+	}
+	decided := 0
+	for _, name := range names {
+		g := gateOf(t, want, name)
+		if g.Decision != report.Undecided {
+			decided++
+			require.LessOrEqual(t, calls.count()[name], g.Samples+2*4+1, "%s stopped being run near its decision", name)
+		}
+		t.Logf("%s: gate %s after %d samples, ran %d, eliminated %v", name, g.Decision, g.Samples, calls.count()[name], eliminated[name])
+	}
+	require.NotEmpty(t, wantM.Eliminations, "the test needs an elimination")
+	require.Positive(t, decided, "the test needs a decided gate")
+	fromLog := reportOfLog(t, one.Log)
+	for _, name := range names {
+		require.Equal(t, gateOf(t, want, name).Decision, gateOf(t, fromLog, name).Decision, name)
+		require.Equal(t, gateOf(t, want, name).Samples, gateOf(t, fromLog, name).Samples, name)
+	}
+
+	var calls2 variantCalls
+	e := rateVariants(n, rate, names, &calls2)
+	resumed := cfg
+	resumed.Log = filepath.Join(dir, "resumed.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := resumed
+	stop.Sinks = []sink.Sink{&cancelAfter{n: 25, cancel: cancel}}
+	_, err = e.Run(ctx, stop)
+	require.Error(t, err, "stopped midway")
+	got, err := e.Run(context.Background(), resumed)
+	require.NoError(t, err)
+	gotM, err := manifest.Read(resumed.Log)
+	require.NoError(t, err)
+	strip := func(es []manifest.Elimination) []manifest.Elimination {
+		out := make([]manifest.Elimination, len(es))
+		for i, e := range es {
+			e.Saved = 0 // episodes in flight when the first run stopped may differ
+			out[i] = e
+		}
+		return out
+	}
+	require.Equal(t, strip(wantM.Eliminations), strip(gotM.Eliminations))
+	for _, name := range names {
+		w, g := gateOf(t, want, name), gateOf(t, got, name)
+		require.Equal(t, w.Decision, g.Decision, name)
+		require.Equal(t, w.Samples, g.Samples, name)
+	}
+}
+
 // TestSequentialWithVariantsRefused: what a gate per variant does not do
 // yet is refused, not run wrongly.
 func TestSequentialWithVariantsRefused(t *testing.T) {
 	t.Parallel()
 	var calls variantCalls
 	e := rateVariants(4, map[string]uint64{"a": 50, "b": 50}, []string{"a", "b"}, &calls)
-	_, err := e.Run(context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, EliminateVariants: 0.05, Quiet: true})
-	require.ErrorContains(t, err, "Config.Sequential with Config.EliminateVariants")
-	_, err = distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
+	_, err := distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
 	require.ErrorContains(t, err, "not supported by a distributed run")
 }
 
