@@ -24,10 +24,6 @@ import (
 	"github.com/proctor-evals/proctor/stats"
 )
 
-// maxEliminated is how many variants elimination handles: its set of
-// eliminated variants is one atomic word, read by every claim.
-const maxEliminated = 64
-
 // eliminator decides the eliminations of a run. add and its folding run
 // on the recorder's goroutine; out is read by the workers' claims.
 type eliminator struct {
@@ -45,7 +41,7 @@ type eliminator struct {
 	prefix int                  // samples of order folded into the tests
 	tests  []*stats.BettingTest // per pair a < b: index pair(a, b)
 	active []bool               // run and not eliminated
-	out    atomic.Uint64        // eliminated variants, a bit each
+	out    []atomic.Bool        // per variant: eliminated (read by every claim)
 	events []manifest.Elimination
 
 	// With a sequential gate per variant (variantGates): gateAt(v) is the
@@ -88,7 +84,7 @@ func newEliminator(cfg *Config, n int, id func(int) string, earlier []manifest.E
 	k := len(p.names)
 	el := &eliminator{plan: p, alpha: cfg.EliminateVariants, order: report.ClaimOrder(cfg.Seed, n, id), n: n, k: k,
 		got: make([]uint16, n*k), lo: make([]float32, n*k), hi: make([]float32, n*k),
-		tests: make([]*stats.BettingTest, k*(k-1)/2), active: make([]bool, k)}
+		tests: make([]*stats.BettingTest, k*(k-1)/2), active: make([]bool, k), out: make([]atomic.Bool, k)}
 	perPair := el.alpha / float64(k*(k-1)/2)
 	for i := range el.tests {
 		// Two-sided at perPair: each side errs with at most perPair/2.
@@ -108,7 +104,7 @@ func (el *eliminator) pair(a, b int) int { return a*(2*el.k-a-1)/2 + b - a - 1 }
 
 func (el *eliminator) eliminate(v int, e manifest.Elimination) {
 	el.active[v] = false
-	el.out.Store(el.out.Load() | 1<<v)
+	el.out[v].Store(true)
 	el.events = append(el.events, e)
 	if el.onOut != nil {
 		el.onOut(v)
@@ -118,7 +114,7 @@ func (el *eliminator) eliminate(v int, e manifest.Elimination) {
 // outSlot reports whether the slot's variant is eliminated: its episode
 // is not run. Safe for concurrent use; nil-safe.
 func (el *eliminator) outSlot(slot int) bool {
-	return el != nil && el.out.Load()&(1<<(slot/el.plan.epochs)) != 0
+	return el != nil && el.out[slot/el.plan.epochs].Load()
 }
 
 // add folds in a record of sample i; nil-safe.

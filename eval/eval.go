@@ -415,9 +415,6 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 	if cfg.EliminateVariants > 0 && len(e.Variants) < 2 {
 		return cfg, nil, &ConfigError{"Config.EliminateVariants needs two Eval.Variants or more"}
 	}
-	if cfg.EliminateVariants > 0 && len(e.Variants) > maxEliminated {
-		return cfg, nil, &ConfigError{fmt.Sprintf("Config.EliminateVariants handles at most %d variants, not %d", maxEliminated, len(e.Variants))}
-	}
 	cfg.plan, cfg.Epochs = plan, plan.slots()
 	if cfg.Sequential != nil {
 		// Checked, and its baseline read, once: the run keeps this copy.

@@ -304,3 +304,31 @@ func TestEliminationsInTheRunsReport(t *testing.T) {
 	require.Equal(t, wantName, name)
 	require.Equal(t, wantLo, lo)
 }
+
+// TestEliminationOfManyVariants: elimination is not bounded at 64
+// variants (its set of eliminated variants was one machine word, and
+// more were refused): of 70, the one that always passes eliminates the
+// 69 that always fail, the 65th on as the first.
+func TestEliminationOfManyVariants(t *testing.T) {
+	t.Parallel()
+	const n, k = 120, 70
+	rate := map[string]uint64{"v00": 100}
+	var names []string
+	for i := range k {
+		names = append(names, fmt.Sprintf("v%02d", i))
+	}
+	var calls variantCalls
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	_, err := rateVariants(n, rate, names, &calls).Run(context.Background(), eval.Config{Log: log, EliminateVariants: 0.05, Concurrency: 4, Seed: 1, Quiet: true})
+	require.NoError(t, err)
+	m, err := manifest.Read(log)
+	require.NoError(t, err)
+	require.Len(t, m.Eliminations, k-1)
+	ran := calls.count()
+	require.Equal(t, n, ran["v00"])
+	for _, e := range m.Eliminations {
+		require.Equal(t, "v00", e.By)
+		require.Less(t, ran[e.Variant], n, "%s stopped being run", e.Variant)
+	}
+	require.Less(t, ran["v69"], n)
+}
