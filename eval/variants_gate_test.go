@@ -108,6 +108,11 @@ func TestSequentialPerVariant(t *testing.T) {
 	require.Equal(t, int32(n), c.provisions.Load(), "one environment per sample still")
 	c.requireAllClosed(t)
 	require.NotEqual(t, "", rep.GateFailure(), "b's gate is undecided, c's failed: the run does not pass")
+	text := rep.String()
+	require.Contains(t, text, fmt.Sprintf("sequential gate of a: PASS: pass rate ≥ 70.0%% at α = 0.05, decided after %d samples", a.Samples))
+	require.Contains(t, text, fmt.Sprintf("; %d episodes not run", a.NotRun))
+	require.Contains(t, text, "sequential gate of b: undecided after 200 samples")
+	require.Contains(t, text, "sequential gate of c: FAIL: not pass rate ≥ 70.0%")
 
 	fromLog := reportOfLog(t, log)
 	for _, name := range []string{"a", "b", "c"} {

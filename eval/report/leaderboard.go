@@ -610,6 +610,18 @@ func (lb *Leaderboard) write(t *table) {
 			t.line(fmt.Sprintf("eliminated: %s %s", s.Variant, EliminationText(e)))
 		}
 	}
+	for _, s := range lb.Variants {
+		// Each variant's gate, where it decided and what it saved; an
+		// eliminated variant's is not asked (its status says why).
+		if s.Sequential != nil && s.Eliminated == nil {
+			rows := s.Sequential.summary()
+			line := "sequential gate of " + s.Variant + ": " + rows[0].Value
+			if len(rows) > 1 {
+				line += "; " + rows[1].Value
+			}
+			t.line(line)
+		}
+	}
 	if lb.Resamples > 0 {
 		t.line(lb.pBestNote())
 	}
