@@ -337,3 +337,33 @@ func TestEliminationOfManyVariants(t *testing.T) {
 	}
 	require.Less(t, ran["v69"], n)
 }
+
+// TestSequentialPerVariantSelected: a run of some variants
+// (Config.Variants) is decided once those are; running the others later
+// on the same log runs only theirs, and the decided one stays decided.
+func TestSequentialPerVariantSelected(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	rate := map[string]uint64{"a": 100, "b": 0}
+	log := filepath.Join(t.TempDir(), "run.jsonl")
+	cfg := eval.Config{Log: log, Sequential: &report.Sequential{Bar: 0.7}, Concurrency: 4, Seed: 2, Quiet: true}
+
+	var calls variantCalls
+	onlyA := cfg
+	onlyA.Variants = []string{"a"}
+	rep, err := rateVariants(n, rate, []string{"a", "b"}, &calls).Run(context.Background(), onlyA)
+	require.NoError(t, err)
+	a := gateOf(t, rep, "a")
+	require.Equal(t, report.DecidedPass, a.Decision)
+	require.Empty(t, calls.count()["b"], "b is not selected")
+	require.Less(t, calls.count()["a"], n, "the run stopped once a, its one variant, decided")
+
+	var calls2 variantCalls
+	rep, err = rateVariants(n, rate, []string{"a", "b"}, &calls2).Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Empty(t, calls2.count()["a"], "a decided: nothing of it runs")
+	require.Positive(t, calls2.count()["b"])
+	require.Less(t, calls2.count()["b"], n, "b stops once decided")
+	require.Equal(t, a.Samples, gateOf(t, rep, "a").Samples)
+	require.Equal(t, report.DecidedFail, gateOf(t, rep, "b").Decision)
+}
