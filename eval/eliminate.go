@@ -15,6 +15,7 @@ package eval
 // run is wrong is at most α. docs/comparing-agents.md states it.
 
 import (
+	"math"
 	"sync/atomic"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
@@ -22,10 +23,6 @@ import (
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/stats"
 )
-
-// maxEliminated is how many variants elimination handles: its set of
-// eliminated variants is one atomic word, read by every claim.
-const maxEliminated = 64
 
 // eliminator decides the eliminations of a run. add and its folding run
 // on the recorder's goroutine; out is read by the workers' claims.
@@ -44,8 +41,36 @@ type eliminator struct {
 	prefix int                  // samples of order folded into the tests
 	tests  []*stats.BettingTest // per pair a < b: index pair(a, b)
 	active []bool               // run and not eliminated
-	out    atomic.Uint64        // eliminated variants, a bit each
+	out    []atomic.Bool        // per variant: eliminated (read by every claim)
 	events []manifest.Elimination
+
+	// With a sequential gate per variant (variantGates): gateAt(v) is the
+	// claim position at which v's gate decided (math.MaxInt while
+	// undecided), and onOut is told each elimination.
+	gateAt func(v int) int
+	onOut  func(v int)
+}
+
+// withGates makes el and the run's gates work together: a variant whose
+// gate decided at claim position p is not run past it, so it leaves the
+// tests from sample p on (the samples before have its records: its gate
+// was fed them), and an eliminated variant is no longer waited for by the
+// gates. Both depend on the claim order alone, not on when records came:
+// a resume decides as one run.
+func (el *eliminator) withGates(g *variantGates) {
+	if el == nil || g == nil {
+		return
+	}
+	el.gateAt = func(v int) int {
+		if d, at := g.agg.VariantDecided(el.plan.names[v]); d != report.Undecided {
+			return at
+		}
+		return math.MaxInt
+	}
+	el.onOut = g.retire
+	for _, e := range el.events {
+		g.retire(el.plan.index[e.Variant])
+	}
 }
 
 // newEliminator returns the eliminator of a run of n samples, nil when
@@ -59,7 +84,7 @@ func newEliminator(cfg *Config, n int, id func(int) string, earlier []manifest.E
 	k := len(p.names)
 	el := &eliminator{plan: p, alpha: cfg.EliminateVariants, order: report.ClaimOrder(cfg.Seed, n, id), n: n, k: k,
 		got: make([]uint16, n*k), lo: make([]float32, n*k), hi: make([]float32, n*k),
-		tests: make([]*stats.BettingTest, k*(k-1)/2), active: make([]bool, k)}
+		tests: make([]*stats.BettingTest, k*(k-1)/2), active: make([]bool, k), out: make([]atomic.Bool, k)}
 	perPair := el.alpha / float64(k*(k-1)/2)
 	for i := range el.tests {
 		// Two-sided at perPair: each side errs with at most perPair/2.
@@ -79,14 +104,17 @@ func (el *eliminator) pair(a, b int) int { return a*(2*el.k-a-1)/2 + b - a - 1 }
 
 func (el *eliminator) eliminate(v int, e manifest.Elimination) {
 	el.active[v] = false
-	el.out.Store(el.out.Load() | 1<<v)
+	el.out[v].Store(true)
 	el.events = append(el.events, e)
+	if el.onOut != nil {
+		el.onOut(v)
+	}
 }
 
 // outSlot reports whether the slot's variant is eliminated: its episode
 // is not run. Safe for concurrent use; nil-safe.
 func (el *eliminator) outSlot(slot int) bool {
-	return el != nil && el.out.Load()&(1<<(slot/el.plan.epochs)) != 0
+	return el != nil && el.out[slot/el.plan.epochs].Load()
 }
 
 // add folds in a record of sample i; nil-safe.
@@ -113,7 +141,14 @@ func (el *eliminator) advance() {
 	for el.prefix < el.n {
 		s := int(el.order[el.prefix])
 		for v, on := range el.active {
-			if on && el.got[s*el.k+v] < epochs {
+			if !on {
+				continue
+			}
+			if el.gateAt != nil && el.gateAt(v) <= el.prefix {
+				el.active[v] = false // its gate decided before this sample
+				continue
+			}
+			if el.got[s*el.k+v] < epochs {
 				return
 			}
 		}

@@ -86,7 +86,7 @@ func execute[T, O any](ctx context.Context, setup *runSetup[T, O]) (*report.Repo
 		// A resumed log may hold the decision already: learn it before
 		// claiming anything.
 		<-run.rec.ingested
-		sc.order, sc.decided, sc.window = run.agg.ClaimOrder(), run.decided, run.rec.window
+		sc.order, sc.decided, sc.window, sc.gates = run.agg.ClaimOrder(), run.decided, run.rec.window, run.gates
 	}
 	if run.elim != nil {
 		// Samples in the tests' order, so that the prefix they are fed
@@ -160,6 +160,9 @@ type run struct {
 	// elim decides which variants stop being run (eliminate.go); nil
 	// without Config.EliminateVariants.
 	elim *eliminator
+	// gates is the sequential gate of each variant (Config.Sequential
+	// with variants); nil otherwise.
+	gates *variantGates
 }
 
 // openRun opens the log (resuming what it holds), marks the episodes that
@@ -176,13 +179,18 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	opts := cfg.Report
 	if cfg.Sequential != nil {
 		seq := *cfg.Sequential
-		seq.Seed, seq.Epochs, seq.Samples = cfg.Seed, cfg.Epochs, n
+		// Epochs per variant: with variants, each has its own gate.
+		seq.Seed, seq.Epochs, seq.Samples = cfg.Seed, cfg.plan.epochs, n
 		opts.Sequential = &seq
 	}
 	r.agg = report.NewIndexed(&opts, n, func(i int) (string, map[string]string) { return samples.id(i), samples.tagsOf(i) })
 	if cfg.Sequential != nil {
 		r.decided = make(chan struct{})
-		r.agg.OnDecided(func() { close(r.decided) })
+		if cfg.plan.named() {
+			r.gates = newVariantGates(cfg.plan, r.agg, func() { close(r.decided) })
+		} else {
+			r.agg.OnDecided(func() { close(r.decided) })
+		}
 		if err := pinGate(ctx, setup, r.agg.ClaimOrder()); err != nil {
 			return nil, err
 		}
@@ -191,6 +199,12 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 	r.rec.sinks = cfg.Sinks
 	if cfg.Sequential != nil {
 		r.rec.window = newClaimWindow(cfg.Concurrency)
+		if r.gates != nil {
+			// As for elimination: a sample's last slot is claimed a block
+			// of samples after its first.
+			r.rec.gates = r.gates
+			r.rec.window.width += int64(variantBlock(cfg.Concurrency)) * int64(cfg.Epochs)
+		}
 	}
 
 	// Episodes this run does not own count as done: those of other shards,
@@ -252,6 +266,7 @@ func openRun[T, O any](ctx context.Context, setup *runSetup[T, O], fail func(err
 			earlier = r.opened.manifest.Eliminations
 		}
 		r.elim = newEliminator(&cfg, n, samples.id, earlier)
+		r.elim.withGates(r.gates)
 		r.rec.elim, r.rec.window = r.elim, newClaimWindow(cfg.Concurrency)
 		// Claims go a block of samples (claimAt) past the prefix the tests
 		// were fed: a sample's last slot is claimed a block after its first.
@@ -355,7 +370,13 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	if int(r.owned) > rep.Episodes {
 		rep.Planned = int(r.owned) // stopped early: how far it got
 	}
-	for _, e := range r.elim.eliminations() {
+	eliminations := r.elim.eliminations()
+	if rep.Leaderboard != nil {
+		// As a report of the log has them from its manifest: an eliminated
+		// variant is left out of the gates.
+		rep.Leaderboard.AddEliminations(eliminations)
+	}
+	for _, e := range eliminations {
 		// Until the report has a place of its own for them (the manifest
 		// holds them: manifest.Eliminations).
 		warnings = append(warnings, fmt.Sprintf("variant %s stopped after %d samples: %s is better (α %g over the run's eliminations); %d of its episodes not run",

@@ -225,7 +225,9 @@ type Config struct {
 	// (report.Sequential says how); episodes in flight then finish and are
 	// recorded. The report's Sequential says what was decided, where, and
 	// what was not spent. The dataset is read into memory. Not with
-	// Shard: a shard sees part of the claim order.
+	// Shard: a shard sees part of the claim order. With Eval.Variants,
+	// each variant has its own gate (each variant's report's Sequential)
+	// and stops being run once it decided; the run stops once all have.
 	Sequential *report.Sequential
 
 	// OnProgress, when set, is given a snapshot of the run's progress every
@@ -410,14 +412,8 @@ func (e *Eval[T, O]) prepare(ctx context.Context, cfg Config, stream bool) (Conf
 	if err != nil {
 		return cfg, nil, err
 	}
-	if len(e.Variants) > 0 && cfg.Sequential != nil {
-		return cfg, nil, &ConfigError{"Config.Sequential with Eval.Variants: a gate per variant is not supported yet (use Config.EliminateVariants to stop losing variants early)"}
-	}
 	if cfg.EliminateVariants > 0 && len(e.Variants) < 2 {
 		return cfg, nil, &ConfigError{"Config.EliminateVariants needs two Eval.Variants or more"}
-	}
-	if cfg.EliminateVariants > 0 && len(e.Variants) > maxEliminated {
-		return cfg, nil, &ConfigError{fmt.Sprintf("Config.EliminateVariants handles at most %d variants, not %d", maxEliminated, len(e.Variants))}
 	}
 	cfg.plan, cfg.Epochs = plan, plan.slots()
 	if cfg.Sequential != nil {

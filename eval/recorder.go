@@ -47,6 +47,7 @@ type recorder struct {
 	// window, for a sequential gate, learns how far the claim order's
 	// finished prefix reaches (sequential.go); nil without one.
 	window *claimWindow
+	gates  *variantGates // a sequential gate per variant; nil otherwise
 
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
@@ -109,7 +110,7 @@ func (r *recorder) start(ingest func()) {
 		if ingest != nil {
 			ingest()
 		}
-		r.window.advance(r.agg, r.epochs)
+		r.advanceGate()
 		r.advanceElimination()
 		close(r.ingested)
 		r.loop()
@@ -279,7 +280,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	}
 	r.agg.AddAt(f.sample, &f.rec)
 	r.elim.add(f.sample, slot, &f.rec)
-	r.window.advance(r.agg, r.epochs)
+	r.advanceGate()
 	r.advanceElimination()
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
@@ -295,12 +296,31 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	r.checkComplete()
 }
 
+// advanceGate moves the claim window to the sequential gate's finished
+// prefix: the run's, or with variants the shortest of the variants
+// still undecided.
+func (r *recorder) advanceGate() {
+	switch {
+	case r.elim != nil:
+		// advanceElimination moves it, to the shorter prefix.
+	case r.gates != nil:
+		r.window.advanceTo(int64(r.gates.prefix()) * r.epochs)
+	default:
+		r.window.advance(r.agg, r.epochs)
+	}
+}
+
 // advanceElimination lets claims go as far past elimination's folded
 // prefix as the window allows: claims that outran the tests would run the
-// episodes an elimination is about to save.
+// episodes an elimination is about to save. With gates per variant too,
+// the shorter of the two prefixes bounds the claims.
 func (r *recorder) advanceElimination() {
 	if r.elim != nil {
-		r.window.advanceTo(int64(r.elim.prefix) * r.epochs)
+		p := r.elim.prefix
+		if r.gates != nil {
+			p = min(p, r.gates.prefix())
+		}
+		r.window.advanceTo(int64(p) * r.epochs)
 	}
 }
 

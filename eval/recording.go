@@ -44,6 +44,9 @@ func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	if cfg.EliminateVariants > 0 {
 		return nil, &ConfigError{"Config.EliminateVariants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
 	}
+	if cfg.Sequential != nil && len(e.Variants) > 0 {
+		return nil, &ConfigError{"Config.Sequential with Eval.Variants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
+	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.

@@ -72,6 +72,9 @@ type scheduler[T, O any] struct {
 	// elim, when variants are eliminated: the slots of an eliminated
 	// variant are not claimed.
 	elim *eliminator
+	// gates, with a sequential gate per variant: the slots of a variant
+	// whose gate decided are skipped as they come up.
+	gates *variantGates
 	// block, with variants, is how many samples' episodes are claimed
 	// interleaved (claimAt): 0 claims a sample's episodes one after the
 	// other.
@@ -190,8 +193,9 @@ type schedule[T, O any] struct {
 	// decided; nil without one.
 	order   []int32
 	decided <-chan struct{}
-	window  *claimWindow // bounds the claims beyond the finished prefix
-	elim    *eliminator  // skips the eliminated variants' episodes
+	window  *claimWindow  // bounds the claims beyond the finished prefix
+	elim    *eliminator   // skips the eliminated variants' episodes
+	gates   *variantGates // skips the episodes of variants whose gate decided
 	// stream, when set, reads a streamed dataset for a worker's feed
 	// (work.go); Run's scheduler makes its own.
 	stream *sampleStream[T]
@@ -201,7 +205,7 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 	s := &scheduler[T, O]{e: e, cfg: cfg, samples: samples, clock: time.Now(),
 		total: int64(samples.len()) * int64(cfg.Epochs), tel: newTelemetry(&cfg),
 		harnesses: sc.harnesses, plan: cfg.plan, runID: sc.runID, parentRunID: sc.parentRunID, done: sc.done, out: sc.out,
-		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window, elim: sc.elim,
+		cancel: sc.cancel, feed: sc.feed, ident: sc.ident, order: sc.order, decided: sc.decided, window: sc.window, elim: sc.elim, gates: sc.gates,
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
@@ -483,7 +487,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.done.has(i) {
 			continue
 		}
-		if s.elim.outSlot(int(i % epochs)) {
+		if s.elim.outSlot(int(i%epochs)) || s.gates.outSlot(int(i%epochs)) {
 			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
 			continue
 		}

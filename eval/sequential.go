@@ -175,3 +175,75 @@ func (r *recording) claimOrder() iter.Seq[int] {
 		}
 	}
 }
+
+// variantGates is the sequential gate of a run of variants: each variant
+// has its own, decided on its records alone over the run's claim order
+// (the report's aggregator of the variant decides it as records arrive,
+// as a report of the log does). A variant whose gate decided stops being
+// run; the run is decided once every variant it runs is.
+type variantGates struct {
+	plan    *variantPlan
+	agg     *report.Aggregator
+	out     []atomic.Bool // per variant: decided, its episodes no longer claimed
+	pending int           // variants this run runs whose gate is undecided
+	decided func()        // called once pending reaches 0
+}
+
+// newVariantGates returns the gates of a run of plan's variants, folded
+// by agg; decided is called, on the recorder's goroutine, once every
+// variant the run runs has decided.
+func newVariantGates(plan *variantPlan, agg *report.Aggregator, decided func()) *variantGates {
+	g := &variantGates{plan: plan, agg: agg, out: make([]atomic.Bool, len(plan.names)), decided: decided}
+	for _, run := range plan.selected {
+		if run {
+			g.pending++
+		}
+	}
+	agg.OnVariantDecided(g.decide)
+	return g
+}
+
+// decide notes that the named variant's gate decided.
+func (g *variantGates) decide(name string) {
+	if v, ok := g.plan.index[name]; ok {
+		g.retire(v)
+	}
+}
+
+// retire stops variant v: its gate decided, or it was eliminated
+// (Config.EliminateVariants). The run is decided once every variant it
+// runs is retired.
+func (g *variantGates) retire(v int) {
+	if !g.plan.selected[v] || g.out[v].Load() {
+		return // a variant the run does not run (its records are in the log)
+	}
+	g.out[v].Store(true)
+	if g.pending--; g.pending == 0 {
+		g.decided()
+	}
+}
+
+// outSlot reports whether the slot's variant has decided: its episode is
+// not run. Safe for concurrent use; nil-safe.
+func (g *variantGates) outSlot(slot int) bool {
+	return g != nil && g.out[slot/g.plan.epochs].Load()
+}
+
+// prefix is the claim order's finished prefix the claims are bounded by:
+// the shortest of the variants' still run (samples), on the recorder's
+// goroutine.
+func (g *variantGates) prefix() int {
+	p := -1
+	for v, name := range g.plan.names {
+		if !g.plan.selected[v] || g.out[v].Load() {
+			continue
+		}
+		if _, n := g.agg.VariantDecided(name); p < 0 || n < p {
+			p = n
+		}
+	}
+	if p < 0 {
+		return 1 << 40 // every gate decided: the run stops claiming anyway
+	}
+	return p
+}

@@ -47,6 +47,9 @@ type variantPlan struct {
 
 func (p *variantPlan) slots() int { return len(p.names) * p.epochs }
 
+// named reports whether the eval has variants (records name theirs).
+func (p *variantPlan) named() bool { return p.names[0] != "" }
+
 // slot is the slot of variant v's epoch ep.
 func (p *variantPlan) slot(v, ep int) int { return v*p.epochs + ep }
 

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,15 +29,24 @@ func historyURL(eval, tag string) string {
 }
 
 // historyBody is an eval's history page: its runs over time, the drift of
-// each against its baseline, and the alerts on top.
+// each against its baseline, and the alerts on top. An eval of variants
+// has a trend per variant (history.Run.Series): each is charted and
+// compared with its own baseline, never with another variant's runs.
 type historyBody struct {
 	Eval, Tag, Baseline string
 	Alerts              []historyRow
-	PassRate            string
-	ByTag               []tagChart
-	Cost, Latency       string
+	Trends              []historyTrend
+	Variants            bool // the runs table names each row's variant
 	Runs                []historyRow
 	Tags                []tagLink // the tags the runs have, to draw by
+}
+
+// historyTrend is the charts of one trend: the eval's, or one variant's.
+type historyTrend struct {
+	Variant       string // "" for an eval without variants
+	PassRate      string
+	ByTag         []tagChart
+	Cost, Latency string
 }
 
 type tagLink struct{ Tag, URL string }
@@ -47,6 +57,7 @@ type tagChart struct{ Label, SVG string }
 
 type historyRow struct {
 	*history.Run
+	Series           int // the trend's index in Trends
 	ID, URL          string
 	Rate, CI         string
 	Changed          string
@@ -72,13 +83,19 @@ func (s *Server) historyPage(w http.ResponseWriter, r *http.Request) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			m = nil // a broken manifest: the run without its fingerprints
 		}
-		run := history.FromReport(snap.Report, m)
-		run.Log, run.Start = l.path, snap.Ext.first
-		if snap.Ext.last.After(snap.Ext.first) {
-			run.Wall = snap.Ext.last.Sub(snap.Ext.first)
+		for _, v := range variantRuns(snap.Report, m) {
+			run := history.FromReport(v.rep, m)
+			run.Variant = v.name
+			if v.name != "" && m != nil {
+				run.HarnessVersion = v.harness
+			}
+			run.Log, run.Start = l.path, snap.Ext.first
+			if snap.Ext.last.After(snap.Ext.first) {
+				run.Wall = snap.Ext.last.Sub(snap.Ext.first)
+			}
+			runs = append(runs, run)
+			reports[run], ids[run] = v.rep, snap.ID
 		}
-		runs = append(runs, run)
-		reports[run], ids[run] = snap.Report, snap.ID
 	}
 	if len(runs) == 0 {
 		http.Error(w, "history: no runs of this eval", http.StatusNotFound)
@@ -112,16 +129,93 @@ func (s *Server) historyPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "history", &page{Title: "history · " + eval, Body: historyData(eval, q.Get("tag"), runs, reports, ids, pinned, alpha)})
 }
 
+// variantRun is one trend's part of a log: a variant's report, or the
+// log's whole when it has no variants.
+type variantRun struct {
+	name, harness string
+	rep           *report.Report
+}
+
+// variantRuns splits a log's report into its variants', as
+// history.ReadVariants splits the log (each variant's report is that of
+// its records alone), without reading the log again: a variant named by
+// the manifest with no record yet has no row. A log without variants is
+// one.
+func variantRuns(rep *report.Report, m *manifest.Manifest) []variantRun {
+	if rep.Leaderboard == nil {
+		return []variantRun{{rep: rep}}
+	}
+	harness := map[string]string{}
+	if m != nil {
+		for _, v := range m.Variants {
+			harness[v.Name] = v.Harness
+		}
+	}
+	var out []variantRun
+	for _, name := range slices.Sorted(slices.Values(rep.VariantNames())) {
+		if v := rep.VariantReport(name); v != nil && v.Episodes > 0 {
+			out = append(out, variantRun{name: name, harness: harness[name], rep: v})
+		}
+	}
+	return out
+}
+
 func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run]*report.Report, ids map[*history.Run]string, pinned int, alpha float64) *historyBody {
 	b := &historyBody{Eval: eval, Tag: tag}
 	if pinned >= 0 {
 		b.Baseline = ids[runs[pinned]]
 	}
+	tags := map[string]bool{}
+	// runs are sorted by variant, then start (history.Sort): a trend each.
+	for i := 0; i < len(runs); {
+		j := i + 1
+		for j < len(runs) && runs[j].Variant == runs[i].Variant {
+			j++
+		}
+		pin := -1
+		if pinned >= 0 {
+			// The pinned run's row of this variant, if it has one.
+			pin = slices.IndexFunc(runs[i:j], func(r *history.Run) bool { return ids[r] == b.Baseline })
+			if pin < 0 {
+				pin = -2 // pinned elsewhere: this trend has no baseline
+			}
+		}
+		b.trend(runs[i:j], reports, ids, pin, alpha, tags)
+		i = j
+	}
+	b.Variants = len(b.Trends) > 1 || len(b.Trends) == 1 && b.Trends[0].Variant != ""
+	latestFirst(b.Alerts)
+	for _, t := range slices.Sorted(maps.Keys(tags)) {
+		b.Tags = append(b.Tags, tagLink{t, historyURL(eval, t)})
+	}
+	latestFirst(b.Runs) // as the runs page lists them
+	return b
+}
+
+// latestFirst orders rows, each trend's in start order, the latest first,
+// a log's variants in the order of their trends.
+func latestFirst(rows []historyRow) {
+	slices.Reverse(rows)
+	slices.SortStableFunc(rows, func(x, y historyRow) int { return cmp.Or(y.Start.Compare(x.Start), cmp.Compare(x.Series, y.Series)) })
+}
+
+// trend adds the charts and rows of one trend's runs, in start order;
+// pinned is the index of the pinned baseline among them (-1: none
+// pinned, each run against the previous on its dataset; -2: pinned in
+// another trend, so none here).
+func (b *historyBody) trend(runs []*history.Run, reports map[*history.Run]*report.Report, ids map[*history.Run]string, pinned int, alpha float64, tags map[string]bool) {
+	eval, tag := b.Eval, b.Tag
+	series := len(b.Trends)
+	variant := runs[0].Variant
+	title := eval
+	if variant != "" {
+		title = eval + " variant " + variant
+	}
+	var rows []historyRow
 	var rate, cost, lat []plot.TimePoint
 	maxCost, maxLat := 0.0, 0.0
-	tags := map[string]bool{}
 	for i, r := range runs {
-		row := historyRow{Run: r, ID: ids[r], URL: runURL(ids[r]), Rate: "n/a"}
+		row := historyRow{Run: r, Series: series, ID: ids[r], URL: runURL(ids[r]), Rate: "n/a"}
 		if !math.IsNaN(r.PassRate) {
 			row.Rate, row.CI = pct(r.PassRate), fmt.Sprintf("[%s, %s]", pct(r.Lo), pct(r.Hi))
 		}
@@ -132,7 +226,7 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 			row.Changed = strings.Join(history.Changes(runs[i-1], r), ", ")
 		}
 		base := pinned
-		if base < 0 {
+		if base == -1 {
 			base = history.Baseline(runs, i)
 		}
 		if base >= 0 && base != i {
@@ -140,7 +234,9 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 			all := d.Tests[0]
 			row.Drift, row.BaseID, row.BaseURL = d, ids[runs[base]], runURL(ids[runs[base]])
 			row.Diff, row.DiffCI, row.AdjP = pts(all.Diff.Mean), fmt.Sprintf("[%s, %s]", pts(all.Diff.Lo), pts(all.Diff.Hi)), pval(all.AdjP)
-			row.CompareURL = "/compare?" + url.Values{"base": {row.BaseID}, "head": {row.ID}}.Encode()
+			if variant == "" { // the compare page compares whole logs
+				row.CompareURL = "/compare?" + url.Values{"base": {row.BaseID}, "head": {row.ID}}.Encode()
+			}
 			if d.Alert {
 				var sig []string
 				for _, t := range d.Significant() {
@@ -159,30 +255,36 @@ func historyData(eval, tag string, runs []*history.Run, reports map[*history.Run
 		for _, t := range r.Tags {
 			tags[t.Tag] = true
 		}
-		b.Runs = append(b.Runs, row)
+		rows = append(rows, row)
 	}
-	slices.Reverse(b.Alerts) // the latest first
-	for _, t := range slices.Sorted(maps.Keys(tags)) {
-		b.Tags = append(b.Tags, tagLink{t, historyURL(eval, t)})
+	costTitle, latTitle := "cost per run (USD)", "episode latency per run: median, bar to p95"
+	if variant != "" {
+		costTitle, latTitle = "cost per run of variant "+variant+" (USD)", "episode latency per run of variant "+variant+": median, bar to p95"
 	}
-	b.PassRate = plot.Timeline("pass rate of "+eval+" over time (95% CI; dashed: harness, judge, sandbox or dataset changed; ringed: drift)", rate, nil)
-	b.Cost = plot.Timeline("cost per run (USD)", cost, &plot.TimelineOptions{Max: niceMax(maxCost), Format: func(f float64) string { return fmt.Sprintf("$%.4g", f+0) }}) // +0: no "-0"
-	b.Latency = plot.Timeline("episode latency per run: median, bar to p95", lat, &plot.TimelineOptions{Max: niceMax(maxLat), Format: numfmt.MS})
+	t := historyTrend{Variant: variant,
+		PassRate: plot.Timeline("pass rate of "+title+" over time (95% CI; dashed: harness, judge, sandbox or dataset changed; ringed: drift)", rate, nil),
+		Cost:     plot.Timeline(costTitle, cost, &plot.TimelineOptions{Max: niceMax(maxCost), Format: func(f float64) string { return fmt.Sprintf("$%.4g", f+0) }}), // +0: no "-0"
+		Latency:  plot.Timeline(latTitle, lat, &plot.TimelineOptions{Max: niceMax(maxLat), Format: numfmt.MS}),
+	}
 	if tag != "" {
 		values := map[string][]plot.TimePoint{}
 		for i, r := range runs {
-			for _, t := range r.Tags {
-				if t.Tag == tag {
-					values[t.Value] = append(values[t.Value], plot.TimePoint{T: r.Start, Label: ids[r], Y: t.PassRate, Lo: t.Lo, Hi: t.Hi, Mark: b.Runs[i].Changed})
+			for _, tg := range r.Tags {
+				if tg.Tag == tag {
+					values[tg.Value] = append(values[tg.Value], plot.TimePoint{T: r.Start, Label: ids[r], Y: tg.PassRate, Lo: tg.Lo, Hi: tg.Hi, Mark: rows[i].Changed})
 				}
 			}
 		}
+		of := ""
+		if variant != "" {
+			of = " (variant " + variant + ")"
+		}
 		for _, v := range slices.Sorted(maps.Keys(values)) {
-			b.ByTag = append(b.ByTag, tagChart{tag + "=" + v, plot.Timeline("pass rate of "+tag+"="+v+" over time", values[v], nil)})
+			t.ByTag = append(t.ByTag, tagChart{tag + "=" + v + of, plot.Timeline("pass rate of "+tag+"="+v+of+" over time", values[v], nil)})
 		}
 	}
-	slices.Reverse(b.Runs) // the table lists the latest first, as the runs page does
-	return b
+	b.Trends = append(b.Trends, t)
+	b.Runs = append(b.Runs, rows...)
 }
 
 func nanTo0(f float64) float64 {

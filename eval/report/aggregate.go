@@ -88,6 +88,9 @@ type Aggregator struct {
 	variants   map[string]*Aggregator
 	unassigned int
 	oneVariant bool // this is a variant's aggregator: it splits nothing
+	// onVariantDecided is called when a variant's sequential gate decides
+	// (OnVariantDecided).
+	onVariantDecided func(variant string)
 }
 
 // sampleStats is kept per sample for the whole run: 24 bytes, since a

@@ -30,7 +30,7 @@ func (r *Report) AddManifest(path string) {
 	if m, err := manifest.Read(path); err == nil {
 		r.Resources, r.ImageDigests = m.Resources, m.ImageDigests
 		if r.Leaderboard != nil {
-			r.Leaderboard.addEliminations(m.Eliminations)
+			r.Leaderboard.AddEliminations(m.Eliminations)
 			for _, v := range r.Leaderboard.reports {
 				v.Resources, v.ImageDigests = m.Resources, m.ImageDigests
 			}

@@ -148,9 +148,24 @@ func (a *Aggregator) addVariant(i int, r *sink.Record) {
 		if a.variants == nil {
 			a.variants = map[string]*Aggregator{}
 		}
-		v = NewAggregator(&a.opts)
+		name := strings.Clone(r.Variant)
+		if a.meta != nil {
+			// The engine's: indexed as the run is, so that the variant's
+			// sequential gate decides as records arrive (the engine stops
+			// running a variant whose gate decided).
+			v = NewIndexed(&a.opts, a.n, a.meta)
+			if f := a.onVariantDecided; v.seq != nil && f != nil {
+				v.seq.onDecide = func() { f(name) }
+			}
+		} else {
+			v = NewAggregator(&a.opts)
+		}
 		v.oneVariant = true
-		a.variants[strings.Clone(r.Variant)] = v
+		a.variants[name] = v
+	}
+	if v.meta != nil {
+		v.AddAt(i, r)
+		return
 	}
 	j, ok := v.Index(r.SampleID)
 	if !ok {
@@ -455,8 +470,11 @@ func (lb *Leaderboard) pareto() {
 	}
 }
 
-// addEliminations notes the manifest's eliminations in the standings.
-func (lb *Leaderboard) addEliminations(es []manifest.Elimination) {
+// AddEliminations notes the run's eliminations in the standings
+// (Standing.Eliminated): from the log's manifest for a report of a log, from
+// the run itself for the report Eval.Run returns. An eliminated variant is
+// left out of the gates.
+func (lb *Leaderboard) AddEliminations(es []manifest.Elimination) {
 	for _, e := range es {
 		for i := range lb.Variants {
 			if lb.Variants[i].Variant == e.Variant {
@@ -590,6 +608,18 @@ func (lb *Leaderboard) write(t *table) {
 	for _, s := range lb.Variants {
 		if e := s.Eliminated; e != nil {
 			t.line(fmt.Sprintf("eliminated: %s %s", s.Variant, EliminationText(e)))
+		}
+	}
+	for _, s := range lb.Variants {
+		// Each variant's gate, where it decided and what it saved; an
+		// eliminated variant's is not asked (its status says why).
+		if s.Sequential != nil && s.Eliminated == nil {
+			rows := s.Sequential.summary()
+			line := "sequential gate of " + s.Variant + ": " + rows[0].Value
+			if len(rows) > 1 {
+				line += "; " + rows[1].Value
+			}
+			t.line(line)
 		}
 	}
 	if lb.Resamples > 0 {

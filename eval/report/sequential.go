@@ -392,6 +392,25 @@ func (a *Aggregator) OnDecided(f func()) {
 	}
 }
 
+// OnVariantDecided sets f to be called, on the goroutine adding records,
+// when the sequential gate ([Options.Sequential]) of one of the variants
+// the records name is decided, once per variant, with its name. Each
+// variant's gate is decided on its records alone, over the same claim
+// order; no gate of the variants pooled is decided. Only an aggregator
+// from NewIndexed decides as records arrive; f must be set before the
+// first record.
+func (a *Aggregator) OnVariantDecided(f func(variant string)) { a.onVariantDecided = f }
+
+// VariantDecided is [Aggregator.Decided] of one variant's sequential gate:
+// Undecided and 0 before any record of it.
+func (a *Aggregator) VariantDecided(variant string) (Decision, int) {
+	v, ok := a.variants[variant]
+	if !ok {
+		return Undecided, 0
+	}
+	return v.Decided()
+}
+
 // Decided returns what the sequential gate has decided so far (Undecided
 // without one) and after how many samples in claim order (while
 // undecided, the samples fed so far), as records arrive: for an aggregator
