@@ -57,8 +57,9 @@ func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T
 func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) (ctx context.Context, ep *harness.Episode[T], k *kept, start time.Time, phase uint64) {
 	// j.epoch is the slot: the variant's epoch. Its seed is the epoch's,
 	// whatever the variant: variants are compared on the same draws.
-	epoch := s.plan.epoch(j.epoch)
-	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Variant: s.plan.name(j.epoch), Epoch: epoch, Attempt: j.attempt,
+	v := s.variantIndex(j.epoch)
+	epoch := j.epoch - v*s.plan.epochs
+	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Variant: s.plan.names[v], Epoch: epoch, Attempt: j.attempt,
 		Seed: episodeSeed(s.cfg.Seed, smp.ID, epoch)}}
 	ep = &a.ep
 	// Read before the attempt is published: once it runs, the watchdog may
@@ -180,7 +181,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 	} else {
 		hctx, span := s.startStage(ctx, "harness")
 		res.span = span
-		out, err := s.harnesses[j.epoch/s.plan.epochs].Run(hctx, ep)
+		out, err := s.harnesses[s.variantIndex(j.epoch)].Run(hctx, ep)
 		res.span = nil
 		capErr := s.overCap(ep, j)
 		if capErr == nil && s.cfg.Models != nil {

@@ -27,25 +27,27 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	if model == "" {
 		model = j.usage.Model // the agent's, from an earlier attempt
 	}
-	*rec = sink.Record{
-		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
-		Variant: ep.Variant, SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
-		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
-		Error: errMsg, ErrorKind: kind, JudgeStages: judging.Stages(ep),
-		Input: input, Output: output,
-		Tags: ep.Sample.Tags, StartedAt: start.UTC(),
-		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
-		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
-		JudgeInputTokens: jdg.InputTokens, JudgeOutputTokens: jdg.OutputTokens, JudgeCostUSD: jdg.CostUSD,
-		Model: model, JudgeModel: jdg.Model,
-		SimulatorInputTokens: sim.InputTokens, SimulatorOutputTokens: sim.OutputTokens, SimulatorCostUSD: sim.CostUSD,
-		SimulatorModel: sim.Model,
-		Seed:           ep.Seed, ParentRunID: s.parentRunID,
-		CallsReplayed: j.replay.calls, ReplayDivergedAt: j.replay.divergedAt,
+	// Field by field into a cleared record: a composite literal assigned
+	// through a pointer is built in a temporary and copied, the whole
+	// record twice on the path of every episode.
+	*rec = sink.Record{}
+	rec.Schema, rec.RunID, rec.Eval = sink.SchemaVersion, s.runID, s.e.Name
+	rec.Variant, rec.SampleID, rec.Epoch, rec.Attempt = ep.Variant, ep.Sample.ID, ep.Epoch, ep.Attempt
+	rec.Status, rec.Scores, rec.Weight, rec.Reason = status, v.Scores, v.Weight, v.Reason
+	if status == sink.Pass || status == sink.Fail {
+		rec.Score = v.Score
 	}
-	if status != sink.Pass && status != sink.Fail {
-		rec.Score = 0
-	}
+	rec.Error, rec.ErrorKind, rec.JudgeStages = errMsg, kind, judging.Stages(ep)
+	rec.Input, rec.Output = input, output
+	rec.Tags, rec.StartedAt = ep.Sample.Tags, start.UTC()
+	rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	rec.InputTokens, rec.OutputTokens, rec.CostUSD = u.InputTokens, u.OutputTokens, u.CostUSD
+	rec.JudgeInputTokens, rec.JudgeOutputTokens, rec.JudgeCostUSD = jdg.InputTokens, jdg.OutputTokens, jdg.CostUSD
+	rec.Model, rec.JudgeModel = model, jdg.Model
+	rec.SimulatorInputTokens, rec.SimulatorOutputTokens, rec.SimulatorCostUSD = sim.InputTokens, sim.OutputTokens, sim.CostUSD
+	rec.SimulatorModel = sim.Model
+	rec.Seed, rec.ParentRunID = ep.Seed, s.parentRunID
+	rec.CallsReplayed, rec.ReplayDivergedAt = j.replay.calls, j.replay.divergedAt
 	if ep.Sandbox != nil {
 		rec.Resources = ep.Sandbox.Resources().String()
 	}

@@ -260,7 +260,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.err != nil {
 		return // stopping: results that cannot be recorded are not kept
 	}
-	slot, _ := r.plan.recordSlot(&f.rec) // checked by whoever made f
+	slot := f.slot // checked by whoever made f
 	if !r.done.add(int64(f.sample)*r.epochs + int64(slot)) {
 		r.duplicates++
 		return
@@ -278,7 +278,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
-	r.elim.add(f.sample, slot, &f.rec)
+	if r.elim != nil {
+		r.elim.add(f.sample, slot, &f.rec)
+	}
 	r.window.advance(r.agg, r.epochs)
 	r.advanceElimination()
 	r.tally.add(&f.rec)

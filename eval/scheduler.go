@@ -219,6 +219,16 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 // clock read where time.Now makes two (the wall clock too), which on some
 // virtual machines costs 100 ns an attempt. A step of the wall clock during
 // a run shifts no start time recorded after it.
+// variantIndex returns the variant of a slot (its index in s.plan.names and
+// s.harnesses): 0 without variants, with no division on the path of every
+// episode.
+func (s *scheduler[T, O]) variantIndex(slot int) int {
+	if len(s.plan.names) == 1 {
+		return 0
+	}
+	return slot / s.plan.epochs
+}
+
 func (s *scheduler[T, O]) now() time.Time { return s.clock.Add(time.Since(s.clock)) }
 
 // run runs every episode not yet done and returns when all have settled
@@ -483,7 +493,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.done.has(i) {
 			continue
 		}
-		if s.elim.outSlot(int(i % epochs)) {
+		if s.elim != nil && s.elim.outSlot(int(i%epochs)) {
 			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
 			continue
 		}
@@ -500,6 +510,9 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 // elimination), and a block's environments are provisioned side by side,
 // not one sample's at a time while the workers wait on it.
 func (s *scheduler[T, O]) claimAt(i int64) int64 {
+	if s.block <= 1 && s.order == nil {
+		return i // no variants, in order: no arithmetic on the path of every claim
+	}
 	slots := int64(s.cfg.Epochs)
 	pos, slot := i/slots, i%slots
 	if s.block > 1 {
