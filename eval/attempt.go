@@ -140,7 +140,7 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	if res.haveOut {
 		// Here, not in conclude: encoding/json needs a deep stack, and
 		// thousands of workers each grow theirs to the deepest call.
-		res.outJSON = encodeOf(&res.out)
+		res.outJSON = s.encodeOutput(j, &res.out)
 	}
 	s.conclude(j, ep, start, res)
 	return true

@@ -113,6 +113,47 @@ func encodeHeld[V any](v *V, byPointer bool) json.RawMessage {
 	return encodeOf(v)
 }
 
+// encodeInput is encodeHeld of a job's input, into the buffer of the
+// job's finished episode when it owns it (ownBuffers): no allocation an
+// episode for an input that is a string, or that encodes through its
+// pointer, the common inputs.
+func (s *scheduler[T, O]) encodeInput(w *workerState[T], j *job, v *T) json.RawMessage {
+	if !s.ownBuffers {
+		return encodeHeld(v, s.inputsByPointer)
+	}
+	j.rec()
+	f := j.fin
+	switch x := any(v).(type) {
+	case *string:
+		f.input = jsontext.AppendString(f.input[:0], *x)
+		return f.input
+	case *json.RawMessage:
+		return encodeJSON(*x) // the sample's own bytes when valid
+	}
+	if !s.inputsByPointer {
+		return encodeOf(v)
+	}
+	f.input = append(f.input[:0], w.enc.encode(v)...)
+	if w.enc.buf.Cap() > maxKeptBuffer {
+		w.enc.buf = bytes.Buffer{} // a huge input's buffer is not worth keeping
+	}
+	return f.input
+}
+
+// encodeOutput is encodeOf of an attempt's output, into the buffer of the
+// job's finished episode when it owns it (ownBuffers) and the output is a
+// string. (Any other is encoded as it was: through an interface, out
+// would move to the heap from the worker's stack.)
+func (s *scheduler[T, O]) encodeOutput(j *job, out *O) json.RawMessage {
+	if x, ok := any(out).(*string); ok && s.ownBuffers {
+		j.rec()
+		f := j.fin
+		f.output = jsontext.AppendString(f.output[:0], *x)
+		return f.output
+	}
+	return encodeOf(out)
+}
+
 // inputEncoder encodes inputs as encodeJSON does, into one buffer reused
 // from call to call: hashing a million inputs allocates nothing per input.
 type inputEncoder struct {

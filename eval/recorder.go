@@ -84,13 +84,22 @@ var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byt
 
 func getFinished() *finished { return finishedPool.Get().(*finished) }
 
+// maxKeptBuffer bounds the buffers kept for reuse: one larger is dropped.
+const maxKeptBuffer = 64 << 10
+
 // putFinished recycles f. It drops only what may be large: every other
 // field is overwritten before f is used again (buildRecord writes a whole
 // record), so clearing them here would only cost the recorder's goroutine
 // time.
 func putFinished(f *finished) {
-	if cap(f.line) > 64<<10 {
+	if cap(f.line) > maxKeptBuffer {
 		f.line = nil // a huge record's buffer is not worth keeping
+	}
+	if cap(f.input) > maxKeptBuffer {
+		f.input = nil
+	}
+	if cap(f.output) > maxKeptBuffer {
+		f.output = nil
 	}
 	f.line, f.events = f.line[:0], nil
 	finishedPool.Put(f)

@@ -38,6 +38,10 @@ type finished struct {
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its transcript link, by the worker
+	// The buffers rec.Input and rec.Output are encoded into when no sink
+	// may keep the record (scheduler.ownBuffers): reused from episode to
+	// episode, as line is.
+	input, output []byte
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,
@@ -119,6 +123,10 @@ type scheduler[T, O any] struct {
 	// encodes itself.
 	inputsShallow, outputsShallow bool
 	inputsByPointer               bool
+	// ownBuffers: no sink is given the records, so nothing holds a
+	// record's input or output once the recorder wrote it, and they are
+	// encoded into its finished's buffers (finished.input, output).
+	ownBuffers bool
 }
 
 // job is one episode on its way through its attempts.
@@ -205,7 +213,8 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
-		inputsByPointer: encodesByPointer(reflect.TypeFor[T]())}
+		inputsByPointer: encodesByPointer(reflect.TypeFor[T]()),
+		ownBuffers:      len(cfg.Sinks) == 0}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -314,7 +323,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 			if j.input == nil {
 				// Here, at the worker's shallowest: encoding/json needs a
 				// deep stack, and every worker's grows to its deepest call.
-				j.input = encodeHeld(&smp.Input, s.inputsByPointer)
+				j.input = s.encodeInput(w, j, &smp.Input)
 			}
 			if !s.attempt(ctx, base, w, j, smp) {
 				return // abandoned: a replacement owns j and this worker's place
@@ -348,6 +357,7 @@ type workerState[T any] struct {
 	since atomic.Int64
 
 	ident workerIdentity // the samples this worker hashed (identity.go)
+	enc   inputEncoder   // its episodes' inputs, with ownBuffers (record.go)
 }
 
 const (
