@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/jsontext"
@@ -119,10 +120,17 @@ func encodeHeld[V any](v *V, byPointer bool) json.RawMessage {
 // pointer, the common inputs.
 func (s *scheduler[T, O]) encodeInput(w *workerState[T], j *job, v *T) json.RawMessage {
 	if !s.ownBuffers {
+		if s.inputStrings != nil {
+			return s.inputStrings.append(nil, unsafe.Pointer(v))
+		}
 		return encodeHeld(v, s.inputsByPointer)
 	}
 	j.rec()
 	f := j.fin
+	if s.inputStrings != nil {
+		f.input = s.inputStrings.append(f.input[:0], unsafe.Pointer(v))
+		return f.input
+	}
 	switch x := any(v).(type) {
 	case *string:
 		f.input = jsontext.AppendString(f.input[:0], *x)

@@ -78,9 +78,15 @@ func newRecorder(done *doneSet, plan *variantPlan, agg *report.Aggregator, fail 
 	return r
 }
 
-// finishedPool recycles finished episodes and their line buffers once the
-// recorder has written them: two allocations less per episode.
-var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byte, 0, 512)} }}
+// finishedPool recycles finished episodes and their buffers once the
+// recorder has written them: four allocations less per episode. A new
+// one's buffers share one allocation (the pool drops what it holds at
+// every other GC cycle, so new ones are made all through a run); one that
+// outgrows its part gets one of its own.
+var finishedPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 768)
+	return &finished{line: b[0:0:512], input: b[512:512:640], output: b[640:640:768]}
+}}
 
 func getFinished() *finished { return finishedPool.Get().(*finished) }
 

@@ -127,6 +127,9 @@ type scheduler[T, O any] struct {
 	// record's input or output once the recorder wrote it, and they are
 	// encoded into its finished's buffers (finished.input, output).
 	ownBuffers bool
+	// inputStrings writes an input that is a struct of strings, as
+	// encoding/json would (stringstruct.go); nil for any other type.
+	inputStrings *stringStruct
 }
 
 // job is one episode on its way through its attempts.
@@ -214,7 +217,8 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
 		inputsByPointer: encodesByPointer(reflect.TypeFor[T]()),
-		ownBuffers:      len(cfg.Sinks) == 0}
+		ownBuffers:      len(cfg.Sinks) == 0,
+		inputStrings:    newStringStruct(reflect.TypeFor[T]())}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
