@@ -22,9 +22,10 @@ type mixedTags struct {
 	B      string `json:"b,omitempty"`
 	hidden string
 	D      string `json:"-"`
-	E      string `json:"-,"`
-	F      string `json:",omitempty"`
-	G_1    string `json:"g-1"`
+	//lint:ignore SA5008 the name "-", as encoding/json reads it: covered on purpose
+	E   string `json:"-,"`
+	F   string `json:",omitempty"`
+	G_1 string `json:"g-1"`
 }
 
 // TestStringStructWritesAsEncodingJSON: for the struct types
