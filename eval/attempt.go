@@ -123,8 +123,12 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	if !w.phase.CompareAndSwap(phase, phase&^3|returned) {
 		return false
 	}
-	w.deadline.Store(0)
-	w.capped.Store(nil)
+	if s.cfg.Timeout > 0 {
+		w.deadline.Store(0) // set by begin only then
+	}
+	if s.capped() {
+		w.capped.Store(nil) // likewise: an atomic store an attempt less without caps
+	}
 	w.cancel(nil)
 	if res.fault == sink.KindJudge && res.haveOut && !permanent.Is(res.err) {
 		// Keep the output, and the sandbox the judge needs, for a retry
