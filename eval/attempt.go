@@ -57,8 +57,9 @@ func (s *scheduler[T, O]) attempt(runCtx, base context.Context, w *workerState[T
 func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T], j *job, smp *dataset.Sample[T]) (ctx context.Context, ep *harness.Episode[T], k *kept, start time.Time, phase uint64) {
 	// j.epoch is the slot: the variant's epoch. Its seed is the epoch's,
 	// whatever the variant: variants are compared on the same draws.
-	epoch := s.plan.epoch(j.epoch)
-	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Variant: s.plan.name(j.epoch), Epoch: epoch, Attempt: j.attempt,
+	v := s.variantIndex(j.epoch)
+	epoch := j.epoch - v*s.plan.epochs
+	a := &attemptState[T]{ep: harness.Episode[T]{RunID: s.runID, Sample: *smp, Variant: s.plan.names[v], Epoch: epoch, Attempt: j.attempt,
 		Seed: episodeSeed(s.cfg.Seed, smp.ID, epoch)}}
 	ep = &a.ep
 	// Read before the attempt is published: once it runs, the watchdog may
@@ -122,8 +123,12 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	if !w.phase.CompareAndSwap(phase, phase&^3|returned) {
 		return false
 	}
-	w.deadline.Store(0)
-	w.capped.Store(nil)
+	if s.cfg.Timeout > 0 {
+		w.deadline.Store(0) // set by begin only then
+	}
+	if s.capped() {
+		w.capped.Store(nil) // likewise: an atomic store an attempt less without caps
+	}
 	w.cancel(nil)
 	if res.fault == sink.KindJudge && res.haveOut && !permanent.Is(res.err) {
 		// Keep the output, and the sandbox the judge needs, for a retry
@@ -139,7 +144,7 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	if res.haveOut {
 		// Here, not in conclude: encoding/json needs a deep stack, and
 		// thousands of workers each grow theirs to the deepest call.
-		res.outJSON = encodeOf(&res.out)
+		res.outJSON = s.encodeOutput(j, &res.out)
 	}
 	s.conclude(j, ep, start, res)
 	return true
@@ -180,7 +185,7 @@ func (s *scheduler[T, O]) call(ctx context.Context, k *kept, ep *harness.Episode
 	} else {
 		hctx, span := s.startStage(ctx, "harness")
 		res.span = span
-		out, err := s.harnesses[j.epoch/s.plan.epochs].Run(hctx, ep)
+		out, err := s.harnesses[s.variantIndex(j.epoch)].Run(hctx, ep)
 		res.span = nil
 		capErr := s.overCap(ep, j)
 		if capErr == nil && s.cfg.Models != nil {

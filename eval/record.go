@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+	"unsafe"
 
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/internal/jsontext"
@@ -27,25 +28,27 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 	if model == "" {
 		model = j.usage.Model // the agent's, from an earlier attempt
 	}
-	*rec = sink.Record{
-		Schema: sink.SchemaVersion, RunID: s.runID, Eval: s.e.Name,
-		Variant: ep.Variant, SampleID: ep.Sample.ID, Epoch: ep.Epoch, Attempt: ep.Attempt,
-		Status: status, Score: v.Score, Scores: v.Scores, Weight: v.Weight, Reason: v.Reason,
-		Error: errMsg, ErrorKind: kind, JudgeStages: judging.Stages(ep),
-		Input: input, Output: output,
-		Tags: ep.Sample.Tags, StartedAt: start.UTC(),
-		DurationMS:  float64(time.Since(start).Microseconds()) / 1000,
-		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD,
-		JudgeInputTokens: jdg.InputTokens, JudgeOutputTokens: jdg.OutputTokens, JudgeCostUSD: jdg.CostUSD,
-		Model: model, JudgeModel: jdg.Model,
-		SimulatorInputTokens: sim.InputTokens, SimulatorOutputTokens: sim.OutputTokens, SimulatorCostUSD: sim.CostUSD,
-		SimulatorModel: sim.Model,
-		Seed:           ep.Seed, ParentRunID: s.parentRunID,
-		CallsReplayed: j.replay.calls, ReplayDivergedAt: j.replay.divergedAt,
+	// Field by field into a cleared record: a composite literal assigned
+	// through a pointer is built in a temporary and copied, the whole
+	// record twice on the path of every episode.
+	*rec = sink.Record{}
+	rec.Schema, rec.RunID, rec.Eval = sink.SchemaVersion, s.runID, s.e.Name
+	rec.Variant, rec.SampleID, rec.Epoch, rec.Attempt = ep.Variant, ep.Sample.ID, ep.Epoch, ep.Attempt
+	rec.Status, rec.Scores, rec.Weight, rec.Reason = status, v.Scores, v.Weight, v.Reason
+	if status == sink.Pass || status == sink.Fail {
+		rec.Score = v.Score
 	}
-	if status != sink.Pass && status != sink.Fail {
-		rec.Score = 0
-	}
+	rec.Error, rec.ErrorKind, rec.JudgeStages = errMsg, kind, judging.Stages(ep)
+	rec.Input, rec.Output = input, output
+	rec.Tags, rec.StartedAt = ep.Sample.Tags, start.UTC()
+	rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	rec.InputTokens, rec.OutputTokens, rec.CostUSD = u.InputTokens, u.OutputTokens, u.CostUSD
+	rec.JudgeInputTokens, rec.JudgeOutputTokens, rec.JudgeCostUSD = jdg.InputTokens, jdg.OutputTokens, jdg.CostUSD
+	rec.Model, rec.JudgeModel = model, jdg.Model
+	rec.SimulatorInputTokens, rec.SimulatorOutputTokens, rec.SimulatorCostUSD = sim.InputTokens, sim.OutputTokens, sim.CostUSD
+	rec.SimulatorModel = sim.Model
+	rec.Seed, rec.ParentRunID = ep.Seed, s.parentRunID
+	rec.CallsReplayed, rec.ReplayDivergedAt = j.replay.calls, j.replay.divergedAt
 	if ep.Sandbox != nil {
 		rec.Resources = ep.Sandbox.Resources().String()
 	}
@@ -109,6 +112,54 @@ func encodeHeld[V any](v *V, byPointer bool) json.RawMessage {
 		}
 	}
 	return encodeOf(v)
+}
+
+// encodeInput is encodeHeld of a job's input, into the buffer of the
+// job's finished episode when it owns it (ownBuffers): no allocation an
+// episode for an input that is a string, or that encodes through its
+// pointer, the common inputs.
+func (s *scheduler[T, O]) encodeInput(w *workerState[T], j *job, v *T) json.RawMessage {
+	if !s.ownBuffers {
+		if s.inputStrings != nil {
+			return s.inputStrings.append(nil, unsafe.Pointer(v))
+		}
+		return encodeHeld(v, s.inputsByPointer)
+	}
+	j.rec()
+	f := j.fin
+	if s.inputStrings != nil {
+		f.input = s.inputStrings.append(f.input[:0], unsafe.Pointer(v))
+		return f.input
+	}
+	switch x := any(v).(type) {
+	case *string:
+		f.input = jsontext.AppendString(f.input[:0], *x)
+		return f.input
+	case *json.RawMessage:
+		return encodeJSON(*x) // the sample's own bytes when valid
+	}
+	if !s.inputsByPointer {
+		return encodeOf(v)
+	}
+	f.input = append(f.input[:0], w.enc.encode(v)...)
+	if w.enc.buf.Cap() > maxKeptBuffer {
+		w.enc.buf = bytes.Buffer{} // a huge input's buffer is not worth keeping
+	}
+	return f.input
+}
+
+// encodeOutput is encodeOf of an attempt's output, into the buffer of the
+// job's finished episode when it owns it (ownBuffers) and the output is a
+// string. (Any other is encoded as it was: through an interface, out
+// would move to the heap from the worker's stack.)
+func (s *scheduler[T, O]) encodeOutput(j *job, out *O) json.RawMessage {
+	if x, ok := any(out).(*string); ok && s.ownBuffers {
+		j.rec()
+		f := j.fin
+		f.output = jsontext.AppendString(f.output[:0], *x)
+		return f.output
+	}
+	return encodeOf(out)
 }
 
 // inputEncoder encodes inputs as encodeJSON does, into one buffer reused

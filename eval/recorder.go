@@ -79,19 +79,34 @@ func newRecorder(done *doneSet, plan *variantPlan, agg *report.Aggregator, fail 
 	return r
 }
 
-// finishedPool recycles finished episodes and their line buffers once the
-// recorder has written them: two allocations less per episode.
-var finishedPool = sync.Pool{New: func() any { return &finished{line: make([]byte, 0, 512)} }}
+// finishedPool recycles finished episodes and their buffers once the
+// recorder has written them: four allocations less per episode. A new
+// one's buffers share one allocation (the pool drops what it holds at
+// every other GC cycle, so new ones are made all through a run); one that
+// outgrows its part gets one of its own.
+var finishedPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 768)
+	return &finished{line: b[0:0:512], input: b[512:512:640], output: b[640:640:768]}
+}}
 
 func getFinished() *finished { return finishedPool.Get().(*finished) }
+
+// maxKeptBuffer bounds the buffers kept for reuse: one larger is dropped.
+const maxKeptBuffer = 64 << 10
 
 // putFinished recycles f. It drops only what may be large: every other
 // field is overwritten before f is used again (buildRecord writes a whole
 // record), so clearing them here would only cost the recorder's goroutine
 // time.
 func putFinished(f *finished) {
-	if cap(f.line) > 64<<10 {
+	if cap(f.line) > maxKeptBuffer {
 		f.line = nil // a huge record's buffer is not worth keeping
+	}
+	if cap(f.input) > maxKeptBuffer {
+		f.input = nil
+	}
+	if cap(f.output) > maxKeptBuffer {
+		f.output = nil
 	}
 	f.line, f.events = f.line[:0], nil
 	finishedPool.Put(f)
@@ -261,7 +276,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.err != nil {
 		return // stopping: results that cannot be recorded are not kept
 	}
-	slot, _ := r.plan.recordSlot(&f.rec) // checked by whoever made f
+	slot := f.slot // checked by whoever made f
 	if !r.done.add(int64(f.sample)*r.epochs + int64(slot)) {
 		r.duplicates++
 		return
@@ -279,7 +294,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 		}
 	}
 	r.agg.AddAt(f.sample, &f.rec)
-	r.elim.add(f.sample, slot, &f.rec)
+	if r.elim != nil {
+		r.elim.add(f.sample, slot, &f.rec)
+	}
 	r.advanceGate()
 	r.advanceElimination()
 	r.tally.add(&f.rec)

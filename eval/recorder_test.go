@@ -97,7 +97,7 @@ func TestRecorderConcurrentCommitsKeepEachWorkersOrder(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for e := range each {
-				r.commit(&finished{sample: w, rec: sink.Record{Status: sink.Pass, Attempt: w, Epoch: e}})
+				r.commit(&finished{sample: w, slot: e, rec: sink.Record{Status: sink.Pass, Attempt: w, Epoch: e}})
 			}
 		})
 	}
@@ -144,7 +144,7 @@ func TestRecorderMoreWorkersThanQueueSlots(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for e := range each {
-				r.commit(&finished{sample: w, rec: sink.Record{Status: sink.Pass, Epoch: e}})
+				r.commit(&finished{sample: w, slot: e, rec: sink.Record{Status: sink.Pass, Epoch: e}})
 			}
 		})
 	}

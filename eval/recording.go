@@ -184,13 +184,14 @@ func (r *recording) Commit(f distrib.Finished) error {
 		return errors.New("eval: commit on a closed Recording")
 	}
 	i, ok := r.index.get(f.Record.SampleID)
-	if _, known := r.run.rec.plan.recordSlot(&f.Record); !ok || !known {
+	slot, known := r.run.rec.plan.recordSlot(&f.Record)
+	if !ok || !known {
 		return fmt.Errorf("eval: a result for sample %q%s epoch %d, which this run does not have", f.Record.SampleID, variantOf(f.Record.Variant), f.Record.Epoch)
 	}
 	rec := f.Record
 	rec.RunID = r.run.runID
 	fin := getFinished()
-	fin.sample, fin.rec, fin.events = i, rec, f.Transcript
+	fin.sample, fin.slot, fin.rec, fin.events = i, slot, rec, f.Transcript
 	r.run.rec.commit(fin)
 	return nil
 }

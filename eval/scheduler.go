@@ -38,6 +38,10 @@ type finished struct {
 	rec    sink.Record
 	events []harness.Event
 	line   []byte // rec encoded, with its transcript link, by the worker
+	// The buffers rec.Input and rec.Output are encoded into when no sink
+	// may keep the record (scheduler.ownBuffers): reused from episode to
+	// episode, as line is.
+	input, output []byte
 }
 
 // scheduler runs the episodes of one run. Workers (at most Concurrency,
@@ -122,6 +126,13 @@ type scheduler[T, O any] struct {
 	// encodes itself.
 	inputsShallow, outputsShallow bool
 	inputsByPointer               bool
+	// ownBuffers: no sink is given the records, so nothing holds a
+	// record's input or output once the recorder wrote it, and they are
+	// encoded into its finished's buffers (finished.input, output).
+	ownBuffers bool
+	// inputStrings writes an input that is a struct of strings, as
+	// encoding/json would (stringstruct.go); nil for any other type.
+	inputStrings *stringStruct
 }
 
 // job is one episode on its way through its attempts.
@@ -209,7 +220,9 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 		progressClock: sc.progressClock, stream: sc.stream,
 		inputsShallow:   nestsWithin(reflect.TypeFor[T](), sink.MaxJSONDepth),
 		outputsShallow:  nestsWithin(reflect.TypeFor[O](), sink.MaxJSONDepth),
-		inputsByPointer: encodesByPointer(reflect.TypeFor[T]())}
+		inputsByPointer: encodesByPointer(reflect.TypeFor[T]()),
+		ownBuffers:      len(cfg.Sinks) == 0,
+		inputStrings:    newStringStruct(reflect.TypeFor[T]())}
 	if cfg.Sandbox != nil {
 		s.newPool()
 	}
@@ -223,6 +236,16 @@ func newScheduler[T, O any](e *Eval[T, O], cfg Config, samples *sampleTable[T], 
 // clock read where time.Now makes two (the wall clock too), which on some
 // virtual machines costs 100 ns an attempt. A step of the wall clock during
 // a run shifts no start time recorded after it.
+// variantIndex returns the variant of a slot (its index in s.plan.names and
+// s.harnesses): 0 without variants, with no division on the path of every
+// episode.
+func (s *scheduler[T, O]) variantIndex(slot int) int {
+	if len(s.plan.names) == 1 {
+		return 0
+	}
+	return slot / s.plan.epochs
+}
+
 func (s *scheduler[T, O]) now() time.Time { return s.clock.Add(time.Since(s.clock)) }
 
 // run runs every episode not yet done and returns when all have settled
@@ -308,7 +331,7 @@ func (s *scheduler[T, O]) worker(ctx context.Context, abandonedJob *job) {
 			if j.input == nil {
 				// Here, at the worker's shallowest: encoding/json needs a
 				// deep stack, and every worker's grows to its deepest call.
-				j.input = encodeHeld(&smp.Input, s.inputsByPointer)
+				j.input = s.encodeInput(w, j, &smp.Input)
 			}
 			if !s.attempt(ctx, base, w, j, smp) {
 				return // abandoned: a replacement owns j and this worker's place
@@ -342,6 +365,7 @@ type workerState[T any] struct {
 	since atomic.Int64
 
 	ident workerIdentity // the samples this worker hashed (identity.go)
+	enc   inputEncoder   // its episodes' inputs, with ownBuffers (record.go)
 }
 
 const (
@@ -487,7 +511,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 		if s.done.has(i) {
 			continue
 		}
-		if s.elim.outSlot(int(i%epochs)) || s.gates.outSlot(int(i%epochs)) {
+		if s.elim != nil && s.elim.outSlot(int(i%epochs)) || s.gates != nil && s.gates.outSlot(int(i%epochs)) {
 			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
 			continue
 		}
@@ -504,6 +528,9 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 // elimination), and a block's environments are provisioned side by side,
 // not one sample's at a time while the workers wait on it.
 func (s *scheduler[T, O]) claimAt(i int64) int64 {
+	if s.block <= 1 && s.order == nil {
+		return i // no variants, in order: no arithmetic on the path of every claim
+	}
 	slots := int64(s.cfg.Epochs)
 	pos, slot := i/slots, i%slots
 	if s.block > 1 {
