@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,6 +57,7 @@ type natsNode struct {
 	name, conf, store string
 	port              int
 	cmd               *exec.Cmd
+	out               *bytes.Buffer // what it said; read once it exited
 	exited            chan struct{}
 }
 
@@ -68,7 +71,24 @@ type natsCluster struct {
 
 func startNATSCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	c := &natsCluster{t: t, bin: natsServerBinary(t)}
+	bin := natsServerBinary(t)
+	// A port freePort gave may be taken before a node binds it (another
+	// test's connection, under load): a cluster a node of which exits
+	// while it forms is started again, on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := tryNATSCluster(t, bin)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("the 3-node cluster did not form, again on other ports: %v", err)
+	}
+}
+
+func tryNATSCluster(t *testing.T, bin string) (*natsCluster, error) {
+	c := &natsCluster{t: t, bin: bin}
 	dir := t.TempDir()
 	var routes []string
 	cports := make([]int, 3)
@@ -87,17 +107,23 @@ func startNATSCluster(t *testing.T) *natsCluster {
 		c.nodes = append(c.nodes, n)
 		c.start(n)
 	}
-	t.Cleanup(func() {
+	killAll := func() {
 		for _, n := range c.nodes {
 			c.kill(n)
 		}
-	})
-	c.waitReady()
-	return c
+	}
+	t.Cleanup(killAll)
+	if err := c.waitReady(); err != nil {
+		killAll()
+		return nil, err
+	}
+	return c, nil
 }
 
 func (c *natsCluster) start(n *natsNode) {
 	n.cmd = exec.Command(c.bin, "-c", n.conf)
+	n.out = new(bytes.Buffer)
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -121,20 +147,39 @@ func (c *natsCluster) url() string {
 	return strings.Join(urls, ",")
 }
 
-// waitReady waits until JetStream answers (a meta leader is elected).
-func (c *natsCluster) waitReady() {
-	until(c.t, 60*time.Second, "the cluster's JetStream", func() bool {
-		nc, err := nats.Connect(c.url(), nats.Timeout(time.Second))
-		if err != nil {
-			return false
+// waitReady waits until JetStream answers (a meta leader is elected); an
+// error, with what it said, when a node exits first or a minute passes.
+func (c *natsCluster) waitReady() error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, n := range c.nodes {
+			select {
+			case <-n.exited:
+				return fmt.Errorf("nats-server %s exited: %s", n.name, n.out)
+			default:
+			}
 		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err = js.AccountInfo(ctx)
-		return err == nil
-	})
+		if c.jetStreamAnswers() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out after 1m0s waiting for the cluster's JetStream")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *natsCluster) jetStreamAnswers() bool {
+	nc, err := nats.Connect(c.url(), nats.Timeout(time.Second))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err == nil
 }
 
 func (c *natsCluster) node(name string) *natsNode {
