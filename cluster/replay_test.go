@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -126,16 +127,33 @@ func replayEval() *eval.Eval[int, harness.CommandOutput] {
 }
 
 // TestKilledWorkersEpisodeResumesByReplay: two worker processes, one
-// 10-call episode; the provider SIGKILLs the worker whose agent's call 6
-// arrives (5 calls answered and acknowledged). The episode runs again on
-// the other worker, whose gateway loads the 5 calls from the run's calls
-// stream and replays them: the provider's calls total one more than an
-// uninterrupted run's (the one in flight), the agent's answers are the
-// same, and the record counts 5 calls replayed and the tokens of the 5
-// bought live, each call's tokens once.
+// 10-call episode; the provider SIGKILLs the worker whose agent's call k
+// arrives (k calls answered and acknowledged), k drawn from a fixed seed,
+// killKills times. Each time the episode runs again on the other worker,
+// whose gateway loads the k calls from the run's calls stream and replays
+// them: the provider's calls total one more than an uninterrupted run's
+// (the one in flight), the agent's answers (its workspace's file) are the
+// uninterrupted run's, and the record counts k calls replayed and the
+// tokens of those bought live, each call's tokens once.
 func TestKilledWorkersEpisodeResumesByReplay(t *testing.T) {
 	t.Parallel()
-	testWorkersEpisodeResumesByReplay(t, syscall.SIGKILL)
+	const kills, seed = 4, 32
+	base := runReplayCluster(t, syscall.SIGKILL, -1)
+	require.Zero(t, base.killed, "nothing to kill")
+	require.Equal(t, int64(replayTurns), base.calls)
+	require.Zero(t, base.rec.CallsReplayed)
+	rnd := rand.New(rand.NewPCG(seed, 0))
+	for _, killAt := range rnd.Perm(replayTurns)[:kills] {
+		t.Run(fmt.Sprintf("kill at call %d", killAt+1), func(t *testing.T) {
+			run := runReplayCluster(t, syscall.SIGKILL, int64(killAt))
+			require.NotZero(t, run.killed, "no worker was killed")
+			require.Equal(t, int64(replayTurns+1), run.calls, "the provider's calls: an uninterrupted run's and the one in flight")
+			require.Equal(t, replayTurns, run.served, "answered: those before the kill and the rest live after")
+			require.Equal(t, killAt, run.rec.CallsReplayed, "the calls answered before the kill are replayed")
+			require.Equal(t, base.rec.Reason, run.rec.Reason, "the agent's answers are the uninterrupted run's")
+			require.Equal(t, base.rec.InputTokens+base.rec.OutputTokens, run.rec.InputTokens+run.rec.OutputTokens+int64(run.rec.CallsReplayed*replayCallTokens), "each call's tokens once: live billed, replayed free")
+		})
+	}
 }
 
 // TestPreemptedWorkersEpisodeResumesByReplay: the same with SIGTERM (a
@@ -145,15 +163,35 @@ func TestKilledWorkersEpisodeResumesByReplay(t *testing.T) {
 // replays what was stored and buys at most that one call again.
 func TestPreemptedWorkersEpisodeResumesByReplay(t *testing.T) {
 	t.Parallel()
-	testWorkersEpisodeResumesByReplay(t, syscall.SIGTERM)
+	const killAt = 5
+	run := runReplayCluster(t, syscall.SIGTERM, killAt)
+	require.NotZero(t, run.killed, "no worker was preempted")
+	require.LessOrEqual(t, run.calls, int64(replayTurns+1), "the provider's calls: an uninterrupted run's and the one in flight")
+	require.Contains(t, []int{killAt, killAt + 1}, run.rec.CallsReplayed, "the calls answered before the preemption are replayed, and the one in flight if it was stored")
 }
 
-func testWorkersEpisodeResumesByReplay(t *testing.T, sig syscall.Signal) {
-	const killAt, callTokens = 5, 100
+const replayCallTokens = 100 // each provider answer's tokens
+
+// replayRun is what runReplayCluster saw: the episode's record, the
+// provider's calls and answers, the PID signalled (0 if none).
+type replayRun struct {
+	rec    sink.Record
+	calls  int64
+	served int
+	killed int
+}
+
+// runReplayCluster runs replayEval on a coordinator and two worker
+// processes, the provider sending sig to the worker whose agent's call
+// killAt+1 arrives (never if killAt < 0), and checks what holds for every
+// run: the episode passes on the worker not signalled, which exits 0,
+// replay never diverges, the record bills only live calls, and the report
+// counts the replayed calls.
+func runReplayCluster(t *testing.T, sig syscall.Signal, killAt int64) replayRun {
 	p := gatewaytest.New()
 	t.Cleanup(p.Close)
 	p.Usage = func(gatewaytest.Request) usage.Usage {
-		return usage.Usage{InputTokens: 80, OutputTokens: callTokens - 80}
+		return usage.Usage{InputTokens: 80, OutputTokens: replayCallTokens - 80}
 	}
 	var calls atomic.Int64
 	var killed atomic.Int64
@@ -193,15 +231,15 @@ func testWorkersEpisodeResumesByReplay(t *testing.T, sig syscall.Signal) {
 
 	o := await(t, out, 90*time.Second)
 	require.NoError(t, o.err)
-	require.NotZero(t, killed.Load(), "no worker was killed")
-	var survivor *proc
+	var survivors []*proc
 	for _, w := range workers {
 		if w.cmd.Process.Pid != int(killed.Load()) {
-			survivor = w
+			survivors = append(survivors, w)
 		}
 	}
-	require.NotNil(t, survivor)
-	require.Equal(t, 0, survivor.wait(t, 20*time.Second), "the survivor:\n%s", survivor.stderr)
+	for _, w := range survivors {
+		require.Equal(t, 0, w.wait(t, 20*time.Second), "a worker not signalled:\n%s", w.stderr)
+	}
 
 	var recs []sink.Record
 	for r, err := range jsonl.Records(log) {
@@ -211,17 +249,15 @@ func testWorkersEpisodeResumesByReplay(t *testing.T, sig syscall.Signal) {
 	require.Len(t, recs, 1)
 	r := recs[0]
 	require.Equal(t, sink.Pass, r.Status, "%s %s", r.Error, r.Reason)
-	require.Equal(t, strconv.Itoa(survivor.cmd.Process.Pid), r.Worker[strings.LastIndexByte(r.Worker, ':')+1:], "run again on the survivor")
-	require.LessOrEqual(t, calls.Load(), int64(replayTurns+1), "the provider's calls: an uninterrupted run's and the one in flight")
-	if sig == syscall.SIGKILL {
-		require.Equal(t, int64(replayTurns+1), calls.Load())
-		require.Len(t, p.Served(), replayTurns, "answered: the 5 before the kill and the 5 live after")
-		require.Equal(t, killAt, r.CallsReplayed, "the calls answered before the kill are replayed")
-	} else {
-		require.Contains(t, []int{killAt, killAt + 1}, r.CallsReplayed, "the calls answered before the preemption are replayed, and the one in flight if it was stored")
+	if killed.Load() != 0 {
+		require.Len(t, survivors, 1)
+		require.Equal(t, strconv.Itoa(survivors[0].cmd.Process.Pid), r.Worker[strings.LastIndexByte(r.Worker, ':')+1:], "run again on the survivor")
 	}
 	require.Zero(t, r.ReplayDivergedAt)
-	require.Equal(t, int64((replayTurns-r.CallsReplayed)*callTokens), r.InputTokens+r.OutputTokens, "the record bills the live calls; the replayed are free")
-	require.NotNil(t, o.rep.Replay, "the report counts the replayed calls")
-	require.Equal(t, r.CallsReplayed, o.rep.Replay.Replayed)
+	require.Equal(t, int64((replayTurns-r.CallsReplayed)*replayCallTokens), r.InputTokens+r.OutputTokens, "the record bills the live calls; the replayed are free")
+	if r.CallsReplayed > 0 {
+		require.NotNil(t, o.rep.Replay, "the report counts the replayed calls")
+		require.Equal(t, r.CallsReplayed, o.rep.Replay.Replayed)
+	}
+	return replayRun{rec: r, calls: calls.Load(), served: len(p.Served()), killed: int(killed.Load())}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
+	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
+	"github.com/proctor-evals/proctor/history"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/driver"
@@ -207,6 +211,61 @@ func TestOOMRetryScalesTheMemoryLimit(t *testing.T) {
 	require.Equal(t, "sandbox/oom", hog.ErrorSource)
 	require.Equal(t, 3, hog.Attempt)
 	require.Equal(t, "memory=33554432 image=busybox", hog.Resources, "retried under the same limit")
+}
+
+// A run whose OOM-killed episode was retried with more memory asked for
+// the same resources as one without the retries (the manifests agree),
+// but its episodes ran with others: proctor compare warns of it and
+// history marks it, as a possible cause of any difference.
+func TestComparisonAcrossAnOOMRetryWithMoreMemoryWarns(t *testing.T) {
+	t.Parallel()
+	const limit = 32 << 20
+	fake := &sandboxtest.Fake{Exec: func(context.Context, sandboxtest.Files, sandbox.Cmd) (sandbox.Result, error) {
+		return sandbox.Result{}, nil
+	}}
+	p := sandbox.NewProvider(needsMemoryDriver{fake, 4 * limit}, nil)
+	dir := t.TempDir()
+	run := func(name string, factor float64) string {
+		e := &eval.Eval[string, harness.CommandOutput]{Name: "oom-retry", Dataset: dataset.Slice[string]{{ID: "hog"}, {ID: "light"}},
+			Harness: harness.Command[string]{Cmd: func(ep *harness.Episode[string]) sandbox.Cmd {
+				if ep.Sample.ID == "hog" {
+					return allocate
+				}
+				return sandbox.Cmd{Args: []string{"true"}}
+			}},
+			Judge: judge.Func[string, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[string], out harness.CommandOutput) (judge.Verdict, error) {
+				return judge.Verdict{Pass: out.ExitCode == 0}, nil
+			}),
+			Sandbox: func(dataset.Sample[string]) sandbox.Spec {
+				return sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{MemoryBytes: limit}}
+			}}
+		log := filepath.Join(dir, name+".jsonl")
+		_, err := e.Run(context.Background(), eval.Config{Sandbox: p, Retries: 3, Backoff: time.Millisecond,
+			OOMRetryMemory: factor, Log: log, Quiet: true})
+		require.NoError(t, err)
+		return log
+	}
+	baseLog, headLog := run("base", 0), run("head", 2)
+	bm, err := manifest.Read(baseLog)
+	require.NoError(t, err)
+	hm, err := manifest.Read(headLog)
+	require.NoError(t, err)
+	require.Equal(t, bm.Resources, hm.Resources, "both asked for the same")
+
+	c, err := report.CompareLogs(baseLog, headLog, nil)
+	require.NoError(t, err)
+	require.Contains(t, c.Warnings, "the runs' episodes ran in other environments: sandbox resources of the base's episodes [memory=33554432 image=busybox (2 episodes)], "+
+		"of the head's [memory=134217728 image=busybox (1 episode); memory=33554432 image=busybox (1 episode)]: a possible cause of any difference, not the agent")
+	same, err := report.CompareLogs(baseLog, baseLog, nil)
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(same.Warnings, "\n"), "other environments")
+
+	base, _, err := history.Read(baseLog, nil)
+	require.NoError(t, err)
+	head, _, err := history.Read(headLog, nil)
+	require.NoError(t, err)
+	require.Equal(t, "memory=134217728 image=busybox; memory=33554432 image=busybox", head.EpisodeResources)
+	require.Equal(t, []string{"resources"}, history.Changes(base, head))
 }
 
 func TestOOMRetryMemoryIsChecked(t *testing.T) {

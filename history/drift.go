@@ -55,7 +55,8 @@ type Drift struct {
 	// versioned: unversioned components cannot tell the two apart, and
 	// Cause says so; a judge stage that produced no verdict where the
 	// baseline's did is named first. A change of the sandbox's resources
-	// (limits, image digest) is named in Cause as a possible cause.
+	// (limits, image digest, or those the episodes ran with: an OOM retry
+	// with more memory) is named in Cause as a possible cause.
 	Outside bool
 	Cause   string
 }
@@ -104,7 +105,7 @@ func Compare(base, head *Run, b, h *report.Report, alpha float64) *Drift {
 	}
 	if d.Alert {
 		d.Outside, d.Cause = cause(base, head)
-		if r := resourcesChanged(base, head); r != "" {
+		if r := resourcesChanged(withEpisodeResources(base, b), withEpisodeResources(head, h)); r != "" {
 			d.Cause += "; the environment changed: " + r + " (a possible cause)"
 		}
 		if broken := brokenStages(b, h); broken != "" {
@@ -115,6 +116,17 @@ func Compare(base, head *Run, b, h *report.Report, alpha float64) *Drift {
 		}
 	}
 	return d
+}
+
+// withEpisodeResources is r with the episodes' resources of its report
+// when its row has none (a row built by hand, or before they were kept).
+func withEpisodeResources(r *Run, rep *report.Report) *Run {
+	if r.EpisodeResources != "" || len(rep.EpisodeResources) == 0 {
+		return r
+	}
+	c := *r
+	c.EpisodeResources = strings.Join(rep.EpisodeResourceSet(), "; ")
+	return &c
 }
 
 // brokenStages names the stages (a judge's first) from which the head

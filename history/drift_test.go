@@ -153,3 +153,36 @@ func TestNoSharedSamplesIsNotNoDrift(t *testing.T) {
 	require.Zero(t, d.Shared())
 	require.Equal(t, "not compared sim: run head and baseline base share no scored sample", d.String())
 }
+
+// TestDriftNamesAChangeOfTheEpisodesResources: two runs whose manifests
+// agree, the head's episodes of the hard samples run with more memory (an
+// OOM retry, a worker joined with other resources): the drift's cause
+// names the episodes' resources, as a possible cause; runs whose episodes
+// ran alike name none.
+func TestDriftNamesAChangeOfTheEpisodesResources(t *testing.T) {
+	t.Parallel()
+	const small, large = "memory=1073741824", "memory=2147483648"
+	rng := rand.New(rand.NewPCG(9, 9))
+	ab, ah, same := report.NewAggregator(&report.Options{Resamples: -1}), report.NewAggregator(&report.Options{Resamples: -1}), report.NewAggregator(&report.Options{Resamples: -1})
+	for i := range simSamples {
+		id := "s" + strconv.Itoa(i)
+		b := simRecord("base", id, nil, rng.Float64() < simMean)
+		b.Resources = small
+		ab.Add(b)
+		h := simRecord("head", id, nil, rng.Float64() < simMean-0.15)
+		h.Resources = small
+		same.Add(h)
+		if i%10 == 0 {
+			h.Resources = large
+		}
+		ah.Add(h)
+	}
+	run := history.Run{HarnessVersion: "h1", JudgeVersion: "j1", Resources: "memory=1073741824"}
+	d := history.Compare(&run, &run, ab.Report(), ah.Report(), 0)
+	require.True(t, d.Alert, "a 15-point drop must alert")
+	require.Contains(t, d.Cause, "the environment changed: the episodes' sandbox resources [memory=1073741824] → [memory=1073741824; memory=2147483648] (a possible cause)")
+
+	d = history.Compare(&run, &run, ab.Report(), same.Report(), 0)
+	require.True(t, d.Alert)
+	require.NotContains(t, d.Cause, "environment changed")
+}

@@ -57,6 +57,12 @@ type Run struct {
 	// a change of them is a possible cause of drift.
 	Resources    string
 	ImageDigests string
+	// EpisodeResources is the distinct sandbox resources the run's records
+	// name, joined by "; " (report.Report.EpisodeResources): an episode
+	// retried with more memory, or run on a worker joined with other
+	// resources, differs from the manifest's. A change of them is a
+	// possible cause of drift too.
+	EpisodeResources string
 
 	Start time.Time     // the earliest episode's start (the manifest's creation when the log is empty)
 	Wall  time.Duration // from Start to the latest episode's end
@@ -259,6 +265,7 @@ func FromReport(rep *report.Report, m *manifest.Manifest) *Run {
 		SimulatorInputTokens: rep.SimulatorUsage.InputTokens, SimulatorOutputTokens: rep.SimulatorUsage.OutputTokens,
 		SimulatorCostUSD: rep.SimulatorUsage.CostUSD,
 		Epochs:           rep.Epochs,
+		EpisodeResources: strings.Join(rep.EpisodeResourceSet(), "; "),
 	}
 	if rep.Passed+rep.Failed == 0 {
 		r.PassRate, r.Lo, r.Hi = math.NaN(), math.NaN(), math.NaN()
@@ -331,7 +338,8 @@ func Baseline(runs []*Run, i int) int {
 
 // Changes names the fingerprints that differ between a run and the one
 // before it: "harness", "judge", "sandbox", "dataset", "resources" (the
-// sandbox's limits, image or image digest, where both runs recorded them). A history marks
+// sandbox's limits, image or image digest, where both runs recorded them,
+// or those their episodes ran with). A history marks
 // these points: what was measured changed there.
 func Changes(prev, cur *Run) []string {
 	var c []string
@@ -376,7 +384,8 @@ func sameFile(a, b string) bool {
 }
 
 // resourcesChanged says how the sandbox resources of two runs differ,
-// where both recorded them, or "".
+// where both recorded them, or "": the manifests' resources and image
+// digests, else the distinct resources their episodes' records name.
 func resourcesChanged(base, head *Run) string {
 	var d []string
 	if base.Resources != "" && head.Resources != "" && base.Resources != head.Resources {
@@ -384,6 +393,9 @@ func resourcesChanged(base, head *Run) string {
 	}
 	if base.ImageDigests != "" && head.ImageDigests != "" && base.ImageDigests != head.ImageDigests {
 		d = append(d, fmt.Sprintf("image digests [%s] → [%s]", base.ImageDigests, head.ImageDigests))
+	}
+	if len(d) == 0 && base.EpisodeResources != "" && head.EpisodeResources != "" && base.EpisodeResources != head.EpisodeResources {
+		d = append(d, fmt.Sprintf("the episodes' sandbox resources [%s] → [%s]", base.EpisodeResources, head.EpisodeResources))
 	}
 	return strings.Join(d, ", ")
 }

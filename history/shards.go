@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-evals/proctor/eval/report"
@@ -92,7 +93,7 @@ func (r *Run) join() {
 	*r = Run{RunID: first.RunID, Eval: first.Eval, Variant: first.Variant, Log: first.Log, HarnessVersion: first.HarnessVersion,
 		JudgeVersion: first.JudgeVersion, SandboxVersion: first.SandboxVersion, DatasetSamples: first.DatasetSamples,
 		DatasetHash: first.DatasetHash, Seed: first.Seed, Epochs: first.Epochs, Proctor: first.Proctor,
-		Resources: first.Resources, ImageDigests: first.ImageDigests,
+		Resources: first.Resources, ImageDigests: first.ImageDigests, EpisodeResources: episodeResourcesOf(parts),
 		Start: first.Start, Method: "wilson over the shards' episodes", Parts: parts}
 	var end time.Time
 	var p50 float64
@@ -198,4 +199,16 @@ func ReadReport(r *Run, opts *report.Options) (*report.Report, error) {
 		return v, nil
 	}
 	return rep, nil
+}
+
+// episodeResourcesOf is the union of the parts' episode resources.
+func episodeResourcesOf(parts []*Run) string {
+	var all []string
+	for _, p := range parts {
+		if p.EpisodeResources != "" {
+			all = append(all, strings.Split(p.EpisodeResources, "; ")...)
+		}
+	}
+	slices.Sort(all)
+	return strings.Join(slices.Compact(all), "; ")
 }

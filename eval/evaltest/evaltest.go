@@ -102,7 +102,7 @@ func Run[T, O any](t testing.TB, e *eval.Eval[T, O], cfg eval.Config, g Gate) *r
 	t.Logf("evaltest: log %s%s\n%s", cfg.Log, reuseSummary(rep), rep)
 	Check(t, rep, g)
 	if g.Reviewed {
-		checkReviewed(t, cfg.Log, g)
+		checkReviewed(t, cfg.Log, rep, g)
 	}
 	return rep
 }

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/review"
 )
 
 // checkReviewed applies Gate.MinLowerBound to the prediction-powered pass
 // rate of the reviews beside log; in a log of variants, to each variant's
-// (a pass rate pooled over variants describes no agent).
-func checkReviewed(t testing.TB, log string, g Gate) {
+// (a pass rate pooled over variants describes no agent) that the run did
+// not eliminate: as Check, which leaves out the variants rep's leaderboard
+// marks eliminated (Standing.Eliminated), stopped on evidence they lose.
+func checkReviewed(t testing.TB, log string, rep *report.Report, g Gate) {
 	t.Helper()
 	s, err := reviewed(log)
 	if err != nil {
@@ -21,7 +24,19 @@ func checkReviewed(t testing.TB, log string, g Gate) {
 		checkPPI(t, log, "", s, g)
 		return
 	}
+	eliminated := map[string]bool{}
+	if lb := rep.Leaderboard; lb != nil {
+		for _, st := range lb.Variants {
+			if st.Eliminated != nil {
+				eliminated[st.Variant] = true
+			}
+		}
+	}
 	for i := range s.Variants {
+		if v := s.Variants[i].Variant; eliminated[v] {
+			t.Logf("evaltest: variant %s: eliminated by the run, not gated", v)
+			continue
+		}
 		checkPPI(t, log, "variant "+s.Variants[i].Variant+": ", &s.Variants[i], g)
 	}
 }

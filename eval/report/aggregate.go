@@ -73,13 +73,14 @@ type Aggregator struct {
 	scoreSum   float64
 	latency    histogram
 	usage      usage.Usage
-	reused     int          // records with reused_from
-	rejudged   int          // records with parent_run_id and no reused_from
-	reusedCost usage.Usage  // usage of the reused records
-	replay     Replay       // calls replayed and episodes diverged, from the records run here
-	spend      spending     // usage by role and model (honest.go)
-	sources    errorSources // errors and unscored verdicts by where they came from (honest.go)
-	stages     judgeStages  // the judge's stages' calls and verdicts (stages.go)
+	reused     int            // records with reused_from
+	rejudged   int            // records with parent_run_id and no reused_from
+	reusedCost usage.Usage    // usage of the reused records
+	replay     Replay         // calls replayed and episodes diverged, from the records run here
+	resources  map[string]int // episodes by their records' sandbox resources
+	spend      spending       // usage by role and model (honest.go)
+	sources    errorSources   // errors and unscored verdicts by where they came from (honest.go)
+	stages     judgeStages    // the judge's stages' calls and verdicts (stages.go)
 	failures   failureList
 	warnings   []string
 	seq        *sequential // the sequential gate (sequential.go); nil without one
@@ -305,6 +306,16 @@ func (a *Aggregator) AddAt(i int, r *sink.Record) {
 		a.scoreSum += r.Score
 		s.scoreSum += r.Score
 	}
+	if r.Resources != "" {
+		if n, ok := a.resources[r.Resources]; ok {
+			a.resources[r.Resources] = n + 1
+		} else {
+			if a.resources == nil {
+				a.resources = map[string]int{}
+			}
+			a.resources[strings.Clone(r.Resources)] = 1
+		}
+	}
 	a.latency.add(r.DurationMS)
 	a.usage = a.usage.Add(usage.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostUSD: r.CostUSD})
 	s.cost += r.CostUSD
@@ -425,6 +436,9 @@ func (a *Aggregator) report(final bool) *Report {
 	if a.replay != (Replay{}) {
 		rp := a.replay
 		r.Replay = &rp
+	}
+	for _, res := range slices.Sorted(maps.Keys(a.resources)) {
+		r.EpisodeResources = append(r.EpisodeResources, ResourcesCount{res, a.resources[res]})
 	}
 	r.Failures, r.FailuresOmitted = a.failures.listed(a.opts.MaxFailures)
 	if recorded == 0 {

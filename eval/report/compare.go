@@ -197,6 +197,8 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 	if d := manifest.ResourcesDiff(&manifest.Manifest{Resources: base.Resources, ImageDigests: base.ImageDigests},
 		&manifest.Manifest{Resources: head.Resources, ImageDigests: head.ImageDigests}); d != "" {
 		c.warnf("the runs' environments differ: %s: a possible cause of any difference, not the agent", d)
+	} else if d := episodeResourcesDiff(base, head); d != "" {
+		c.warnf("the runs' episodes ran in other environments: %s: a possible cause of any difference, not the agent", d)
 	}
 
 	baseIndex, headIndex := indexByID(bs), indexByID(hs)
@@ -421,4 +423,22 @@ func CompareLogs(basePath, headPath string, opts *CompareOptions) (*Comparison, 
 		return nil, fmt.Errorf("report: compare: head: %w", err)
 	}
 	return Compare(base, head, opts), nil
+}
+
+// episodeResourcesDiff says how the sets of sandbox resources the two
+// runs' records name differ (an OOM retry with more memory, a worker
+// joined with other resources), or "" when they are the same or either
+// run's records name none.
+func episodeResourcesDiff(base, head *Report) string {
+	if len(base.EpisodeResources) == 0 || len(head.EpisodeResources) == 0 || slices.Equal(base.EpisodeResourceSet(), head.EpisodeResourceSet()) {
+		return ""
+	}
+	list := func(rc []ResourcesCount) string {
+		parts := make([]string, len(rc))
+		for i, c := range rc {
+			parts[i] = fmt.Sprintf("%s (%d episode%s)", c.Resources, c.Episodes, map[bool]string{true: "s"}[c.Episodes != 1])
+		}
+		return "[" + strings.Join(parts, "; ") + "]"
+	}
+	return "sandbox resources of the base's episodes " + list(base.EpisodeResources) + ", of the head's " + list(head.EpisodeResources)
 }

@@ -39,6 +39,13 @@ type Report struct {
 	// Compare warns when two runs' differ. Empty when not on record.
 	Resources    []string `json:"resources,omitempty"`
 	ImageDigests []string `json:"image_digests,omitempty"`
+	// EpisodeResources counts the episodes by the sandbox resources their
+	// records name (sink.Record.Resources), by resources; nil when no
+	// record names any. Unlike Resources, what the run asked for, it shows
+	// an episode retried with more memory after an OOM kill, or run on a
+	// cluster worker joined with other resources: Compare warns when two
+	// runs' sets differ.
+	EpisodeResources []ResourcesCount `json:"episode_resources,omitempty"`
 
 	Samples   int `json:"samples"`  // distinct samples recorded
 	Epochs    int `json:"epochs"`   // repeats per sample
@@ -294,6 +301,23 @@ func (o *Options) withDefaults() Options {
 		v.Resamples = 1000
 	}
 	return v
+}
+
+// ResourcesCount is how many episodes' records name these sandbox
+// resources (sandbox.Resources.String).
+type ResourcesCount struct {
+	Resources string `json:"resources"`
+	Episodes  int    `json:"episodes"`
+}
+
+// EpisodeResourceSet is the distinct resources of r.EpisodeResources, in
+// order.
+func (r *Report) EpisodeResourceSet() []string {
+	var s []string
+	for _, c := range r.EpisodeResources {
+		s = append(s, c.Resources)
+	}
+	return s
 }
 
 // Replay is what a run's call store and development cache answered (see

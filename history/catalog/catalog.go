@@ -42,7 +42,7 @@ import (
 
 // Schema is the version of the catalog's columns. A catalog of another
 // version is built again from the logs.
-const Schema = 4
+const Schema = 5
 
 // Where the catalog of a runs directory lives: Dir under it.
 const (
@@ -74,7 +74,8 @@ type tagEntry struct {
 // kept from before are read again rather than left at zero; resources and
 // image_digests are the manifest's, each list joined by "; " (Schema 3).
 // A log of an eval's variants has a row per variant, variant naming it
-// (Schema 4).
+// (Schema 4). episode_resources is the distinct resources the records name,
+// joined by "; " (Schema 5).
 var runFields = []field[entry]{
 	str("run_id", func(e *entry) *string { return &e.RunID }),
 	str("eval", func(e *entry) *string { return &e.Eval }),
@@ -93,6 +94,7 @@ var runFields = []field[entry]{
 	str("proctor_version", func(e *entry) *string { return &e.Proctor }),
 	str("resources", func(e *entry) *string { return &e.Resources }),
 	str("image_digests", func(e *entry) *string { return &e.ImageDigests }),
+	str("episode_resources", func(e *entry) *string { return &e.EpisodeResources }),
 	integer("samples", func(e *entry) *int { return &e.Samples }),
 	integer("episodes", func(e *entry) *int { return &e.Episodes }),
 	integer("passed", func(e *entry) *int { return &e.Passed }),

@@ -257,3 +257,25 @@ func TestCatalogSplitsCostByRole(t *testing.T) {
 	require.EqualValues(t, 12, got[0].SimulatorOutputTokens)
 	require.InDelta(t, 0.1, got[0].SimulatorCostUSD, 1e-9)
 }
+
+// TestCatalogKeepsTheEpisodesResources: a row has the distinct sandbox
+// resources its log's records name (episode_resources), for a drift read
+// from the catalog to name their change.
+func TestCatalogKeepsTheEpisodesResources(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.jsonl")
+	w, err := jsonl.Create(path, nil)
+	require.NoError(t, err)
+	for i, res := range []string{"memory=1073741824", "memory=2147483648", "memory=1073741824"} {
+		require.NoError(t, w.Write(t.Context(), sink.Record{Schema: sink.SchemaVersion, RunID: "r", Eval: "e", SampleID: strconv.Itoa(i),
+			Status: sink.Pass, Score: 1, StartedAt: day0, Resources: res}))
+	}
+	require.NoError(t, w.Close(t.Context()))
+	_, err = catalog.Update(dir)
+	require.NoError(t, err)
+	got, err := catalog.Read(dir)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "memory=1073741824; memory=2147483648", got[0].EpisodeResources)
+}
