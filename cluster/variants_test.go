@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/proctor-evals/proctor/eval/manifest"
+	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 )
@@ -125,4 +126,89 @@ func TestWorkerWithOtherVariantsIsRefused(t *testing.T) {
 	if d := compareManifests(run, &manifest.Manifest{Eval: "e", Variants: run.Variants}); len(d) != 0 {
 		t.Errorf("the same variants differ: %q", d)
 	}
+}
+
+// gateOfVariant is the sequential gate a report decided for a variant.
+func gateOfVariant(t *testing.T, rep *report.Report, name string) report.SequentialResult {
+	t.Helper()
+	v := rep.VariantReport(name)
+	if v == nil || v.Sequential == nil {
+		t.Fatalf("the report has no gate for variant %s", name)
+	}
+	return *v.Sequential
+}
+
+// sameGates fails unless got decided every variant's gate as want did:
+// the same decision, after the same samples (claim position), with the
+// same bounds.
+func sameGates(t *testing.T, want, got *report.Report, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		w, g := gateOfVariant(t, want, name), gateOfVariant(t, got, name)
+		if w.Decision != g.Decision || w.Samples != g.Samples || w.Bounds != g.Bounds {
+			t.Errorf("variant %s: distributed %+v\none process %+v", name, g, w)
+		}
+	}
+}
+
+// TestSequentialPerVariantDistributed: a distributed run of three
+// variants with a sequential gate decides each variant's gate as one
+// process does (the same decision at the same claim position, with the
+// same bounds), stops running the variants that decided (their episodes
+// are not all run) and ends once the one left has run every sample.
+// Before, a coordinator refused Config.Sequential with variants.
+func TestSequentialPerVariantDistributed(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 120, Matrix: 3, Sleep: 2 * time.Millisecond}
+	gate := &report.Sequential{Bar: 0.6}
+	one := runConfig(t.TempDir() + "/one.jsonl")
+	one.Sequential = gate
+	want, err := testEval(s).Run(t.Context(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"m0", "m1", "m2"}
+	if g := gateOfVariant(t, want, "m0"); g.Decision != report.DecidedPass {
+		t.Fatalf("one process, m0: %+v", g)
+	}
+	if g := gateOfVariant(t, want, "m2"); g.Decision != report.DecidedFail {
+		t.Fatalf("one process, m2: %+v", g)
+	}
+	if g := gateOfVariant(t, want, "m1"); g.Decision != report.Undecided {
+		t.Fatalf("one process, m1: %+v", g)
+	}
+
+	log := t.TempDir() + "/run.jsonl"
+	cfg := runConfig(log)
+	cfg.Sequential = gate
+	c, out := coordinate(t, s, cfg, coordinatorOptions())
+	w1 := start(t, s, workerArgs(c, 4)...)
+	w2 := start(t, s, workerArgs(c, 4)...)
+	res := finish(t, out, w1, w2)
+	sameGates(t, want, res.rep, names...)
+	// As proctor report decides it: the gate from the log's manifest.
+	m, err := manifest.Read(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := report.SequentialOf(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromLog, err := report.FromLog(log, &report.Options{Sequential: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameGates(t, want, fromLog, names...)
+	perVariant := map[string]int{}
+	for _, r := range records(t, log) {
+		perVariant[r.Variant]++
+	}
+	if perVariant["m1"] != s.Samples*testEpochs {
+		t.Errorf("m1, undecided, has %d records, want every one of %d", perVariant["m1"], s.Samples*testEpochs)
+	}
+	if perVariant["m0"]+perVariant["m2"] >= 2*s.Samples*testEpochs {
+		t.Errorf("the decided variants ran every episode: %v", perVariant)
+	}
+	t.Logf("records per variant: %v (one process: %d episodes)", perVariant, want.Episodes)
 }

@@ -122,11 +122,15 @@ const maxQueued = 4096
 func (r *recorder) start(ingest func()) {
 	go func() {
 		defer close(r.stopped)
+		if r.gates != nil {
+			r.gates.countLeft(r.done, int(r.done.total/r.epochs))
+		}
 		if ingest != nil {
 			ingest()
 		}
 		r.advanceGate()
 		r.advanceElimination()
+		r.checkComplete() // a resumed log may hold every episode
 		close(r.ingested)
 		r.loop()
 	}()
@@ -297,6 +301,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.elim != nil {
 		r.elim.add(f.sample, slot, &f.rec)
 	}
+	r.gates.recorded(slot)
 	r.advanceGate()
 	r.advanceElimination()
 	r.tally.add(&f.rec)
@@ -341,9 +346,11 @@ func (r *recorder) advanceElimination() {
 	}
 }
 
-// checkComplete closes complete once every episode is done.
+// checkComplete closes complete once every episode is done, or, with a
+// gate per variant, once every variant has decided or has no episode left
+// (a coordinator then ends its run as one process's runs out of claims).
 func (r *recorder) checkComplete() {
-	if r.done.count() >= r.done.total {
+	if r.done.count() >= r.done.total || r.gates.complete() {
 		r.completeOnce.Do(func() { close(r.complete) })
 	}
 }

@@ -154,10 +154,28 @@ func (s *scheduler[T, O]) isDecided() bool {
 }
 
 // Decided is closed once the run's sequential gate (Config.Sequential) is
-// decided: a coordinator then stops handing out work. Results of episodes
-// in flight are still committed and recorded. Without a gate it is nil,
-// and never ready.
+// decided (with variants, every variant's): a coordinator then stops
+// handing out work. Results of episodes in flight are still committed and
+// recorded. Without a gate it is nil, and never ready.
 func (r *recording) Decided() <-chan struct{} { return r.run.decided }
+
+// Retired returns the variants whose sequential gate decided, in the
+// eval's order: their episodes are no longer run (a coordinator tells its
+// workers, which skip them). Nil without variants gated. Safe for
+// concurrent use.
+func (r *recording) Retired() []string {
+	g := r.run.gates
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for v, name := range g.plan.names {
+		if g.out[v].Load() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // claimOrder yields the run's samples in the order they should run: the
 // sequential gate's claim order, or the dataset's.
@@ -187,6 +205,46 @@ type variantGates struct {
 	out     []atomic.Bool // per variant: decided, its episodes no longer claimed
 	pending int           // variants this run runs whose gate is undecided
 	decided func()        // called once pending reaches 0
+	// left counts, per variant, its episodes without a record (the
+	// recorder's goroutine's, from its start): a run is complete once
+	// every variant is decided or has none left.
+	left []int64
+}
+
+// countLeft counts each variant's episodes without a record in done: on
+// the recorder's goroutine, before it folds anything in.
+func (g *variantGates) countLeft(done *doneSet, samples int) {
+	g.left = make([]int64, len(g.plan.names))
+	slots := int64(g.plan.slots())
+	for i := range int64(samples) {
+		for s := range slots {
+			if !done.has(i*slots + s) {
+				g.left[int(s)/g.plan.epochs]++
+			}
+		}
+	}
+}
+
+// recorded notes a new record of the slot's variant.
+func (g *variantGates) recorded(slot int) {
+	if g != nil && g.left != nil {
+		g.left[slot/g.plan.epochs]--
+	}
+}
+
+// complete reports whether every variant is decided or fully recorded:
+// nothing is left to run. Once every variant decided, the run is decided
+// (Decided), not complete.
+func (g *variantGates) complete() bool {
+	if g == nil || g.left == nil || g.pending == 0 {
+		return false
+	}
+	for v, n := range g.left {
+		if n > 0 && !g.out[v].Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // newVariantGates returns the gates of a run of plan's variants, folded
