@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +154,25 @@ func sameGates(t *testing.T, want, got *report.Report, names ...string) {
 	}
 }
 
+// reportOfLog is the report proctor report makes of a log: its gate
+// from the log's manifest.
+func reportOfLog(t *testing.T, log string) *report.Report {
+	t.Helper()
+	m, err := manifest.Read(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := report.SequentialOf(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.FromLog(log, &report.Options{Sequential: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // TestSequentialPerVariantDistributed: a distributed run of three
 // variants with a sequential gate decides each variant's gate as one
 // process does (the same decision at the same claim position, with the
@@ -186,20 +208,7 @@ func TestSequentialPerVariantDistributed(t *testing.T) {
 	w2 := start(t, s, workerArgs(c, 4)...)
 	res := finish(t, out, w1, w2)
 	sameGates(t, want, res.rep, names...)
-	// As proctor report decides it: the gate from the log's manifest.
-	m, err := manifest.Read(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, err := report.SequentialOf(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromLog, err := report.FromLog(log, &report.Options{Sequential: seq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameGates(t, want, fromLog, names...)
+	sameGates(t, want, reportOfLog(t, log), names...)
 	perVariant := map[string]int{}
 	for _, r := range records(t, log) {
 		perVariant[r.Variant]++
@@ -211,4 +220,76 @@ func TestSequentialPerVariantDistributed(t *testing.T) {
 		t.Errorf("the decided variants ran every episode: %v", perVariant)
 	}
 	t.Logf("records per variant: %v (one process: %d episodes)", perVariant, want.Episodes)
+}
+
+// TestSequentialPerVariantCoordinatorRestarted: a coordinator of a run of
+// variants gated per variant, SIGKILLed mid-run (after a variant decided)
+// and started again on its log, resumes to the decisions of one process:
+// each variant's gate at the same claim position with the same bounds,
+// and the variant decided before the kill does not run all its samples
+// after the restart.
+func TestSequentialPerVariantCoordinatorRestarted(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 120, Matrix: 3, Sleep: 40 * time.Millisecond}
+	names := []string{"m0", "m1", "m2"}
+	gate := &report.Sequential{Bar: 0.6}
+	fast := s
+	fast.Sleep = 0 // outcomes depend on the seed alone
+	one := runConfig(t.TempDir() + "/one.jsonl")
+	one.Sequential = gate
+	want, err := testEval(fast).Run(t.Context(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0 := gateOfVariant(t, want, "m0")
+
+	dir := t.TempDir()
+	log := dir + "/run.jsonl"
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-sequential", "0.6", "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
+	first := start(t, s, coord...)
+	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
+	w1 := start(t, s, join...)
+	w2 := start(t, s, join...)
+	// m0 has decided once the log holds its claim-order prefix: every
+	// variant's records past its decision.
+	until(t, 30*time.Second, "m0's decision", func() bool {
+		return logLines(log) >= (m0.Samples+12)*testEpochs*len(names)
+	})
+	first.signal(t, syscall.SIGKILL)
+	first.wait(t, 5*time.Second)
+	before := map[string]int{}
+	for _, r := range records(t, log) {
+		before[r.Variant]++
+	}
+	if before["m1"] >= s.Samples*testEpochs {
+		t.Fatalf("the run had finished before the kill: %v", before)
+	}
+	second := start(t, s, coord...)
+	// Exit 1: not every variant's gate decided "pass".
+	if code := second.wait(t, 90*time.Second); code != 0 && code != 1 {
+		t.Fatalf("the restarted coordinator exited %d:\n%s", code, second.stderr)
+	}
+	for _, p := range []*proc{w1, w2} {
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
+		}
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(second.stdout.String()), &rep); err != nil {
+		t.Fatalf("the coordinator's report: %v\n%s", err, second.stdout)
+	}
+	sameGates(t, want, reportOfLog(t, log), names...)
+	after := map[string]int{}
+	for k := range byKey(t, log) {
+		after[k.Variant]++
+	}
+	if after["m1"] != s.Samples*testEpochs {
+		t.Errorf("m1, undecided, has %d records, want %d", after["m1"], s.Samples*testEpochs)
+	}
+	if after["m0"] >= s.Samples*testEpochs {
+		t.Errorf("m0, decided before the kill, ran every episode after the restart: %v", after)
+	}
+	t.Logf("records per variant at the kill %v, at the end %v; m0 decided after %d samples", before, after, m0.Samples)
 }
