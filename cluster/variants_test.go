@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
@@ -292,4 +293,78 @@ func TestSequentialPerVariantCoordinatorRestarted(t *testing.T) {
 		t.Errorf("m0, decided before the kill, ran every episode after the restart: %v", after)
 	}
 	t.Logf("records per variant at the kill %v, at the end %v; m0 decided after %d samples", before, after, m0.Samples)
+}
+
+// TestEliminationDistributed: a distributed run of three variants that
+// eliminates losers (with and without a gate per variant) makes one
+// process's eliminations (each variant, by whom, after as many samples)
+// and gate decisions, and does not run an eliminated variant's every
+// episode. Before, a coordinator refused Config.EliminateVariants.
+func TestEliminationDistributed(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 120, Matrix: 3, Sleep: 2 * time.Millisecond}
+	names := []string{"m0", "m1", "m2"}
+	for _, gated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "with gates"}[gated], func(t *testing.T) {
+			cfgOf := func(log string) eval.Config {
+				cfg := runConfig(log)
+				cfg.EliminateVariants = 0.05
+				if gated {
+					cfg.Sequential = &report.Sequential{Bar: 0.6, Alpha: 0.01}
+				}
+				return cfg
+			}
+			one := cfgOf(t.TempDir() + "/one.jsonl")
+			want, err := testEval(s).Run(t.Context(), one)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantM, err := manifest.Read(one.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(wantM.Eliminations) == 0 {
+				t.Fatal("the test needs an elimination")
+			}
+
+			log := t.TempDir() + "/run.jsonl"
+			c, out := coordinate(t, s, cfgOf(log), coordinatorOptions())
+			w1 := start(t, s, workerArgs(c, 4)...)
+			w2 := start(t, s, workerArgs(c, 4)...)
+			res := finish(t, out, w1, w2)
+			gotM, err := manifest.Read(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			strip := func(es []manifest.Elimination) []manifest.Elimination {
+				out := make([]manifest.Elimination, len(es))
+				for i, e := range es {
+					e.Saved = 0 // the episodes in flight at the elimination differ
+					out[i] = e
+				}
+				return out
+			}
+			if d := cmp.Diff(strip(wantM.Eliminations), strip(gotM.Eliminations)); d != "" {
+				t.Errorf("the distributed eliminations differ from one process's (-want +got):\n%s", d)
+			}
+			if gated {
+				for _, name := range names {
+					w, g := gateOfVariant(t, want, name), gateOfVariant(t, res.rep, name)
+					if w.Decision != g.Decision {
+						t.Errorf("variant %s: distributed %+v\none process %+v", name, g, w)
+					}
+				}
+			}
+			perVariant := map[string]int{}
+			for k := range byKey(t, log) {
+				perVariant[k.Variant]++
+			}
+			for _, e := range gotM.Eliminations {
+				if perVariant[e.Variant] >= s.Samples*testEpochs {
+					t.Errorf("eliminated variant %s ran every episode: %v", e.Variant, perVariant)
+				}
+			}
+			t.Logf("eliminations %+v; records per variant %v (one process: %d episodes)", gotM.Eliminations, perVariant, want.Episodes)
+		})
+	}
 }

@@ -288,6 +288,10 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 // retried unless the agent never ran), and a worker started without the
 // gate's flags would retry as an ungated run does.
 func adoptGate(cfg eval.Config, m *manifest.Manifest) (eval.Config, error) {
+	if cfg.EliminateVariants == 0 {
+		// Elimination's rule is the gate's: an episode is drawn once.
+		cfg.EliminateVariants = m.EliminateVariants
+	}
 	if cfg.Sequential != nil {
 		return cfg, nil
 	}

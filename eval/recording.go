@@ -41,9 +41,6 @@ func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	if cfg.Oracle {
 		return nil, errOracleDistributed
 	}
-	if cfg.EliminateVariants > 0 {
-		return nil, &ConfigError{"Config.EliminateVariants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
-	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.
@@ -120,7 +117,7 @@ func (r *recording) Pending() []distrib.Assignment {
 	for i := range r.claimOrder() {
 		var eps []int
 		for ep := range r.epochs {
-			if !r.run.done.has(int64(i)*int64(r.epochs)+int64(ep)) && !r.run.gates.outSlot(ep) {
+			if !r.run.done.has(int64(i)*int64(r.epochs)+int64(ep)) && !r.run.gates.outSlot(ep) && !r.run.elim.outSlot(ep) {
 				eps = append(eps, ep)
 			}
 		}

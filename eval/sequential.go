@@ -159,18 +159,24 @@ func (s *scheduler[T, O]) isDecided() bool {
 // recorded. Without a gate it is nil, and never ready.
 func (r *recording) Decided() <-chan struct{} { return r.run.decided }
 
-// Retired returns the variants whose sequential gate decided, in the
-// eval's order: their episodes are no longer run (a coordinator tells its
-// workers, which skip them). Nil without variants gated. Safe for
-// concurrent use.
+// Retired returns the variants whose sequential gate decided, or which
+// were eliminated, in the eval's order: their episodes are no longer run
+// (a coordinator tells its workers, which skip them). Nil without gates
+// per variant or elimination. Safe for concurrent use.
 func (r *recording) Retired() []string {
-	g := r.run.gates
-	if g == nil {
+	g, el := r.run.gates, r.run.elim
+	var plan *variantPlan
+	switch {
+	case g != nil:
+		plan = g.plan
+	case el != nil:
+		plan = el.plan
+	default:
 		return nil
 	}
 	var out []string
-	for v, name := range g.plan.names {
-		if g.out[v].Load() {
+	for v, name := range plan.names {
+		if g != nil && g.out[v].Load() || el != nil && el.out[v].Load() {
 			out = append(out, name)
 		}
 	}
@@ -181,6 +187,9 @@ func (r *recording) Retired() []string {
 // sequential gate's claim order, or the dataset's.
 func (r *recording) claimOrder() iter.Seq[int] {
 	order := r.run.agg.ClaimOrder()
+	if order == nil && r.run.elim != nil {
+		order = r.run.elim.order // elimination's tests follow it
+	}
 	return func(yield func(int) bool) {
 		for k := range r.samples {
 			i := k
@@ -205,46 +214,6 @@ type variantGates struct {
 	out     []atomic.Bool // per variant: decided, its episodes no longer claimed
 	pending int           // variants this run runs whose gate is undecided
 	decided func()        // called once pending reaches 0
-	// left counts, per variant, its episodes without a record (the
-	// recorder's goroutine's, from its start): a run is complete once
-	// every variant is decided or has none left.
-	left []int64
-}
-
-// countLeft counts each variant's episodes without a record in done: on
-// the recorder's goroutine, before it folds anything in.
-func (g *variantGates) countLeft(done *doneSet, samples int) {
-	g.left = make([]int64, len(g.plan.names))
-	slots := int64(g.plan.slots())
-	for i := range int64(samples) {
-		for s := range slots {
-			if !done.has(i*slots + s) {
-				g.left[int(s)/g.plan.epochs]++
-			}
-		}
-	}
-}
-
-// recorded notes a new record of the slot's variant.
-func (g *variantGates) recorded(slot int) {
-	if g != nil && g.left != nil {
-		g.left[slot/g.plan.epochs]--
-	}
-}
-
-// complete reports whether every variant is decided or fully recorded:
-// nothing is left to run. Once every variant decided, the run is decided
-// (Decided), not complete.
-func (g *variantGates) complete() bool {
-	if g == nil || g.left == nil || g.pending == 0 {
-		return false
-	}
-	for v, n := range g.left {
-		if n > 0 && !g.out[v].Load() {
-			return false
-		}
-	}
-	return true
 }
 
 // newVariantGates returns the gates of a run of plan's variants, folded
@@ -286,6 +255,9 @@ func (g *variantGates) retire(v int) {
 func (g *variantGates) outSlot(slot int) bool {
 	return g != nil && g.out[slot/g.plan.epochs].Load()
 }
+
+// outVariant reports whether variant v's gate decided; nil-safe.
+func (g *variantGates) outVariant(v int) bool { return g != nil && g.out[v].Load() }
 
 // prefix is the claim order's finished prefix the claims are bounded by:
 // the shortest of the variants' still run (samples), on the recorder's

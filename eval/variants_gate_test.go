@@ -13,7 +13,6 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
-	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
@@ -266,22 +265,6 @@ func TestSequentialWithElimination(t *testing.T) {
 		}
 		require.Equal(t, w.Samples, g.Samples, name)
 	}
-}
-
-// TestEliminationDistributedRefused: what a distributed run does not do
-// yet is refused, not run wrongly: eliminating variants. A gate per
-// variant is opened (package cluster's TestSequentialPerVariantDistributed
-// runs it).
-func TestEliminationDistributedRefused(t *testing.T) {
-	t.Parallel()
-	var calls variantCalls
-	e := rateVariants(4, map[string]uint64{"a": 50, "b": 50}, []string{"a", "b"}, &calls)
-	_, err := distrib.Open(e, context.Background(), eval.Config{EliminateVariants: 0.05, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
-	require.ErrorContains(t, err, "not supported by a distributed run")
-	rec, err := distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "y.jsonl"), Quiet: true})
-	require.NoError(t, err)
-	_, err = rec.Close(context.Background())
-	require.NoError(t, err)
 }
 
 // TestEliminationsInTheRunsReport: the report Run returns marks the
