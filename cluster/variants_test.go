@@ -368,3 +368,74 @@ func TestEliminationDistributed(t *testing.T) {
 		})
 	}
 }
+
+// TestEliminationCoordinatorRestarted: a coordinator that eliminates
+// variants, SIGKILLed after its first elimination (which its manifest
+// then lacks) and started again on its log, makes one process's
+// eliminations: the tests are fed again from the log, in claim order.
+func TestEliminationCoordinatorRestarted(t *testing.T) {
+	t.Parallel()
+	s := shape{Samples: 120, Matrix: 3, Sleep: 40 * time.Millisecond}
+	fast := s
+	fast.Sleep = 0 // outcomes depend on the seed alone
+	one := runConfig(t.TempDir() + "/one.jsonl")
+	one.EliminateVariants = 0.05
+	if _, err := testEval(fast).Run(t.Context(), one); err != nil {
+		t.Fatal(err)
+	}
+	wantM, err := manifest.Read(one.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wantM.Eliminations) == 0 {
+		t.Fatal("the test needs an elimination")
+	}
+	first := wantM.Eliminations[0]
+
+	log := t.TempDir() + "/run.jsonl"
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-eliminate-variants", "0.05", "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
+	c1 := start(t, s, coord...)
+	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
+	w1 := start(t, s, join...)
+	w2 := start(t, s, join...)
+	until(t, 30*time.Second, "the first elimination", func() bool {
+		return logLines(log) >= (first.AfterSamples+12)*testEpochs*3
+	})
+	c1.signal(t, syscall.SIGKILL)
+	c1.wait(t, 5*time.Second)
+	before := map[string]int{}
+	for _, r := range records(t, log) {
+		before[r.Variant]++
+	}
+	if before["m0"] >= s.Samples*testEpochs { // the winner runs every sample
+		t.Fatalf("the run had finished before the kill: %v", before)
+	}
+	c2 := start(t, s, coord...)
+	if code := c2.wait(t, 90*time.Second); code != 0 && code != 1 {
+		t.Fatalf("the restarted coordinator exited %d:\n%s", code, c2.stderr)
+	}
+	for _, p := range []*proc{w1, w2} {
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
+		}
+	}
+	gotM, err := manifest.Read(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(es []manifest.Elimination) []manifest.Elimination {
+		out := make([]manifest.Elimination, len(es))
+		for i, e := range es {
+			e.Saved = 0
+			out[i] = e
+		}
+		return out
+	}
+	if d := cmp.Diff(strip(wantM.Eliminations), strip(gotM.Eliminations)); d != "" {
+		t.Errorf("the restarted run's eliminations differ from one process's (-want +got):\n%s", d)
+	}
+	t.Logf("records per variant at the kill %v; eliminations %+v", before, gotM.Eliminations)
+	byKey(t, log) // each episode logged once
+}
