@@ -182,7 +182,7 @@ func reportOfLog(t *testing.T, log string) *report.Report {
 // Before, a coordinator refused Config.Sequential with variants.
 func TestSequentialPerVariantDistributed(t *testing.T) {
 	t.Parallel()
-	s := shape{Samples: 120, Matrix: 3, Sleep: 2 * time.Millisecond}
+	s := shape{Samples: 120, Matrix: 3, Sleep: 5 * time.Millisecond}
 	gate := &report.Sequential{Bar: 0.6}
 	one := runConfig(t.TempDir() + "/one.jsonl")
 	one.Sequential = gate
@@ -302,7 +302,7 @@ func TestSequentialPerVariantCoordinatorRestarted(t *testing.T) {
 // episode. Before, a coordinator refused Config.EliminateVariants.
 func TestEliminationDistributed(t *testing.T) {
 	t.Parallel()
-	s := shape{Samples: 120, Matrix: 3, Sleep: 2 * time.Millisecond}
+	s := shape{Samples: 120, Matrix: 3, Sleep: 5 * time.Millisecond}
 	names := []string{"m0", "m1", "m2"}
 	for _, gated := range []bool{false, true} {
 		t.Run(map[bool]string{false: "alone", true: "with gates"}[gated], func(t *testing.T) {
