@@ -85,9 +85,15 @@ func TestAMalformedAgentRequestIsRefusedInTheProvidersShape(t *testing.T) {
 	require.Contains(t, body, "stream_options is not an object")
 	code, body = post(t, s.URL, "/v1/responses", token, `{"model":"gpt-4o","max_output_tokens":"lots"}`)
 	require.Equal(t, 200, code, "no budget: nothing to clamp, the provider judges: %s", body)
+	// null decodes without error into a struct: it is refused as what it is
+	// (FuzzRewrite found rewrite's panic on it; its input is a seed now).
+	code, body = post(t, s.URL, "/v1/chat/completions", token, ` null`)
+	require.Equal(t, 400, code, body)
+	require.Contains(t, body, "not a JSON object")
 	end()
-	require.Len(t, m.Calls(), 3)
+	require.Len(t, m.Calls(), 4)
 	require.Contains(t, m.Calls()[0].Err, "not a JSON object")
+	require.Contains(t, m.Calls()[3].Err, "not a JSON object")
 	require.Len(t, p.Served(), 1)
 }
 

@@ -28,12 +28,17 @@ type request struct {
 	Stream bool   `json:"stream"`
 }
 
+var errNotObject = errors.New("the request body is not a JSON object")
+
 // parseRequest reads the fields the gateway needs; an error for a body that
 // is not a JSON object.
 func parseRequest(body []byte) (request, error) {
 	var r request
 	if err := json.Unmarshal(body, &r); err != nil {
 		return r, fmt.Errorf("the request body is not a JSON object: %w", err)
+	}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return r, errNotObject // null, which json.Unmarshal takes for an empty struct
 	}
 	return r, nil
 }
@@ -54,6 +59,9 @@ func rewrite(api string, body []byte, stream bool, limit int64) ([]byte, error) 
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, err
+	}
+	if m == nil { // null: FuzzRewrite found the panic of setting a field in it
+		return nil, errNotObject
 	}
 	changed := false
 	if limit > 0 {
