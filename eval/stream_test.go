@@ -101,7 +101,7 @@ func TestStreamedDatasetRunsAsInMemory(t *testing.T) {
 	run := func(ds dataset.Dataset[string], log string) (*report.Report, []sink.Record) {
 		e := &eval.Eval[string, string]{Name: "stream", Dataset: ds, Harness: h, Judge: wantOK}
 		rep, err := e.Run(context.Background(), eval.Config{Log: log, Epochs: 3, Concurrency: 16, Retries: 1,
-			Backoff: time.Millisecond, Timeout: 100 * time.Millisecond, Seed: 7, Report: report.Options{Resamples: -1}})
+			Backoff: time.Millisecond, Timeout: 2 * time.Second, Seed: 7, Report: report.Options{Resamples: -1}})
 		require.NoError(t, err)
 		return rep, logRecords(t, log)
 	}

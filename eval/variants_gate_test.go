@@ -258,6 +258,12 @@ func TestSequentialWithElimination(t *testing.T) {
 	for _, name := range names {
 		w, g := gateOf(t, want, name), gateOf(t, got, name)
 		require.Equal(t, w.Decision, g.Decision, name)
+		if w.Decision == report.Undecided && eliminated[name] {
+			// An eliminated variant's undecided gate was fed the records
+			// of its episodes in flight at the elimination, as many as
+			// the timing allowed: its count of samples is not the run's.
+			continue
+		}
 		require.Equal(t, w.Samples, g.Samples, name)
 	}
 }
