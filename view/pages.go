@@ -90,8 +90,14 @@ func sampleURL(id, sample string) string {
 	return "/sample/" + escapeID(id) + "?s=" + url.QueryEscape(sample)
 }
 
-func transcriptURL(id, sample string, epoch int) string {
-	return fmt.Sprintf("/transcript/%s?s=%s&e=%d", escapeID(id), url.QueryEscape(sample), epoch)
+// transcriptURL is the transcript page of an episode; its variant, in a
+// log of variants, tells it from the other variants' of that epoch.
+func transcriptURL(id, variant, sample string, epoch int) string {
+	u := fmt.Sprintf("/transcript/%s?s=%s&e=%d", escapeID(id), url.QueryEscape(sample), epoch)
+	if variant != "" {
+		u += "&v=" + url.QueryEscape(variant)
+	}
+	return u
 }
 
 // The text report's formats, so that the page and `proctor report` print
@@ -261,7 +267,7 @@ func runData(snap *snapshot, o *Options, static bool) *runBody {
 		if !static {
 			fr.Sample = sampleURL(snap.ID, f.SampleID)
 			if f.Transcript != "" {
-				fr.Transcript = transcriptURL(snap.ID, f.SampleID, f.Epoch)
+				fr.Transcript = transcriptURL(snap.ID, f.Variant, f.SampleID, f.Epoch)
 			}
 		}
 		fr.OTel = report.TraceURL(o.TraceURL, f.TraceID, f.SpanID)
@@ -443,7 +449,7 @@ func sampleData(l *logState, id string, recs []located, o *Options) *sampleBody 
 			e.Scores = string(sc)
 		}
 		if r.Transcript != "" {
-			e.Transcript = transcriptURL(l.id, id, r.Epoch)
+			e.Transcript = transcriptURL(l.id, r.Variant, id, r.Epoch)
 		}
 		e.OTel = report.TraceURL(o.TraceURL, r.TraceID, r.SpanID)
 		b.Episodes = append(b.Episodes, e)

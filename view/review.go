@@ -211,11 +211,7 @@ func (s *Server) reviewPage(w http.ResponseWriter, r *http.Request) {
 		re := &reviewEntry{Variant: e.Variant, SampleID: e.SampleID, Epoch: e.Epoch, Tags: string(tags), Input: pretty(rec.Input), Output: pretty(rec.Output),
 			Verdict: string(rec.Status), Reason: rec.Reason, Shown: shown, Probability: e.Prob}
 		if logID != "" && rec.Transcript != "" && shown {
-			tv := url.Values{"s": {e.SampleID}, "e": {strconv.Itoa(e.Epoch)}}
-			if e.Variant != "" {
-				tv.Set("v", e.Variant)
-			}
-			re.Transcript = "/transcript/" + escapeID(logID) + "?" + tv.Encode()
+			re.Transcript = transcriptURL(logID, e.Variant, e.SampleID, e.Epoch)
 		}
 		return re
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -34,28 +35,7 @@ import (
 func TestReviewPageKeysByVariant(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	log := filepath.Join(dir, "run.jsonl")
-	w, err := jsonl.Create(log, nil)
-	require.NoError(t, err)
-	tw, err := jsonl.Create(log+".traces.jsonl", nil)
-	require.NoError(t, err)
-	var recs []sink.Record
-	for i := range 3 {
-		for _, v := range []string{"a", "b"} {
-			ev, err := json.Marshal(map[string]any{"run_id": "run1", "sample_id": "s" + strconv.Itoa(i), "epoch": 0, "attempt": 0,
-				"events": []harness.Event{{Time: time.Unix(0, 0).UTC(), Kind: "model", Name: "call-of-variant-" + v}}})
-			require.NoError(t, err)
-			off, err := tw.WriteLine(append(ev, '\n'))
-			require.NoError(t, err)
-			r := sink.Record{Schema: sink.SchemaVersion, RunID: "run1", Eval: "ev", Variant: v, SampleID: "s" + strconv.Itoa(i),
-				Status: map[string]sink.Status{"a": sink.Pass, "b": sink.Fail}[v], Input: []byte(`{}`), Output: []byte(`"` + v + `"`),
-				Transcript: fmt.Sprintf("run.jsonl.traces.jsonl#%d", off), StartedAt: time.Unix(0, 0).UTC()}
-			require.NoError(t, w.Write(context.Background(), r))
-			recs = append(recs, r)
-		}
-	}
-	require.NoError(t, tw.Close(context.Background()))
-	require.NoError(t, w.Close(context.Background()))
+	log, recs := writeVariantsLog(t, dir)
 	q, err := review.Pick(review.Episodes(recs), review.Design{Seed: 1, Share: 1})
 	require.NoError(t, err)
 	require.NoError(t, review.WriteQueue(review.QueuePath(log), q))
@@ -116,3 +96,52 @@ func entryOnPage(t *testing.T, body string) review.Key {
 var transcriptLinkRe = regexp.MustCompile(`<a href="([^"]+)"[^>]*id="graded-transcript"`)
 
 var episodeRe = regexp.MustCompile(`<section id="episode" data-variant="([^"]*)" data-sample="([^"]*)" data-epoch="(\d+)">`)
+
+// writeVariantsLog writes in dir a log of two variants, a and b, of three
+// samples, each episode with a transcript naming its variant
+// ("call-of-variant-a"), and returns its path and records.
+func writeVariantsLog(t *testing.T, dir string) (string, []sink.Record) {
+	log := filepath.Join(dir, "run.jsonl")
+	w, err := jsonl.Create(log, nil)
+	require.NoError(t, err)
+	tw, err := jsonl.Create(log+".traces.jsonl", nil)
+	require.NoError(t, err)
+	var recs []sink.Record
+	for i := range 3 {
+		for _, v := range []string{"a", "b"} {
+			ev, err := json.Marshal(map[string]any{"run_id": "run1", "sample_id": "s" + strconv.Itoa(i), "epoch": 0, "attempt": 0,
+				"events": []harness.Event{{Time: time.Unix(0, 0).UTC(), Kind: "model", Name: "call-of-variant-" + v}}})
+			require.NoError(t, err)
+			off, err := tw.WriteLine(append(ev, '\n'))
+			require.NoError(t, err)
+			r := sink.Record{Schema: sink.SchemaVersion, RunID: "run1", Eval: "ev", Variant: v, SampleID: "s" + strconv.Itoa(i),
+				Status: map[string]sink.Status{"a": sink.Pass, "b": sink.Fail}[v], Input: []byte(`{}`), Output: []byte(`"` + v + `"`),
+				Transcript: fmt.Sprintf("run.jsonl.traces.jsonl#%d", off), StartedAt: time.Unix(0, 0).UTC()}
+			require.NoError(t, w.Write(context.Background(), r))
+			recs = append(recs, r)
+		}
+	}
+	require.NoError(t, tw.Close(context.Background()))
+	require.NoError(t, w.Close(context.Background()))
+	return log, recs
+}
+
+// TestSamplePageLinksEachVariantsTranscript: a sample's page of a log of
+// variants names each episode's variant and links its own transcript;
+// before, every link of an epoch served the first variant's.
+func TestSamplePageLinksEachVariantsTranscript(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeVariantsLog(t, dir)
+	_, srv := serve(t, []string{dir}, nil)
+	code, _, body := get(t, srv.URL+"/sample/run.jsonl?s=s1")
+	require.Equal(t, 200, code, body)
+	for _, v := range []string{"a", "b"} {
+		require.Contains(t, body, `id="variant-`+v+`-epoch-0"`)
+		link := regexp.MustCompile(`id="variant-` + v + `-epoch-0"[\s\S]*?<a href="([^"]+)"`).FindStringSubmatch(body)
+		require.NotNil(t, link, "variant %s's transcript link", v)
+		code, _, tr := get(t, srv.URL+html.UnescapeString(link[1]))
+		require.Equal(t, 200, code, tr)
+		require.Contains(t, tr, "call-of-variant-"+v, "variant %s's link serves its own transcript", v)
+	}
+}
