@@ -345,7 +345,11 @@ func TestSIGKILLAtARandomCallResumesByReplay(t *testing.T) {
 		require.Equal(t, base.Workspace, resumed.Workspace, "kill %d at call %d", i, at)
 		live, replayed, liveTokens, savedTokens := tally(resumed.Calls)
 		require.Equal(t, turns, live+replayed)
-		require.Equal(t, int(at), replayed, "kill %d at call %d (mid-answer %v): the calls answered before it are replayed", i, at, mid)
+		// Killed mid-answer, the call may be stored already: the gateway
+		// stores an answer whole before its last bytes reach the agent.
+		if !mid || replayed != int(at)+1 {
+			require.Equal(t, int(at), replayed, "kill %d at call %d (mid-answer %v): the calls answered before it are replayed", i, at, mid)
+		}
 		require.Equal(t, baseTokens, liveTokens+savedTokens, "each call's tokens counted once")
 	}
 }
