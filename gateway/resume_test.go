@@ -231,7 +231,18 @@ func newKiller(t *testing.T) *killer {
 			kill = false
 		}
 		if kill && !mid {
+			// A signal is delivered asynchronously: answering now could let
+			// the child store this call before it dies. It is never
+			// answered: its connection closes with the child (which the
+			// server sees once the body is read).
 			syscall.Kill(pid, syscall.SIGKILL)
+			io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+				t.Errorf("the child killed at call %d kept its connection open", n)
+			}
+			return
 		}
 		if kill && mid {
 			w = &killWriter{ResponseWriter: w, pid: pid}
