@@ -151,6 +151,12 @@ func testEval(s shape) *eval.Eval[input, string] {
 		}),
 		Judge: judge.Func[input, string](func(ctx context.Context, ep *harness.Episode[input], out string) (judge.Verdict, error) {
 			pass := out != "0" && out != "1"
+			if n, err := strconv.Atoi(out); err == nil && ep.Variant != "" {
+				// Variant mV passes over V (m0 80%, m1 60%, m2 40%), so
+				// that their gates decide apart.
+				v, _ := strconv.Atoi(strings.TrimPrefix(ep.Variant, "m"))
+				pass = n > v
+			}
 			score := 0.0
 			if pass {
 				score = 1

@@ -25,7 +25,16 @@ const (
 	keyManifest = "manifest"
 	keyStop     = "stop"
 	keyDone     = "done"
+	// keyRetired lists the variants whose sequential gate decided
+	// (retiredNotice): workers skip their episodes.
+	keyRetired = "retired"
 )
+
+// retiredNotice is the value of the retired key: the variants whose
+// sequential gate decided, by name, in the eval's order.
+type retiredNotice struct {
+	Variants []string `json:"variants"`
+}
 
 // stopNotice is the value of the stop key and of a stop on the control
 // subject: why the coordinator stopped the run.

@@ -419,7 +419,7 @@ func (c *Coordinator) createStores(ctx context.Context) (runs jetstream.KeyValue
 // nothing, as Stats does. (A purge is a write,
 // synced: only where there is something to clear.)
 func (c *Coordinator) clearEnd(ctx context.Context) error {
-	for _, k := range []string{keyStop, keyDone, keySpend} {
+	for _, k := range []string{keyStop, keyDone, keySpend, keyRetired} {
 		if _, err := c.kv.Get(ctx, k); errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -736,6 +736,7 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 	watching, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	spent := c.watchSpend(watching)
+	told := 0 // variants retired that the workers were told of
 	for {
 		select {
 		case <-spent:
@@ -754,6 +755,9 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 		case err := <-c.fatal:
 			return runEnd{stopErr: err}
 		case <-tick.C:
+			if retired := c.rec.Retired(); len(retired) > told && c.tellRetired(ctx, retired) {
+				told = len(retired)
+			}
 			st := c.rec.Stats()
 			if c.cfg.MaxCostUSD > 0 && st.CostUSD >= c.cfg.MaxCostUSD || c.cfg.MaxTokens > 0 && st.Tokens >= c.cfg.MaxTokens {
 				return runEnd{budget: true}
@@ -767,6 +771,21 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 			}
 		}
 	}
+}
+
+// tellRetired tells the workers which variants' gates decided, in the
+// retired key (which a worker joining later reads) and on the control
+// subject (at once): they skip those variants' episodes in the work they
+// take from now on. It reports whether the key was written.
+func (c *Coordinator) tellRetired(ctx context.Context, variants []string) bool {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := putJSON(wctx, c.kv, keyRetired, retiredNotice{Variants: variants}); err != nil {
+		c.opts.Logger.Warn("proctor: telling workers which variants decided", "err", err)
+		return false
+	}
+	c.publishControl(controlMsg{Op: "retired"})
+	return true
 }
 
 // announce tells the workers the run is done or stopped, and returns

@@ -34,3 +34,21 @@ func TestWorkerAdoptsTheRunsGate(t *testing.T) {
 		t.Errorf("an ungated run gave its worker a gate: %+v", cfg.Sequential)
 	}
 }
+
+// TestWorkerAdoptsTheRunsElimination: under elimination an episode is
+// drawn once, as under a gate: a worker started without
+// -eliminate-variants takes the rule from the run's manifest, and keeps
+// its own α when it has one.
+func TestWorkerAdoptsTheRunsElimination(t *testing.T) {
+	t.Parallel()
+	m := &manifest.Manifest{Seed: "3", Epochs: 2, EliminateVariants: 0.05}
+	if cfg, err := adoptGate(eval.Config{}, m); err != nil || cfg.EliminateVariants != 0.05 {
+		t.Fatalf("adopted %v, %v", cfg.EliminateVariants, err)
+	}
+	if cfg, _ := adoptGate(eval.Config{EliminateVariants: 0.1}, m); cfg.EliminateVariants != 0.1 {
+		t.Errorf("the worker's own α was replaced: %v", cfg.EliminateVariants)
+	}
+	if cfg, _ := adoptGate(eval.Config{}, &manifest.Manifest{Seed: "3"}); cfg.EliminateVariants != 0 {
+		t.Errorf("a run without elimination gave its worker one: %v", cfg.EliminateVariants)
+	}
+}

@@ -151,7 +151,7 @@ func workerPermissions(n names) *server.Permissions {
 				api + "CONSUMER.INFO." + n.work + "." + workConsumer,
 				api + "CONSUMER.MSG.NEXT." + n.work + "." + workConsumer,
 				"$JS.ACK." + n.work + "." + workConsumer + ".>",
-				kvGet(n.kv, keyManifest), kvGet(n.kv, keyStop), kvGet(n.kv, keyDone), kvGet(n.kv, keySpend),
+				kvGet(n.kv, keyManifest), kvGet(n.kv, keyStop), kvGet(n.kv, keyDone), kvGet(n.kv, keySpend), kvGet(n.kv, keyRetired),
 				kvGet(runsBucket, currentKey),
 				api + "DIRECT.GET.OBJ_" + n.blobs + ".$O." + n.blobs + ".M.>", // an object's metadata, before a put
 				"$O." + n.blobs + ".>",

@@ -288,6 +288,10 @@ func join(ctx context.Context, w *worker, mine *manifest.Manifest, cfg eval.Conf
 // retried unless the agent never ran), and a worker started without the
 // gate's flags would retry as an ungated run does.
 func adoptGate(cfg eval.Config, m *manifest.Manifest) (eval.Config, error) {
+	if cfg.EliminateVariants == 0 {
+		// Elimination's rule is the gate's: an episode is drawn once.
+		cfg.EliminateVariants = m.EliminateVariants
+	}
 	if cfg.Sequential != nil {
 		return cfg, nil
 	}
@@ -345,6 +349,8 @@ func (w *worker) serve(ctx context.Context, cons jetstream.Consumer, ackWait tim
 		switch c.Op {
 		case "done":
 			go w.checkControl(ctx)
+		case "retired":
+			go w.checkRetired(ctx)
 		case "stop":
 			cancel(&StopError{Reason: c.Reason})
 		}
@@ -430,6 +436,9 @@ type worker struct {
 	slot     chan struct{}        // signalled when running, unstored or waiting drops
 	took     chan struct{}        // signalled when work is taken, to report it soon
 	stored   atomic.Int64         // results published
+	// retired are the run's variants (by place) whose sequential gate
+	// decided, as the retired key says: their episodes are skipped.
+	retired atomic.Pointer[[]bool]
 }
 
 type heldKey struct {
@@ -574,6 +583,47 @@ func (w *worker) checkControl(ctx context.Context) {
 	}
 }
 
+// checkRetired reads the run's retired key: the variants whose gate
+// decided, whose episodes this worker no longer runs.
+func (w *worker) checkRetired(ctx context.Context) {
+	if len(w.manifest.Variants) == 0 {
+		return
+	}
+	e, err := w.kv.Get(ctx, keyRetired)
+	if err != nil {
+		return
+	}
+	var n retiredNotice
+	if json.Unmarshal(e.Value(), &n) != nil {
+		return
+	}
+	out := make([]bool, len(w.manifest.Variants))
+	for _, name := range n.Variants {
+		for v, mv := range w.manifest.Variants {
+			if mv.Name == name {
+				out[v] = true
+			}
+		}
+	}
+	w.retired.Store(&out)
+}
+
+// unretired is the slots of epochs whose variant's gate has not decided.
+func (w *worker) unretired(epochs []int) []int {
+	p := w.retired.Load()
+	if p == nil {
+		return epochs
+	}
+	perVariant := max(w.manifest.Epochs, 1)
+	var out []int
+	for _, slot := range epochs {
+		if v := slot / perVariant; v >= len(*p) || !(*p)[v] {
+			out = append(out, slot)
+		}
+	}
+	return out
+}
+
 // checkManifest ends the worker's part when the run's coordinator started
 // again on its log with another eval, dataset (samples removed), seed or
 // epochs than this worker joined: it would refuse this worker, which now
@@ -653,6 +703,12 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- distrib
 	tags := make(map[int]string, len(a.Epochs))
 	for i, ep := range a.Epochs {
 		tags[ep] = m.Tags[i]
+	}
+	// A variant whose gate decided is not run: its episodes are no longer
+	// pending, so the coordinator queues them no more.
+	if a.Epochs = w.unretired(a.Epochs); len(a.Epochs) == 0 {
+		msg.Ack()
+		return
 	}
 	// A redelivery runs every epoch again: a result another holder sent
 	// first is the one logged (the coordinator drops the later one).
@@ -1028,6 +1084,7 @@ func (w *worker) watch(ctx context.Context, ackWait time.Duration, lost <-chan s
 			w.report(ctx)
 			w.checkControl(ctx)
 			w.checkManifest(ctx)
+			w.checkRetired(ctx)
 			if !w.quiet && time.Since(told) >= 10*time.Second {
 				told = time.Now()
 				w.mu.Lock()

@@ -117,6 +117,9 @@ func (el *eliminator) outSlot(slot int) bool {
 	return el != nil && el.out[slot/el.plan.epochs].Load()
 }
 
+// outVariant reports whether variant v is eliminated; nil-safe.
+func (el *eliminator) outVariant(v int) bool { return el != nil && el.out[v].Load() }
+
 // add folds in a record of sample i; nil-safe.
 func (el *eliminator) add(i, slot int, r *sink.Record) {
 	if el == nil {

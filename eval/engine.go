@@ -569,6 +569,7 @@ func newManifest[T, O any](setup *runSetup[T, O]) *manifest.Manifest {
 	if setup.cfg.Shard.Count > 1 {
 		m.Shard = setup.cfg.Shard.String()
 	}
+	m.EliminateVariants = setup.cfg.EliminateVariants
 	if setup.cfg.Sequential != nil {
 		m.Sequential, _ = json.Marshal(setup.cfg.Sequential) // a struct of numbers and strings
 		if setup.identity != nil {

@@ -48,6 +48,11 @@ type recorder struct {
 	// finished prefix reaches (sequential.go); nil without one.
 	window *claimWindow
 	gates  *variantGates // a sequential gate per variant; nil otherwise
+	// left counts, per variant, its episodes without a record, with gates
+	// per variant or elimination (the recorder's goroutine's, from its
+	// start): the run is complete once every variant is retired or has
+	// none left.
+	left []int64
 
 	err        error // the first write error; later records are dropped
 	duplicates int   // records of keys already committed, dropped
@@ -122,11 +127,13 @@ const maxQueued = 4096
 func (r *recorder) start(ingest func()) {
 	go func() {
 		defer close(r.stopped)
+		r.countLeft()
 		if ingest != nil {
 			ingest()
 		}
 		r.advanceGate()
 		r.advanceElimination()
+		r.checkComplete() // a resumed log may hold every episode
 		close(r.ingested)
 		r.loop()
 	}()
@@ -297,6 +304,9 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.elim != nil {
 		r.elim.add(f.sample, slot, &f.rec)
 	}
+	if r.left != nil {
+		r.left[slot/r.plan.epochs]--
+	}
 	r.advanceGate()
 	r.advanceElimination()
 	r.tally.add(&f.rec)
@@ -341,11 +351,43 @@ func (r *recorder) advanceElimination() {
 	}
 }
 
-// checkComplete closes complete once every episode is done.
+// checkComplete closes complete once every episode is done, or, with
+// gates per variant or elimination, once every variant has decided, was
+// eliminated or has no episode left (a coordinator then ends its run as
+// one process's runs out of claims).
 func (r *recorder) checkComplete() {
-	if r.done.count() >= r.done.total {
+	if r.done.count() >= r.done.total || r.nothingLeft() {
 		r.completeOnce.Do(func() { close(r.complete) })
 	}
+}
+
+// countLeft counts each variant's episodes without a record, with gates
+// per variant or elimination: before the recorder folds anything in.
+func (r *recorder) countLeft() {
+	if r.gates == nil && r.elim == nil {
+		return
+	}
+	r.left = make([]int64, len(r.plan.names))
+	for i := range r.done.total {
+		if !r.done.has(i) {
+			r.left[int(i%r.epochs)/r.plan.epochs]++
+		}
+	}
+}
+
+// nothingLeft reports whether every variant is retired (its gate decided,
+// or eliminated) or fully recorded. Once every variant's gate decided,
+// the run is decided (run.decided), not complete.
+func (r *recorder) nothingLeft() bool {
+	if r.left == nil || r.gates != nil && r.gates.pending == 0 {
+		return false
+	}
+	for v, n := range r.left {
+		if n > 0 && !r.gates.outVariant(v) && !r.elim.outVariant(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *recorder) setErr(err error) {

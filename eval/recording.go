@@ -41,12 +41,6 @@ func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	if cfg.Oracle {
 		return nil, errOracleDistributed
 	}
-	if cfg.EliminateVariants > 0 {
-		return nil, &ConfigError{"Config.EliminateVariants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
-	}
-	if cfg.Sequential != nil && len(e.Variants) > 0 {
-		return nil, &ConfigError{"Config.Sequential with Eval.Variants is not supported by a distributed run (Open, Work) yet: it runs with Run"}
-	}
 	// A coordinator runs nothing: it streams the dataset (keeps its IDs),
 	// unless it narrows it (Subset, Select) or reusing earlier results
 	// compares their inputs, as Run.
@@ -77,7 +71,6 @@ func (e *Eval[T, O]) open(ctx context.Context, cfg Config) (*recording, error) {
 	m.Dataset, _ = setup.hashDataset(ctx)
 	m.Sequential = workersGate(setup.cfg.Sequential)
 	r.manifest = m
-	run.rec.checkComplete()
 	r.progress = newProgressTracker(run, &cfg)
 	r.reporter = newProgressReporter(r.progress, &cfg).start()
 	return r, nil
@@ -117,13 +110,14 @@ func (r *recording) Manifest() *manifest.Manifest { return r.manifest }
 
 // Pending returns, per sample in dataset order (in claim order for a
 // sequential gate), the epochs without a final record: a snapshot (results
-// committed but not yet written count as pending).
+// committed but not yet written count as pending). The slots of a variant
+// whose gate decided are not pending: nothing runs them any more.
 func (r *recording) Pending() []distrib.Assignment {
 	var out []distrib.Assignment
 	for i := range r.claimOrder() {
 		var eps []int
 		for ep := range r.epochs {
-			if !r.run.done.has(int64(i)*int64(r.epochs) + int64(ep)) {
+			if !r.run.done.has(int64(i)*int64(r.epochs)+int64(ep)) && !r.run.gates.outSlot(ep) && !r.run.elim.outSlot(ep) {
 				eps = append(eps, ep)
 			}
 		}

@@ -154,15 +154,42 @@ func (s *scheduler[T, O]) isDecided() bool {
 }
 
 // Decided is closed once the run's sequential gate (Config.Sequential) is
-// decided: a coordinator then stops handing out work. Results of episodes
-// in flight are still committed and recorded. Without a gate it is nil,
-// and never ready.
+// decided (with variants, every variant's): a coordinator then stops
+// handing out work. Results of episodes in flight are still committed and
+// recorded. Without a gate it is nil, and never ready.
 func (r *recording) Decided() <-chan struct{} { return r.run.decided }
+
+// Retired returns the variants whose sequential gate decided, or which
+// were eliminated, in the eval's order: their episodes are no longer run
+// (a coordinator tells its workers, which skip them). Nil without gates
+// per variant or elimination. Safe for concurrent use.
+func (r *recording) Retired() []string {
+	g, el := r.run.gates, r.run.elim
+	var plan *variantPlan
+	switch {
+	case g != nil:
+		plan = g.plan
+	case el != nil:
+		plan = el.plan
+	default:
+		return nil
+	}
+	var out []string
+	for v, name := range plan.names {
+		if g != nil && g.out[v].Load() || el != nil && el.out[v].Load() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // claimOrder yields the run's samples in the order they should run: the
 // sequential gate's claim order, or the dataset's.
 func (r *recording) claimOrder() iter.Seq[int] {
 	order := r.run.agg.ClaimOrder()
+	if order == nil && r.run.elim != nil {
+		order = r.run.elim.order // elimination's tests follow it
+	}
 	return func(yield func(int) bool) {
 		for k := range r.samples {
 			i := k
@@ -228,6 +255,9 @@ func (g *variantGates) retire(v int) {
 func (g *variantGates) outSlot(slot int) bool {
 	return g != nil && g.out[slot/g.plan.epochs].Load()
 }
+
+// outVariant reports whether variant v's gate decided; nil-safe.
+func (g *variantGates) outVariant(v int) bool { return g != nil && g.out[v].Load() }
 
 // prefix is the claim order's finished prefix the claims are bounded by:
 // the shortest of the variants' still run (samples), on the recorder's

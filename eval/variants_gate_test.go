@@ -13,7 +13,6 @@ import (
 	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/harness"
-	"github.com/proctor-evals/proctor/internal/distrib"
 	"github.com/proctor-evals/proctor/judge"
 	"github.com/proctor-evals/proctor/sandbox"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
@@ -266,16 +265,6 @@ func TestSequentialWithElimination(t *testing.T) {
 		}
 		require.Equal(t, w.Samples, g.Samples, name)
 	}
-}
-
-// TestSequentialWithVariantsRefused: what a gate per variant does not do
-// yet is refused, not run wrongly.
-func TestSequentialWithVariantsRefused(t *testing.T) {
-	t.Parallel()
-	var calls variantCalls
-	e := rateVariants(4, map[string]uint64{"a": 50, "b": 50}, []string{"a", "b"}, &calls)
-	_, err := distrib.Open(e, context.Background(), eval.Config{Sequential: &report.Sequential{Bar: 0.7}, Log: filepath.Join(t.TempDir(), "x.jsonl"), Quiet: true})
-	require.ErrorContains(t, err, "not supported by a distributed run")
 }
 
 // TestEliminationsInTheRunsReport: the report Run returns marks the

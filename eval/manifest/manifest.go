@@ -93,6 +93,11 @@ type Manifest struct {
 	// another was better with anytime-valid confidence (adaptive depth
 	// across variants), in the order they were decided.
 	Eliminations []Elimination `json:"eliminations,omitempty"`
+	// EliminateVariants is the run's error rate of eliminations
+	// (eval.Config.EliminateVariants); 0 when it eliminates nothing. A
+	// distributed run's workers take from it elimination's rule that an
+	// episode is drawn once (an errored attempt is final).
+	EliminateVariants float64 `json:"eliminate_variants,omitempty"`
 }
 
 // Variant is one of an eval's harness variants, as a manifest names it.

@@ -106,6 +106,9 @@ type Recording interface {
 	Commit(f Finished) error
 	Complete() <-chan struct{}
 	Decided() <-chan struct{}
+	// Retired returns the variants whose sequential gate decided: their
+	// episodes are no longer run.
+	Retired() []string
 	Stats() Stats
 	SetStopped(cancelled int, budgetExhausted bool)
 	// SetRunning gives the Recording what is in flight on the workers,
