@@ -463,7 +463,9 @@ func await(t *testing.T, out <-chan outcome, d time.Duration) outcome {
 // and each worker's exit 0.
 func finish(t *testing.T, out <-chan outcome, workers ...*proc) outcome {
 	t.Helper()
-	res := await(t, out, 60*time.Second)
+	// Two minutes: a run through a failover under -race and a loaded
+	// machine (a missed heartbeat, an election) takes a while.
+	res := await(t, out, 2*time.Minute)
 	if res.err != nil {
 		t.Fatal(res.err)
 	}

@@ -164,7 +164,11 @@ type Coordinator struct {
 	tags            *tagger            // under tagKey
 	alive           jetstream.KeyValue // the workers bucket
 	blobs           jetstream.ObjectStore
-	cons            jetstream.ConsumeContext
+	// handleMu orders the handling of results: a consumer replaced
+	// (restartResults) hands nothing more over once consumer moved on.
+	handleMu sync.Mutex
+	consumer uint64                   // the generation of the results consumer whose results count
+	cons     jetstream.ConsumeContext // the current results consumer, under handleMu
 
 	seen    atomic.Uint64 // the last result stream sequence handled
 	lostAt  atomic.Int64  // when the connection to the server was lost (Unix ns), 0 while connected
@@ -452,15 +456,76 @@ func (c *Coordinator) publishRun(ctx context.Context, runs jetstream.KeyValue) (
 // and survives a server restart by resuming after the last sequence it
 // handled.
 func (c *Coordinator) consumeResults(ctx context.Context) error {
-	cons, err := c.js.OrderedConsumer(ctx, c.n.results, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	cc, err := c.consumeFrom(ctx, 0, 1)
 	if err != nil {
 		return fmt.Errorf("cluster: creating the results consumer: %w", err)
 	}
-	c.cons, err = cons.Consume(c.handleResult)
-	if err != nil {
-		return fmt.Errorf("cluster: creating the results consumer: %w", err)
-	}
+	c.cons = cc
 	return nil
+}
+
+// consumeFrom reads the results stream from sequence from on, as consumer
+// generation gen.
+func (c *Coordinator) consumeFrom(ctx context.Context, gen, from uint64) (jetstream.ConsumeContext, error) {
+	cons, err := c.js.OrderedConsumer(ctx, c.n.results, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+		// Bounded: a consumer that cannot be made again is replaced by
+		// restartResults, not retried for ever.
+		MaxResetAttempts: 3,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The consumer is made again from where it was when a server or the
+	// stream's leader goes (a missed heartbeat): 2 s heartbeats, not the
+	// default 5, let a run go on within seconds of a failover.
+	return cons.Consume(func(msg jetstream.Msg) { c.handleResult(gen, msg) }, jetstream.PullHeartbeat(2*time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrConnectionClosed) { // closed at the run's end
+				c.opts.Logger.Info("proctor: reading results", "read_to_seq", c.seen.Load(), "err", err)
+			}
+		}))
+}
+
+// restartResults replaces a results consumer that has read nothing for a
+// while with results waiting. After a server's death the client makes its
+// consumer again under the next name, and that request may go unanswered
+// attempt after attempt (seen with nats-server 2.15.2 when the stream's
+// leader was SIGKILLed: a name placed on the dead node, we believe), and
+// the run would wait for ever. The new one, under new names, reads on from
+// the last result handled; the old one's later deliveries are ignored.
+func (c *Coordinator) restartResults(ctx context.Context) {
+	c.handleMu.Lock()
+	c.consumer++
+	gen, from, old := c.consumer, c.seen.Load()+1, c.cons
+	c.cons = nil
+	c.handleMu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+	go func() {
+		// Made within the wait before the next replacement, or given up.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultsStuckAfter*4/5)
+		defer cancel()
+		cc, err := c.consumeFrom(mctx, gen, from)
+		if err != nil {
+			c.opts.Logger.Warn("proctor: reading results with another consumer", "from_seq", from, "err", err)
+			return // the next round of reconcile tries again
+		}
+		c.handleMu.Lock()
+		defer c.handleMu.Unlock()
+		if gen != c.consumer || c.isClosed() {
+			cc.Stop() // replaced again meanwhile, or the run closed
+			return
+		}
+		c.cons = cc
+	}()
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // tooFewServers reports a stream refused for its replicas: a single
@@ -499,8 +564,18 @@ func tagKey(ctx context.Context, kv jetstream.KeyValue) ([]byte, error) {
 	}
 }
 
-// handleResult commits one results message, in stream order.
-func (c *Coordinator) handleResult(msg jetstream.Msg) {
+// resultsStuckAfter is how long the results consumer may read nothing,
+// with results waiting in the stream, before it is replaced.
+const resultsStuckAfter = 10 * time.Second
+
+// handleResult commits one results message, in stream order, unless its
+// consumer (generation gen) was replaced.
+func (c *Coordinator) handleResult(gen uint64, msg jetstream.Msg) {
+	c.handleMu.Lock()
+	defer c.handleMu.Unlock()
+	if gen != c.consumer {
+		return // a consumer replaced: its successor reads on from seen
+	}
 	md, err := msg.Metadata()
 	if err != nil {
 		c.opts.Logger.Warn("proctor: result without metadata", "subject", msg.Subject(), "err", err)
@@ -650,11 +725,19 @@ func (c *Coordinator) reconcile(ctx context.Context) error {
 	// Wait until the consumer has handled what the stream held, and the
 	// recorder has written what was committed, so that results on their
 	// way are not queued again (that would only cost a run, but a run).
+	stuck := time.NewTimer(resultsStuckAfter)
+	defer stuck.Stop()
 	for c.seen.Load() < rinfo.State.LastSeq {
 		select {
 		case <-ctx.Done():
 			return nil // behind: the next round catches up
 		case <-c.handled:
+			stuck.Reset(resultsStuckAfter)
+		case <-stuck.C:
+			c.opts.Logger.Warn("proctor: the results consumer read nothing for "+resultsStuckAfter.String()+" with results waiting; reading them with another",
+				"read_to_seq", c.seen.Load(), "last_seq", rinfo.State.LastSeq)
+			c.restartResults(ctx)
+			stuck.Reset(resultsStuckAfter)
 		}
 	}
 	// Results committed but not yet written look pending: give the
@@ -827,9 +910,11 @@ func (c *Coordinator) close(ctx context.Context, end runEnd, complete bool, runn
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.handleMu.Lock()
 	if c.cons != nil {
 		c.cons.Stop()
 	}
+	c.handleMu.Unlock()
 	if !complete || end.decided {
 		c.rec.SetStopped(running, end.budget)
 	}

@@ -147,7 +147,7 @@ func (c *natsCluster) url() string {
 	return strings.Join(urls, ",")
 }
 
-// waitReady waits until JetStream answers (a meta leader is elected); an
+// waitReady waits until JetStream keeps a stream on all three nodes; an
 // error, with what it said, when a node exits first or a minute passes.
 func (c *natsCluster) waitReady() error {
 	deadline := time.Now().Add(60 * time.Second)
@@ -159,7 +159,7 @@ func (c *natsCluster) waitReady() error {
 			default:
 			}
 		}
-		if c.jetStreamAnswers() {
+		if c.keepsThreeReplicas() {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -169,17 +169,22 @@ func (c *natsCluster) waitReady() error {
 	}
 }
 
-func (c *natsCluster) jetStreamAnswers() bool {
+func (c *natsCluster) keepsThreeReplicas() bool {
 	nc, err := nats.Connect(c.url(), nats.Timeout(time.Second))
 	if err != nil {
 		return false
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err == nil
+	// A meta leader answers once two nodes agree; a stream of 3 replicas
+	// needs the third to have joined too.
+	const probe = "READY_PROBE"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: probe, Subjects: []string{"ready.probe"}, Storage: jetstream.MemoryStorage, Replicas: 3}); err != nil {
+		return false
+	}
+	return js.DeleteStream(ctx, probe) == nil
 }
 
 func (c *natsCluster) node(name string) *natsNode {
