@@ -245,7 +245,8 @@ func TestWorkerLeavesARunRestartedWithFewerSamples(t *testing.T) {
 // A results consumer that stops reading with results waiting (as one the
 // server made again on a dead node, which never answers: seen when the
 // results stream's leader was SIGKILLed) is replaced, reading on from the
-// last result handled: the run ends, each key once.
+// last result handled: the run ends, each key once. (Stopped before any
+// result, the run cannot end without it.)
 func TestAStuckResultsConsumerIsReplaced(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 24, Sleep: 20 * time.Millisecond}
@@ -254,11 +255,10 @@ func TestAStuckResultsConsumerIsReplaced(t *testing.T) {
 	o := coordinatorOptions()
 	o.Logger = slog.New(slog.NewTextHandler(&warnings, nil))
 	c, out := coordinate(t, s, runConfig(log), o)
-	w := start(t, s, workerArgs(c, 6)...)
-	until(t, 20*time.Second, "a third of the run", func() bool { return logLines(log) >= 24 })
 	c.handleMu.Lock()
 	c.cons.Stop() // reads nothing from now on, and says nothing
 	c.handleMu.Unlock()
+	w := start(t, s, workerArgs(c, 6)...)
 	res := finish(t, out, w)
 	if !strings.Contains(warnings.String(), "read nothing for 10s with results waiting") {
 		t.Errorf("the coordinator did not say it replaced its results consumer:\n%s", warnings.String())
