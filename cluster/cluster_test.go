@@ -564,16 +564,24 @@ func TestServerRestartMidRun(t *testing.T) {
 	sameReport(t, baseline(t, s), res.rep)
 }
 
+// restartable returns the command lines of a coordinator on log that a
+// test may SIGKILL and start again (on the same address and token), with
+// extra flags, and of its workers, which wait for it.
+func restartable(t *testing.T, log string, extra ...string) (coord, join []string) {
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	coord = append([]string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
+		"-seed", strconv.Itoa(testSeed), "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}, extra...)
+	join = []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
+	return coord, join
+}
+
 func TestKilledCoordinatorResumes(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 24, Sleep: 100 * time.Millisecond}
 	dir := t.TempDir()
 	log := dir + "/run.jsonl"
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
-		"-seed", strconv.Itoa(testSeed), "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
+	coord, join := restartable(t, log)
 	first := start(t, s, coord...)
-	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
 	w1 := start(t, s, join...)
 	w2 := start(t, s, join...)
 	until(t, 20*time.Second, "a third of the run", func() bool { return logLines(log) >= 24 })

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,11 +245,8 @@ func TestSequentialPerVariantCoordinatorRestarted(t *testing.T) {
 
 	dir := t.TempDir()
 	log := dir + "/run.jsonl"
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
-		"-seed", strconv.Itoa(testSeed), "-sequential", "0.6", "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
+	coord, join := restartable(t, log, "-sequential", "0.6")
 	first := start(t, s, coord...)
-	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
 	w1 := start(t, s, join...)
 	w2 := start(t, s, join...)
 	// m0 has decided once the log holds its claim-order prefix: every
@@ -393,11 +389,8 @@ func TestEliminationCoordinatorRestarted(t *testing.T) {
 	first := wantM.Eliminations[0]
 
 	log := t.TempDir() + "/run.jsonl"
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	coord := []string{"coordinate", "-log", log, "-listen", listen, "-token", "sesame", "-epochs", strconv.Itoa(testEpochs),
-		"-seed", strconv.Itoa(testSeed), "-eliminate-variants", "0.05", "-ack-wait", "1s", "-reconcile", "500ms", "-json", "-quiet"}
+	coord, join := restartable(t, log, "-eliminate-variants", "0.05")
 	c1 := start(t, s, coord...)
-	join := []string{"work", "-join", "nats://" + listen, "-token", "sesame", "-concurrency", "6", "-wait", "30s"}
 	w1 := start(t, s, join...)
 	w2 := start(t, s, join...)
 	until(t, 30*time.Second, "the first elimination", func() bool {
