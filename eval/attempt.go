@@ -83,21 +83,19 @@ func (s *scheduler[T, O]) begin(runCtx, base context.Context, w *workerState[T],
 		ep.Sandbox = sb
 	}
 	start = s.now()
-	actx, cancel := context.WithCancelCause(base)
-	ctx = actx
-	w.cur, w.ep, w.start, w.cancel = j, ep, start, cancel
+	a.ctx.base = base
+	w.cur, w.ep, w.start, w.ctx = j, ep, start, &a.ctx
 	if s.capped() {
-		w.capped.Store(&cappedAttempt[T]{ep: ep, earlier: j.usage, cancel: cancel})
+		w.capped.Store(&cappedAttempt[T]{ep: ep, earlier: j.usage, cancel: a.ctx.cancel})
 	}
 	if s.cfg.Models != nil && ep.Sandbox != nil {
-		s.openModels(actx, j, ep, cancel)
+		s.openModels(&a.ctx, j, ep, a.ctx.cancel)
 	}
 	if s.cfg.Timeout > 0 {
-		deadline := start.Add(s.cfg.Timeout)
-		a.ctx = attemptCtx{Context: actx, deadline: deadline}
-		ctx = &a.ctx
-		w.deadline.Store(deadline.UnixNano())
+		a.ctx.deadline = start.Add(s.cfg.Timeout)
+		w.deadline.Store(a.ctx.deadline.UnixNano())
 	}
+	ctx = &a.ctx
 	phase = (w.phase.Load()>>2+1)<<2 | running
 	w.phase.Store(phase)
 	return ctx, ep, k, start, phase
@@ -129,7 +127,7 @@ func (s *scheduler[T, O]) finish(w *workerState[T], phase uint64, j *job, ep *ha
 	if s.capped() {
 		w.capped.Store(nil) // likewise: an atomic store an attempt less without caps
 	}
-	w.cancel(nil)
+	w.ctx.cancel(nil)
 	if res.fault == sink.KindJudge && res.haveOut && !permanent.Is(res.err) {
 		// Keep the output, and the sandbox the judge needs, for a retry
 		// that judges again without running the agent again.

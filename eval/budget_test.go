@@ -21,14 +21,14 @@ import (
 // cost, counted the same on any machine; CPU time is reported beside the
 // Python recipe's, measured in the same run.
 const (
-	// episodeAllocBudget: 3.23 measured when it was set (5.07 before: a
-	// run with no sink encodes an episode's input and output into buffers
-	// its finished episode keeps from run to run; the wave before that
-	// made 7.07: the episode and its deadline context were two
-	// allocations, and the input was copied into an interface first).
-	// What is left: the attempt's state, and its cancel context and
-	// function (context.WithCancelCause).
-	episodeAllocBudget = 3.5
+	// episodeAllocBudget: 1.07 measured when it was set (3.07 before: an
+	// attempt's cancel context is made only when something looks at it;
+	// 5.07 before that: a run with no sink encodes an episode's input and
+	// output into buffers its finished episode keeps from run to run; the
+	// wave before that made 7.07: the episode and its deadline context
+	// were two allocations, and the input was copied into an interface
+	// first). What is left: the attempt's state.
+	episodeAllocBudget = 1.5
 	// episodeCPUBudgetNS is the CPU an episode cost the wave before's
 	// engine on an idle 2-core machine (2.35 CPU-s per 1M episodes,
 	// docs/performance.md P1).

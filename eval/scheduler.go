@@ -9,7 +9,6 @@ package eval
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -351,10 +350,10 @@ type workerState[T any] struct {
 	deadline atomic.Int64  // Unix ns when the running attempt times out; 0 for none
 	index    int           // in scheduler.workers
 
-	cur    *job
-	ep     *harness.Episode[T]
-	start  time.Time
-	cancel context.CancelCauseFunc
+	cur   *job
+	ep    *harness.Episode[T]
+	start time.Time
+	ctx   *attemptCtx
 	// capped is the running attempt's, when a per-episode cap applies: the
 	// watchdog stops an attempt whose episode passes its cap (cap.go).
 	capped atomic.Pointer[cappedAttempt[T]]
@@ -374,27 +373,6 @@ const (
 	returned
 	abandoned
 )
-
-// errTimeout is the cancellation cause of an attempt that timed out.
-var errTimeout = errors.New("episode timed out")
-
-// attemptCtx is an attempt's context: a plain cancel context that reports
-// its deadline and DeadlineExceeded like a timer context, without a timer
-// per attempt (the watchdog enforces deadlines).
-type attemptCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *attemptCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == errTimeout {
-		return context.DeadlineExceeded
-	}
-	return err
-}
 
 func (s *scheduler[T, O]) register(w *workerState[T]) {
 	s.workersMu.Lock()
@@ -483,7 +461,7 @@ func (s *scheduler[T, O]) abandon(ctx context.Context, w *workerState[T], cancel
 		res.fault, res.err = sink.KindCancelled, fmt.Errorf("run canceled: %v", context.Cause(ctx))
 		cause = context.Canceled
 	}
-	w.cancel(cause)
+	w.ctx.cancel(cause)
 	s.conclude(j, w.ep, w.start, res)
 	j.dropKept()
 	j.freeSandbox() // may unblock the abandoned harness; the engine won't wait for it
