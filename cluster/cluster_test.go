@@ -575,6 +575,20 @@ func restartable(t *testing.T, log string, extra ...string) (coord, join []strin
 	return coord, join
 }
 
+// awaitRestarted waits for a coordinator started again to exit 0 (or 1,
+// a gate that did not pass, when gated) and then for its workers to exit 0.
+func awaitRestarted(t *testing.T, coord *proc, gated bool, workers ...*proc) {
+	t.Helper()
+	if code := coord.wait(t, 90*time.Second); code != 0 && !(gated && code == 1) {
+		t.Fatalf("the restarted coordinator exited %d:\n%s", code, coord.stderr)
+	}
+	for _, p := range workers {
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
+		}
+	}
+}
+
 func TestKilledCoordinatorResumes(t *testing.T) {
 	t.Parallel()
 	s := shape{Samples: 24, Sleep: 100 * time.Millisecond}
@@ -589,14 +603,7 @@ func TestKilledCoordinatorResumes(t *testing.T) {
 	first.wait(t, 5*time.Second)
 	midRun(t, log, s)
 	second := start(t, s, coord...)
-	if code := second.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("the restarted coordinator exited %d:\n%s", code, second.stderr)
-	}
-	for _, p := range []*proc{w1, w2} {
-		if code := p.wait(t, 10*time.Second); code != 0 {
-			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
-		}
-	}
+	awaitRestarted(t, second, false, w1, w2)
 	var rep report.Report
 	if err := json.Unmarshal([]byte(second.stdout.String()), &rep); err != nil {
 		t.Fatalf("the coordinator's report: %v\n%s", err, second.stdout)

@@ -264,15 +264,7 @@ func TestSequentialPerVariantCoordinatorRestarted(t *testing.T) {
 		t.Fatalf("the run had finished before the kill: %v", before)
 	}
 	second := start(t, s, coord...)
-	// Exit 1: not every variant's gate decided "pass".
-	if code := second.wait(t, 90*time.Second); code != 0 && code != 1 {
-		t.Fatalf("the restarted coordinator exited %d:\n%s", code, second.stderr)
-	}
-	for _, p := range []*proc{w1, w2} {
-		if code := p.wait(t, 20*time.Second); code != 0 {
-			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
-		}
-	}
+	awaitRestarted(t, second, true, w1, w2) // exit 1: not every variant's gate passed
 	var rep report.Report
 	if err := json.Unmarshal([]byte(second.stdout.String()), &rep); err != nil {
 		t.Fatalf("the coordinator's report: %v\n%s", err, second.stdout)
@@ -406,14 +398,7 @@ func TestEliminationCoordinatorRestarted(t *testing.T) {
 		t.Fatalf("the run had finished before the kill: %v", before)
 	}
 	c2 := start(t, s, coord...)
-	if code := c2.wait(t, 90*time.Second); code != 0 && code != 1 {
-		t.Fatalf("the restarted coordinator exited %d:\n%s", code, c2.stderr)
-	}
-	for _, p := range []*proc{w1, w2} {
-		if code := p.wait(t, 20*time.Second); code != 0 {
-			t.Errorf("a worker exited %d:\n%s", code, p.stderr)
-		}
-	}
+	awaitRestarted(t, c2, true, w1, w2)
 	gotM, err := manifest.Read(log)
 	if err != nil {
 		t.Fatal(err)
