@@ -678,10 +678,7 @@ func (c *Coordinator) reconcileLoop(ctx context.Context) {
 		case <-t.C:
 		case <-c.kick:
 		}
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
+		if c.isClosed() {
 			return
 		}
 		if err := c.reconcile(ctx); err != nil && ctx.Err() == nil {

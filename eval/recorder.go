@@ -131,8 +131,7 @@ func (r *recorder) start(ingest func()) {
 		if ingest != nil {
 			ingest()
 		}
-		r.advanceGate()
-		r.advanceElimination()
+		r.advanceWindow()
 		r.checkComplete() // a resumed log may hold every episode
 		close(r.ingested)
 		r.loop()
@@ -307,8 +306,7 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	if r.left != nil {
 		r.left[slot/r.plan.epochs]--
 	}
-	r.advanceGate()
-	r.advanceElimination()
+	r.advanceWindow()
 	r.tally.add(&f.rec)
 	r.committed.records.Add(1)
 	if f.rec.Status == sink.Error {
@@ -323,31 +321,23 @@ func (r *recorder) write(ctx context.Context, f *finished) {
 	r.checkComplete()
 }
 
-// advanceGate moves the claim window to the sequential gate's finished
-// prefix: the run's, or with variants the shortest of the variants
-// still undecided.
-func (r *recorder) advanceGate() {
+// advanceWindow moves the claim window to the finished prefix of the
+// claim order its tests have folded: elimination's (claims that outran
+// its tests would run the episodes an elimination is about to save), the
+// shortest of the variants' gates still undecided, the shorter of the two
+// with both, or the run's sequential gate's.
+func (r *recorder) advanceWindow() {
 	switch {
 	case r.elim != nil:
-		// advanceElimination moves it, to the shorter prefix.
-	case r.gates != nil:
-		r.window.advanceTo(int64(r.gates.prefix()) * r.epochs)
-	default:
-		r.window.advance(r.agg, r.epochs)
-	}
-}
-
-// advanceElimination lets claims go as far past elimination's folded
-// prefix as the window allows: claims that outran the tests would run the
-// episodes an elimination is about to save. With gates per variant too,
-// the shorter of the two prefixes bounds the claims.
-func (r *recorder) advanceElimination() {
-	if r.elim != nil {
 		p := r.elim.prefix
 		if r.gates != nil {
 			p = min(p, r.gates.prefix())
 		}
 		r.window.advanceTo(int64(p) * r.epochs)
+	case r.gates != nil:
+		r.window.advanceTo(int64(r.gates.prefix()) * r.epochs)
+	default:
+		r.window.advance(r.agg, r.epochs)
 	}
 }
 
