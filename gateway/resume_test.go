@@ -202,7 +202,8 @@ func workspaceDigest(ws string) string {
 }
 
 // killer is a fake provider that SIGKILLs the child when the provider is
-// at call killAt: on its arrival or after the first bytes of its answer.
+// at call killAt: on its arrival (then the call is never answered) or
+// after the first bytes of its answer.
 type killer struct {
 	p         *gatewaytest.Provider
 	srv       *httptest.Server
@@ -211,7 +212,7 @@ type killer struct {
 	pid       int // the child to kill; 0: none
 	killAt    int64
 	midStream bool
-	signal    syscall.Signal // when set, sent at killAt's arrival instead of SIGKILL
+	signal    syscall.Signal // when set, sent at killAt's arrival instead of SIGKILL (not with midStream)
 }
 
 func newKiller(t *testing.T) *killer {
@@ -226,21 +227,22 @@ func newKiller(t *testing.T) *killer {
 		kill := n == k.killAt && k.pid != 0
 		pid, mid, sig := k.pid, k.midStream, k.signal
 		k.mu.Unlock()
-		if kill && sig != 0 {
-			syscall.Kill(pid, sig)
-			kill = false
+		if sig == 0 {
+			sig = syscall.SIGKILL
 		}
 		if kill && !mid {
 			// A signal is delivered asynchronously: answering now could let
-			// the child store this call before it dies. It is never
-			// answered: its connection closes with the child (which the
-			// server sees once the body is read).
-			syscall.Kill(pid, syscall.SIGKILL)
+			// the child store this call (or, stopped by SIGTERM, even finish
+			// its episode) before the signal takes effect. It is never
+			// answered: its connection closes with the child or with the
+			// episode the child cancels (which the server sees once the
+			// body is read).
+			syscall.Kill(pid, sig)
 			io.Copy(io.Discard, r.Body)
 			select {
 			case <-r.Context().Done():
 			case <-time.After(time.Minute):
-				t.Errorf("the child killed at call %d kept its connection open", n)
+				t.Errorf("the child signalled (%v) at call %d kept its connection open", sig, n)
 			}
 			return
 		}
