@@ -335,6 +335,11 @@ func (r *run) markSample(i, epochs int) {
 // report. Cleanup runs even when the run was canceled, with a context
 // that is not, so that every sink flushes what it was given.
 func (r *run) finish(ctx context.Context) (*report.Report, error) {
+	// The report needs what the recorder took, not the log's last fsyncs:
+	// it is made while the files are closed.
+	r.rec.drain()
+	final := make(chan *report.Report, 1)
+	go func() { final <- r.agg.Final() }()
 	recErr := r.rec.close(context.WithoutCancel(ctx))
 	warnings := r.warnings
 	if r.opened != nil {
@@ -356,7 +361,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 			recErr = errors.Join(recErr, err)
 		}
 	}
-	rep := r.agg.Final()
+	rep := <-final
 	rep.Eval, rep.RunID = r.evalName, r.runID
 	rep.Resources = r.resources
 	if r.opened != nil {

@@ -385,15 +385,21 @@ func (r *recorder) setErr(err error) {
 	r.fail(fmt.Errorf("eval: recording results: %w", err))
 }
 
-// close waits for every queued record, then flushes and closes the log,
-// the transcript store and the sinks.
-func (r *recorder) close(ctx context.Context) error {
+// drain waits for every queued record to be taken: folded into the
+// report and written (not yet synced).
+func (r *recorder) drain() {
 	r.closing.Store(true)
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 	<-r.stopped
+}
+
+// close drains the recorder, then flushes and closes the log, the
+// transcript store and the sinks.
+func (r *recorder) close(ctx context.Context) error {
+	r.drain()
 	errs := []error{r.err}
 	if r.log != nil {
 		errs = append(errs, r.log.Close(ctx), r.transcripts.Close(ctx))
