@@ -7,6 +7,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -384,4 +385,62 @@ func TestShellAgentBehindTheGatewayLocal(t *testing.T) {
 func TestShellAgentBehindTheGatewayDocker(t *testing.T) {
 	t.Parallel()
 	checkShellAgents(t, dockerProvider(t), sandbox.Spec{Image: engineImage}, "wget")
+}
+
+// TestProjectionSeesACLIAgentsCalls: the run's projected cost, as its
+// progress shows it, is made of what a CLI agent's calls through the
+// gateway cost (the harness itself reports no usage): known once ten
+// episodes have a cost, and holding the run's total.
+func TestProjectionSeesACLIAgentsCalls(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(docker.BusyboxPath); err != nil {
+		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no busybox at %s (set PROCTOR_REQUIRE_TOOLS=1 to fail instead): %v", docker.BusyboxPath, err)
+	}
+	prov := newProvider(t)
+	gw := newGateway(t, prov)
+	const n = 24
+	samples := make(dataset.Slice[string], n)
+	for i := range samples {
+		samples[i] = dataset.Sample[string]{ID: fmt.Sprintf("s%02d", i), Input: "1"}
+	}
+	e := &eval.Eval[string, harness.CommandOutput]{Name: "projection",
+		Dataset: samples,
+		Harness: harness.Command[string]{Cmd: func(ep *harness.Episode[string]) sandbox.Cmd {
+			return sandbox.Cmd{Args: []string{"sh", "-c", shellAgent}, Env: map[string]string{"CALLS": ep.Sample.Input, "WGET": docker.BusyboxPath + " wget"}, Timeout: time.Minute}
+		}},
+		Judge: judge.Func[string, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[string], out harness.CommandOutput) (judge.Verdict, error) {
+			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stderr}, nil
+		}),
+	}
+	var seen []eval.Progress
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: local.New(&local.Options{Dir: t.TempDir()}), Models: gw, Quiet: true, Concurrency: 1,
+		ProgressEvery: time.Millisecond, OnProgress: func(p eval.Progress) { seen = append(seen, p) }})
+	require.NoError(t, err)
+	require.Equal(t, n, rep.Passed, "every agent made its call")
+	total := 0.0
+	for _, s := range prov.Served() {
+		total += enginePrices.Cost(s.Model, s.Usage)
+	}
+	require.Len(t, prov.Served(), n)
+	require.Positive(t, total)
+	projected := 0
+	for _, p := range seen {
+		if p.Final || p.Done == p.Total {
+			continue
+		}
+		if p.Done < 10 {
+			require.False(t, p.ProjectedCostUSD.Known(), "projected from %d episodes", p.Done)
+			continue
+		}
+		projected++
+		require.True(t, p.ProjectedCostUSD.Known(), "not projected after %d episodes", p.Done)
+		require.Positive(t, p.CostUSD, "the agents' calls are the run's cost so far")
+		require.LessOrEqual(t, p.ProjectedCostUSD.Low, total+1e-12, "%d done: %v", p.Done, p.ProjectedCostUSD)
+		require.GreaterOrEqual(t, p.ProjectedCostUSD.High, total-1e-12, "%d done: %v", p.Done, p.ProjectedCostUSD)
+	}
+	require.Positive(t, projected, "no snapshot between 10 episodes done and the end")
+	require.InDelta(t, total, seen[len(seen)-1].CostUSD, 1e-12, "the last snapshot's cost is the served calls priced")
 }
