@@ -366,6 +366,7 @@ func (r *run) finish(ctx context.Context) (*report.Report, error) {
 	rep.Resources = r.resources
 	if r.opened != nil {
 		rep.Resources, rep.ImageDigests = r.opened.manifest.Resources, r.opened.manifest.ImageDigests
+		rep.AddVersions(r.opened.manifest)
 	}
 	rep.StartedAt, rep.Wall = r.start, time.Since(r.start)
 	rep.Cancelled = r.cancelled

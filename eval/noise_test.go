@@ -82,3 +82,59 @@ func TestNoNoiseFloorFromOneEpoch(t *testing.T) {
 	require.Nil(t, rep.NoiseFloor)
 	require.NotContains(t, rep.String(), "noise floor")
 }
+
+// Two runs of one agent, one epoch each: the comparison takes them as
+// runs of one agent when their manifests name the same versions (or when
+// told, CompareOptions.SameAgent) and states the floor from each sample's
+// spread across both runs; runs under other versions get none.
+func TestNoiseFloorOfTwoSingleEpochRunsOfOneAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	run := func(name string, seed uint64, lift float64, harness string) (*report.Report, string) {
+		log := filepath.Join(dir, name+".jsonl")
+		e := stochasticAgent(200, lift)
+		e.Versions.Harness = harness
+		rep, err := e.Run(context.Background(), eval.Config{Log: log, Seed: seed, Quiet: true})
+		require.NoError(t, err)
+		return rep, log
+	}
+	a, aLog := run("a", 1, 0, "v1")
+	b, bLog := run("b", 2, 0, "v1")
+	_, cLog := run("c", 3, 0.25, "v2")
+	_, dLog := run("d", 4, 0, "")
+	require.Nil(t, a.NoiseFloor, "one run of one epoch measures no noise")
+	require.Equal(t, "v1", a.Versions.Harness, "the run's report names its versions")
+
+	for name, c := range map[string]*report.Comparison{
+		"logs":    must(report.CompareLogs(aLog, bLog, nil)),
+		"reports": report.Compare(a, b, nil),
+	} {
+		require.True(t, c.SameAgent, name)
+		require.NotNil(t, c.NoiseFloor, name)
+		// Within-sample variance ≈ mean p(1−p) ≈ 0.193; n = 200, 1 epoch each.
+		require.InDelta(t, 1.96*math.Sqrt(2*0.193/200), c.NoiseFloor.HalfWidth, 0.02, "%s: %+v", name, c.NoiseFloor)
+		require.True(t, c.NoiseFloor.Within(c.PassRate.Mean), "%s: %+v beside %+v", name, c.PassRate, c.NoiseFloor)
+		require.Contains(t, c.String(), "across both runs, taken as runs of one agent", name)
+	}
+
+	other, err := report.CompareLogs(aLog, cLog, nil)
+	require.NoError(t, err)
+	require.False(t, other.SameAgent, "other versions: another agent")
+	require.Nil(t, other.NoiseFloor)
+
+	unversioned, err := report.CompareLogs(dLog, bLog, nil)
+	require.NoError(t, err)
+	require.False(t, unversioned.SameAgent, "no harness version: nothing says it is one agent")
+	require.Nil(t, unversioned.NoiseFloor)
+	told, err := report.CompareLogs(dLog, bLog, &report.CompareOptions{SameAgent: true})
+	require.NoError(t, err)
+	require.True(t, told.SameAgent)
+	require.NotNil(t, told.NoiseFloor)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

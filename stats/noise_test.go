@@ -42,3 +42,39 @@ func TestNoiseFloorCoverageBySimulation(t *testing.T) {
 	rate := float64(outside) / runs
 	require.InDelta(t, 0.05, rate, 0.015, "%d of %d pairs of runs of one agent outside the 95%% floor", outside, runs)
 }
+
+// TestNoiseFloorOfTwoSingleEpochRunsBySimulation: two runs of one agent,
+// one epoch each, pooled per sample as two epochs of that agent (what
+// report.Compare does for runs of one agent): the floor holds their
+// difference 95% of the time. 2,000 simulated pairs of runs of 200
+// samples.
+func TestNoiseFloorOfTwoSingleEpochRunsBySimulation(t *testing.T) {
+	t.Parallel()
+	const runs, n = 2000, 200
+	r := rand.New(rand.NewPCG(13, 17))
+	outside := 0
+	for range runs {
+		var passes, scored []int
+		var diff float64
+		for i := range n {
+			p := 0.2 + 0.6*float64(i%7)/6
+			a, b := 0, 0
+			if r.Float64() < p {
+				a = 1
+			}
+			if r.Float64() < p {
+				b = 1
+			}
+			passes, scored = append(passes, a+b), append(scored, 2)
+			diff += float64(b-a) / n
+		}
+		v, dof := stats.WithinVariance(passes, scored)
+		require.Equal(t, n, dof)
+		if nf := stats.Noise(v, n, 1, 1, 0.95); !nf.Within(diff) {
+			outside++
+		}
+	}
+	rate := float64(outside) / runs
+	t.Logf("%d of %d pairs of single-epoch runs of one agent outside the 95%% floor (%.1f%%)", outside, runs, 100*rate)
+	require.InDelta(t, 0.05, rate, 0.015, "%d of %d pairs of runs of one agent outside the 95%% floor", outside, runs)
+}

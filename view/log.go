@@ -375,9 +375,9 @@ func (l *logState) snapshot() (*snapshot, error) {
 	}
 	if l.rep == nil || l.repVersion != l.version {
 		rep := l.agg.Report()
-		if rep.Leaderboard != nil {
-			rep.AddManifest(l.path) // the eliminations the run decided
-		}
+		// What the run's manifest holds: its resources and versions (a
+		// comparison reads them), the eliminations it decided.
+		rep.AddManifest(l.path)
 		l.rep, l.repVersion = rep, l.version
 	}
 	ext := *l.ext

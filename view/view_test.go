@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/eval/report"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
@@ -431,4 +432,27 @@ func TestRunReportIsTheTextReport(t *testing.T) {
 		require.Equal(t, string(wantJSON), string(gotJSON), "after epoch %d", ep)
 		require.Equal(t, want.SampleResults(), got.SampleResults(), "after epoch %d", ep)
 	}
+}
+
+// TestCompareOfRunsOfOneAgent: two logs whose manifests name the same
+// versions are runs of one agent; the compare page says its noise floor
+// comes from both runs, as proctor compare does.
+func TestCompareOfRunsOfOneAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, head := filepath.Join(dir, "base.jsonl"), filepath.Join(dir, "head.jsonl")
+	writeRun(t, base, 0.7, 1)
+	writeRun(t, head, 0.7, 2)
+	for _, log := range []string{base, head} {
+		require.NoError(t, manifest.Write(log, &manifest.Manifest{Schema: manifest.Schema, RunID: "r-" + filepath.Base(log), Eval: "view", Versions: manifest.Versions{Harness: "v1"}}))
+	}
+	c, err := report.CompareLogs(base, head, nil)
+	require.NoError(t, err)
+	require.True(t, c.SameAgent)
+	_, ts := serve(t, []string{dir}, nil)
+	code, _, body := get(t, ts.URL+"/compare?base=base.jsonl&head=head.jsonl")
+	require.Equal(t, 200, code, body)
+	body = html.UnescapeString(body)
+	require.Contains(t, body, "from the spread of each sample across both runs, taken as runs of one agent)")
+	require.Contains(t, body, fmt.Sprintf(`id="noise-floor">noise floor ±%.1f pts`, 100*c.NoiseFloor.HalfWidth))
 }

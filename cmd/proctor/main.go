@@ -451,7 +451,13 @@ failures, the base's as passes; -exclude-errors leaves them out instead),
 and with status 1 when
 there is nothing to decide on: fewer than two samples are scored in both
 runs (different datasets, or runs that only errored), so no interval
-exists.`,
+exists.
+
+The noise floor beside the difference is how far two runs of one agent
+land apart by chance, from each sample's spread across epochs; runs of
+one epoch have one when they are of one agent (-same-agent, or both
+manifests naming the same versions with a harness version), from each
+sample's spread across both runs.`,
 	flags: func(fs *flag.FlagSet) func([]string, io.Writer, io.Writer) (int, error) {
 		asJSON := fs.Bool("json", false, "print JSON")
 		asMarkdown := fs.Bool("markdown", false, "print Markdown")
@@ -460,6 +466,7 @@ exists.`,
 		excludeErrors := fs.Bool("exclude-errors", false, "with -fail-on-regression, decide on the samples both runs scored, leaving errored and unscored episodes out, not on the worst case")
 		level := fs.Float64("level", 0.95, "confidence `level`")
 		variants := fs.String("variants", "", "compare variant B against variant A of one RUN, a log of variants: `A,B`")
+		sameAgent := fs.Bool("same-agent", false, "the runs are of one agent: the noise floor pools each sample's outcomes across both runs, so runs of one epoch get one too (taken as such when both manifests name the same versions, a harness version among them)")
 		comment := commentFlags(fs)
 		return func(pos []string, stdout, stderr io.Writer) (int, error) {
 			var base, head *report.Report
@@ -483,7 +490,7 @@ exists.`,
 					return 0, err
 				}
 			}
-			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level})
+			c := report.Compare(base, head, &report.CompareOptions{Margin: *margin, Level: *level, SameAgent: *sameAgent})
 			if comment.on {
 				err = comment.write(stdout, c, pos[1])
 			} else {

@@ -414,3 +414,22 @@ func TestBuildVersion(t *testing.T) {
 		require.True(t, strings.HasPrefix(got, tc.want), "got %q, want %q", got, tc.want)
 	}
 }
+
+func TestCompareSameAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	runEval(t, a, 3)
+	runEval(t, b, 3)
+	code, out, errs := cli("compare", a, b)
+	require.Zero(t, code, errs)
+	require.Contains(t, out, "from the spread of each sample across epochs")
+	code, out, errs = cli("compare", "-same-agent", a, b)
+	require.Zero(t, code, errs)
+	require.Contains(t, out, "from the spread of each sample across both runs, taken as runs of one agent")
+	code, out, _ = cli("compare", "-same-agent", "-json", a, b)
+	require.Zero(t, code)
+	var c map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &c))
+	require.Equal(t, true, c["same_agent"])
+}

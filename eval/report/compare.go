@@ -29,6 +29,13 @@ type CompareOptions struct {
 	// MaxFlips bounds the flipped samples listed; default 50, negative for
 	// none. Their counts are always complete.
 	MaxFlips int
+	// SameAgent says the two runs are of one agent (nothing changed but
+	// chance): the noise floor then pools each sample's outcomes across
+	// both runs, as epochs of one agent, so that two runs of one epoch
+	// measure it too (Comparison.SameAgent). Reports whose manifests name
+	// the same versions, a harness version among them, are taken as such
+	// without it.
+	SameAgent bool
 }
 
 func (p *CompareOptions) withDefaults() CompareOptions {
@@ -129,9 +136,17 @@ type Comparison struct {
 	// NoiseFloor is the run-to-run noise of PassRate.Mean: how far apart
 	// two runs of one agent, with these runs' epochs, land by chance, from
 	// the spread of each paired sample's outcomes across epochs in both
-	// runs (stats.NoiseFloor; docs/statistics.md). Nil when neither run
-	// scored a sample twice: one epoch does not measure it.
+	// runs (stats.NoiseFloor; docs/statistics.md). Nil when no sample was
+	// scored twice: runs of one epoch measure it only as runs of one
+	// agent (SameAgent).
 	NoiseFloor *stats.NoiseFloor `json:"noise_floor,omitempty"`
+	// SameAgent is CompareOptions.SameAgent, or set when both reports
+	// name one eval (and variant) under the same Versions with a harness
+	// version: the noise floor then pools each paired sample's outcomes
+	// across both runs, not only across each run's epochs. A difference
+	// outside it says the runs were not of one agent after all (or not
+	// in one environment).
+	SameAgent bool `json:"same_agent,omitempty"`
 
 	// Warnings describe what may bias the comparison: samples on one side
 	// only, different evals, epochs, or error rates, torn logs.
@@ -171,6 +186,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 		HeadEval: head.Eval, HeadRunID: head.RunID, HeadEpochs: head.Epochs,
 		BaseVariant: base.Variant, HeadVariant: head.Variant,
 		Level: opts.Level, Margin: opts.Margin, Method: MethodPairedT,
+		SameAgent: opts.SameAgent || sameAgent(base, head),
 	}
 	bs, hs := base.SampleResults(), head.SampleResults()
 	if bs == nil && base.Episodes > 0 {
@@ -254,7 +270,7 @@ func Compare(base, head *Report, opts *CompareOptions) *Comparison {
 
 	rates, scores := pairedValues(pairs)
 	c.PassRate = stats.Paired(rates[0], rates[1], opts.Level)
-	c.NoiseFloor = noiseOfPairs(pairs, opts.Level)
+	c.NoiseFloor = noiseOfPairs(pairs, opts.Level, c.SameAgent)
 	c.Score = stats.Paired(scores[0], scores[1], opts.Level)
 	c.Regressed = c.PassRate.Hi < 0
 	c.NonInferior = c.PassRate.Lo > -opts.Margin || (c.PassRate.Mean == 0 && c.PassRate.SE == 0)
@@ -302,14 +318,27 @@ func indexByID(rs []SampleResult) map[string]int {
 
 type pair struct{ base, head *SampleResult }
 
+// sameAgent reports whether two runs' manifests say they are of one
+// agent: one eval and variant, the same versions, a harness version set.
+func sameAgent(base, head *Report) bool {
+	return base.Eval == head.Eval && base.Variant == head.Variant && base.Versions.Harness != "" && base.Versions == head.Versions
+}
+
 // noiseOfPairs is the noise floor of the pairs' pass-rate difference, the
-// within-sample variance pooled over both runs.
-func noiseOfPairs(pairs []pair, level float64) *stats.NoiseFloor {
+// within-sample variance pooled over both runs: each run's spread across
+// its epochs, or, for runs of one agent (sameAgent), each sample's spread
+// across the epochs of both runs together.
+func noiseOfPairs(pairs []pair, level float64, sameAgent bool) *stats.NoiseFloor {
 	var passes, scored []int
 	var epochs [2]float64
 	for _, p := range pairs {
-		passes = append(passes, p.base.Passed, p.head.Passed)
-		scored = append(scored, p.base.Scored(), p.head.Scored())
+		if sameAgent {
+			passes = append(passes, p.base.Passed+p.head.Passed)
+			scored = append(scored, p.base.Scored()+p.head.Scored())
+		} else {
+			passes = append(passes, p.base.Passed, p.head.Passed)
+			scored = append(scored, p.base.Scored(), p.head.Scored())
+		}
 		epochs[0] += float64(p.base.Scored())
 		epochs[1] += float64(p.head.Scored())
 	}

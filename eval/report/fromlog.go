@@ -25,15 +25,31 @@ func FromLog(path string, opts *Options) (*Report, error) {
 }
 
 // AddManifest sets what r takes from the manifest of the log at path
-// (its sandbox resources), if it has one.
+// (its sandbox resources, versions and eliminations), if it has one.
 func (r *Report) AddManifest(path string) {
 	if m, err := manifest.Read(path); err == nil {
 		r.Resources, r.ImageDigests = m.Resources, m.ImageDigests
+		r.AddVersions(m)
 		if r.Leaderboard != nil {
 			r.Leaderboard.AddEliminations(m.Eliminations)
 			for _, v := range r.Leaderboard.reports {
 				v.Resources, v.ImageDigests = m.Resources, m.ImageDigests
 			}
+		}
+	}
+}
+
+// AddVersions sets r's Versions from the manifest m, and each variant's
+// report's, with the variant's harness version.
+func (r *Report) AddVersions(m *manifest.Manifest) {
+	r.Versions = m.Versions
+	if r.Leaderboard == nil {
+		return
+	}
+	for _, mv := range m.Variants {
+		if v := r.Leaderboard.reports[mv.Name]; v != nil {
+			v.Versions = m.Versions
+			v.Versions.Harness = mv.Harness
 		}
 	}
 }

@@ -564,7 +564,11 @@ func (t TagDifference) MarshalJSON() ([]byte, error) {
 // floor: a difference inside it is what running one agent twice gives.
 func (c *Comparison) noiseLine() string {
 	nf, d := c.NoiseFloor, c.PassRate.Mean
-	s := fmt.Sprintf("±%.1f pts (%g%%: two runs of one agent with these epochs differ by less, from the spread of each sample across epochs)", 100*nf.HalfWidth, 100*nf.Level)
+	from := "from the spread of each sample across epochs"
+	if c.SameAgent {
+		from = "from the spread of each sample across both runs, taken as runs of one agent"
+	}
+	s := fmt.Sprintf("±%.1f pts (%g%%: two runs of one agent with these epochs differ by less, %s)", 100*nf.HalfWidth, 100*nf.Level, from)
 	if nf.Within(d) {
 		return fmt.Sprintf("the difference %s is INSIDE the noise floor %s: what running the same agent again gives", pts(d), s)
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proctor-evals/proctor/eval/manifest"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/stats"
 	"github.com/proctor-evals/proctor/usage"
@@ -39,6 +40,11 @@ type Report struct {
 	// Compare warns when two runs' differ. Empty when not on record.
 	Resources    []string `json:"resources,omitempty"`
 	ImageDigests []string `json:"image_digests,omitempty"`
+	// Versions are the versions of the eval's components its manifest
+	// names (a variant's report: with its harness version); empty when
+	// unversioned or not on record. Two runs of one eval, under the same
+	// versions with a harness version set, are of one agent (Compare).
+	Versions manifest.Versions `json:"versions,omitzero"`
 	// EpisodeResources counts the episodes by the sandbox resources their
 	// records name (sink.Record.Resources), by resources; nil when no
 	// record names any. Unlike Resources, what the run asked for, it shows
