@@ -39,6 +39,13 @@ func (s *scheduler[T, O]) buildRecord(rec *sink.Record, ep *harness.Episode[T], 
 		rec.Score = v.Score
 	}
 	rec.Error, rec.ErrorKind, rec.JudgeStages = errMsg, kind, judging.Stages(ep)
+	if s.ownBuffers && input != nil {
+		// The job's buffer is encoded into again for its next episode
+		// while this record waits for the recorder: the record takes a
+		// copy, into its own.
+		j.fin.input = append(j.fin.input[:0], input...)
+		input = j.fin.input
+	}
 	rec.Input, rec.Output = input, output
 	rec.Tags, rec.StartedAt = ep.Sample.Tags, start.UTC()
 	rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
@@ -114,8 +121,8 @@ func encodeHeld[V any](v *V, byPointer bool) json.RawMessage {
 	return encodeOf(v)
 }
 
-// encodeInput is encodeHeld of a job's input, into the buffer of the
-// job's finished episode when it owns it (ownBuffers): no allocation an
+// encodeInput is encodeHeld of a job's input, into the job's own buffer
+// when the run owns its records' buffers (ownBuffers): no allocation an
 // episode for an input that is a string, or that encodes through its
 // pointer, the common inputs.
 func (s *scheduler[T, O]) encodeInput(w *workerState[T], j *job, v *T) json.RawMessage {
@@ -125,27 +132,25 @@ func (s *scheduler[T, O]) encodeInput(w *workerState[T], j *job, v *T) json.RawM
 		}
 		return encodeHeld(v, s.inputsByPointer)
 	}
-	j.rec()
-	f := j.fin
 	if s.inputStrings != nil {
-		f.input = s.inputStrings.append(f.input[:0], unsafe.Pointer(v))
-		return f.input
+		j.inbuf = s.inputStrings.append(j.inbuf[:0], unsafe.Pointer(v))
+		return j.inbuf
 	}
 	switch x := any(v).(type) {
 	case *string:
-		f.input = jsontext.AppendString(f.input[:0], *x)
-		return f.input
+		j.inbuf = jsontext.AppendString(j.inbuf[:0], *x)
+		return j.inbuf
 	case *json.RawMessage:
 		return encodeJSON(*x) // the sample's own bytes when valid
 	}
 	if !s.inputsByPointer {
 		return encodeOf(v)
 	}
-	f.input = append(f.input[:0], w.enc.encode(v)...)
+	j.inbuf = append(j.inbuf[:0], w.enc.encode(v)...)
 	if w.enc.buf.Cap() > maxKeptBuffer {
 		w.enc.buf = bytes.Buffer{} // a huge input's buffer is not worth keeping
 	}
-	return f.input
+	return j.inbuf
 }
 
 // encodeOutput is encodeOf of an attempt's output, into the buffer of the

@@ -127,7 +127,8 @@ type scheduler[T, O any] struct {
 	inputsByPointer               bool
 	// ownBuffers: no sink is given the records, so nothing holds a
 	// record's input or output once the recorder wrote it, and they are
-	// encoded into its finished's buffers (finished.input, output).
+	// encoded into reused buffers (job.inbuf, then finished.input;
+	// finished.output).
 	ownBuffers bool
 	// inputStrings writes an input that is a struct of strings, as
 	// encoding/json would (stringstruct.go); nil for any other type.
@@ -142,6 +143,11 @@ type job struct {
 	fin    *finished
 	events []harness.Event
 	input  json.RawMessage // the sample's input, encoded once for the records of all attempts
+	// inbuf is the buffer input is encoded into (ownBuffers), reused from
+	// episode to episode: an episode in flight holds its input, not yet
+	// a record (finished, with its three buffers), which takes a copy at
+	// the episode's end (buildRecord).
+	inbuf []byte
 	held   any             // a streamed sample's *heldSample, from its first attempt
 	usage  harness.Usage   // of the attempts before the latest, named by the agent's model
 	// judgeUsage and simUsage are the judge's and a simulated user's
@@ -171,6 +177,15 @@ type job struct {
 }
 
 // rec is the record of the latest attempt.
+// keptInput is a job's input buffer as the next episode reuses it: a
+// huge one is dropped.
+func keptInput(b []byte) []byte {
+	if cap(b) > maxKeptBuffer {
+		return nil
+	}
+	return b[:0]
+}
+
 func (j *job) rec() *sink.Record {
 	if j.fin == nil {
 		j.fin = getFinished()
@@ -493,7 +508,7 @@ func (s *scheduler[T, O]) claim(ctx context.Context, j *job) *job {
 			s.closeEnv(int(i / epochs)) // settled, unrun: the pool closes the environment after its last
 			continue
 		}
-		*j = job{sample: int(i / epochs), epoch: int(i % epochs)}
+		*j = job{sample: int(i / epochs), epoch: int(i % epochs), inbuf: keptInput(j.inbuf)}
 		return j
 	}
 	return nil
@@ -536,7 +551,7 @@ func (s *scheduler[T, O]) claimFed(ctx context.Context, j *job) *job {
 		if !ok || s.stopped.Load() || !s.fleet.allows(ctx) {
 			return nil
 		}
-		*j = job{sample: ep.sample, epoch: ep.epoch}
+		*j = job{sample: ep.sample, epoch: ep.epoch, inbuf: keptInput(j.inbuf)}
 		return j
 	case <-ctx.Done():
 		return nil

@@ -40,6 +40,7 @@ func TestNoiseFloorCoverageBySimulation(t *testing.T) {
 		}
 	}
 	rate := float64(outside) / runs
+	t.Logf("%d of %d pairs of runs of one agent (%d epochs) outside the 95%% floor (%.1f%%)", outside, runs, epochs, 100*rate)
 	require.InDelta(t, 0.05, rate, 0.015, "%d of %d pairs of runs of one agent outside the 95%% floor", outside, runs)
 }
 
