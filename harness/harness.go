@@ -29,9 +29,7 @@ type Episode[T any] struct {
 	Sandbox *sandbox.Sandbox // nil when the eval has no sandbox provider
 
 	mu      sync.Mutex
-	agent   Usage // recorded before the judge was called
-	judge   Usage // recorded after
-	sim     Usage // the part of agent a simulated user spent
+	usage   *roleUsage // nil until usage is recorded: an episode without any (a no-op harness, a plain judge) is smaller
 	judging bool
 	events  []Event
 	stages  *judgestages.Tally // the judge's stages, counted by package judge; nil for a judge without
@@ -88,16 +86,34 @@ func (ep *Episode[T]) AddSimulatorEvent(ev Event) {
 	}
 	ep.mu.Lock()
 	ep.events = append(ep.events, ev)
-	if ep.judging {
-		ep.judge = ep.judge.Add(ev.Usage)
-	} else {
-		// The agent's part counts it, but stays named by the agent's model.
-		u := ev.Usage
-		u.Model = ""
-		ep.agent = ep.agent.Add(u)
-		ep.sim = ep.sim.Add(ev.Usage)
+	if ev.Usage != (Usage{}) {
+		r := ep.roles()
+		if ep.judging {
+			r.judge = r.judge.Add(ev.Usage)
+		} else {
+			// The agent's part counts it, but stays named by the agent's model.
+			u := ev.Usage
+			u.Model = ""
+			r.agent = r.agent.Add(u)
+			r.sim = r.sim.Add(ev.Usage)
+		}
 	}
 	ep.mu.Unlock()
+}
+
+// roleUsage is an episode's usage by role.
+type roleUsage struct {
+	agent Usage // recorded before the judge was called
+	judge Usage // recorded after
+	sim   Usage // the part of agent a simulated user spent
+}
+
+// roles returns ep's usage by role, made on first use; ep.mu is held.
+func (ep *Episode[T]) roles() *roleUsage {
+	if ep.usage == nil {
+		ep.usage = new(roleUsage)
+	}
+	return ep.usage
 }
 
 // SimulatorUsage returns the part of the agent's usage ([Episode.UsageByRole])
@@ -105,7 +121,10 @@ func (ep *Episode[T]) AddSimulatorEvent(ev Event) {
 func (ep *Episode[T]) SimulatorUsage() Usage {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.sim
+	if ep.usage == nil {
+		return Usage{}
+	}
+	return ep.usage.sim
 }
 
 // AddUsage adds u to the episode's totals without a transcript event.
@@ -116,10 +135,13 @@ func (ep *Episode[T]) AddUsage(u Usage) {
 }
 
 func (ep *Episode[T]) addUsage(u Usage) {
-	if ep.judging {
-		ep.judge = ep.judge.Add(u)
+	if u == (Usage{}) {
+		return
+	}
+	if r := ep.roles(); ep.judging {
+		r.judge = r.judge.Add(u)
 	} else {
-		ep.agent = ep.agent.Add(u)
+		r.agent = r.agent.Add(u)
 	}
 }
 
@@ -127,7 +149,10 @@ func (ep *Episode[T]) addUsage(u Usage) {
 func (ep *Episode[T]) Usage() Usage {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.agent.Add(ep.judge)
+	if ep.usage == nil {
+		return Usage{}
+	}
+	return ep.usage.agent.Add(ep.usage.judge)
 }
 
 // startJudging marks the end of the agent's part of the attempt: usage
@@ -189,7 +214,10 @@ func init() {
 func (ep *Episode[T]) UsageByRole() (agent, judge Usage) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.agent, ep.judge
+	if ep.usage == nil {
+		return Usage{}, Usage{}
+	}
+	return ep.usage.agent, ep.usage.judge
 }
 
 // Events returns a copy of the episode's transcript so far.
