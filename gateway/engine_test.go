@@ -371,14 +371,21 @@ func checkShellAgents(t *testing.T, sp *sandbox.Provider, spec sandbox.Spec, wge
 	require.InDelta(t, cost, two.CostUSD+forever.CostUSD, 1e-12, "cost recorded = the served usage priced")
 }
 
-func TestShellAgentBehindTheGatewayLocal(t *testing.T) {
-	t.Parallel()
+// needBusybox skips t (fails it under PROCTOR_REQUIRE_TOOLS=1) without
+// the static busybox the local sandbox's shell agents run.
+func needBusybox(t *testing.T) {
+	t.Helper()
 	if _, err := os.Stat(docker.BusyboxPath); err != nil {
 		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
 			t.Fatal(err)
 		}
 		t.Skipf("no busybox at %s (set PROCTOR_REQUIRE_TOOLS=1 to fail instead): %v", docker.BusyboxPath, err)
 	}
+}
+
+func TestShellAgentBehindTheGatewayLocal(t *testing.T) {
+	t.Parallel()
+	needBusybox(t)
 	checkShellAgents(t, local.New(&local.Options{Dir: t.TempDir()}), sandbox.Spec{}, docker.BusyboxPath+" wget")
 }
 
@@ -393,12 +400,7 @@ func TestShellAgentBehindTheGatewayDocker(t *testing.T) {
 // episodes have a cost, and holding the run's total.
 func TestProjectionSeesACLIAgentsCalls(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(docker.BusyboxPath); err != nil {
-		if os.Getenv("PROCTOR_REQUIRE_TOOLS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skipf("no busybox at %s (set PROCTOR_REQUIRE_TOOLS=1 to fail instead): %v", docker.BusyboxPath, err)
-	}
+	needBusybox(t)
 	prov := newProvider(t)
 	gw := newGateway(t, prov)
 	const n = 24
