@@ -148,8 +148,8 @@ type job struct {
 	// a record (finished, with its three buffers), which takes a copy at
 	// the episode's end (buildRecord).
 	inbuf []byte
-	held   any             // a streamed sample's *heldSample, from its first attempt
-	usage  harness.Usage   // of the attempts before the latest, named by the agent's model
+	held  any           // a streamed sample's *heldSample, from its first attempt
+	usage harness.Usage // of the attempts before the latest, named by the agent's model
 	// judgeUsage and simUsage are the judge's and a simulated user's
 	// parts of usage.
 	judgeUsage, simUsage harness.Usage
