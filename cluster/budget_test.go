@@ -21,14 +21,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
 	"github.com/proctor-evals/proctor/gateway"
 	"github.com/proctor-evals/proctor/gateway/gatewaytest"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
-	"github.com/proctor-evals/proctor/sandbox"
-	"github.com/proctor-evals/proctor/sandbox/local"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/usage"
@@ -45,23 +42,12 @@ const (
 )
 
 func init() {
-	switch {
-	case os.Getenv(fleetAgentEnv) == "1":
+	if os.Getenv(fleetAgentEnv) == "1" {
 		os.Exit(fleetAgent())
-	case os.Getenv("PROCTOR_CLUSTER_CHILD") == "1" && os.Getenv(fleetProviderEnv) != "":
-		os.Args = append([]string{"proctor-cluster-test"}, strings.Split(os.Getenv("PROCTOR_CLUSTER_ARGS"), "\x1f")...)
-		gw, err := gateway.New(gateway.Options{OpenAI: gateway.Upstream{BaseURL: os.Getenv(fleetProviderEnv)}})
-		if err != nil {
-			panic(err)
-		}
-		dir, err := os.MkdirTemp("", "proctor-fleet-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		Main(fleetEval(), eval.Config{Retries: -1, Timeout: time.Minute, Sandbox: local.New(&local.Options{Dir: dir}),
-			Models: refusalLog{gw, os.Getenv(fleetRefusedEnv)}})
 	}
+	runAgentWorker(fleetEval(), fleetProviderEnv, "", time.Minute, func(gw *gateway.Gateway) eval.Models {
+		return refusalLog{gw, os.Getenv(fleetRefusedEnv)}
+	})
 }
 
 // fleetAgent calls the model through the gateway, streamed, up to 8
@@ -92,22 +78,10 @@ func fleetAgent() int {
 
 // fleetEval runs fleetAgent in a sandbox per sample, 40 samples.
 func fleetEval() *eval.Eval[int, harness.CommandOutput] {
-	samples := make(dataset.Slice[int], 40)
-	for i := range samples {
-		samples[i] = dataset.Sample[int]{ID: fmt.Sprintf("a%02d", i), Input: i}
-	}
-	exe, _ := os.Executable()
-	return &eval.Eval[int, harness.CommandOutput]{
-		Name:    "cluster-fleet",
-		Dataset: samples,
-		Sandbox: func(dataset.Sample[int]) sandbox.Spec { return sandbox.Spec{} },
-		Harness: harness.Command[int]{Cmd: func(*harness.Episode[int]) sandbox.Cmd {
-			return sandbox.Cmd{Args: []string{exe}, Env: map[string]string{fleetAgentEnv: "1", fleetWorkerEnv: strconv.Itoa(os.Getpid())}, Timeout: time.Minute}
-		}},
-		Judge: judge.Func[int, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[int], out harness.CommandOutput) (judge.Verdict, error) {
-			return judge.Verdict{Pass: out.ExitCode == 0}, nil
-		}),
-	}
+	env := map[string]string{fleetAgentEnv: "1", fleetWorkerEnv: strconv.Itoa(os.Getpid())}
+	return agentEval("cluster-fleet", numbered("a", 40), env, time.Minute, func(out harness.CommandOutput) judge.Verdict {
+		return judge.Verdict{Pass: out.ExitCode == 0}
+	})
 }
 
 // refusalLog is a gateway that appends "refused <pid>" to a file for

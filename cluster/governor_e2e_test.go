@@ -18,14 +18,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
-	"github.com/proctor-evals/proctor/gateway"
 	"github.com/proctor-evals/proctor/gateway/gatewaytest"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
-	"github.com/proctor-evals/proctor/sandbox"
-	"github.com/proctor-evals/proctor/sandbox/local"
 )
 
 const (
@@ -35,22 +31,10 @@ const (
 )
 
 func init() {
-	switch {
-	case os.Getenv(govAgentEnv) == "1":
+	if os.Getenv(govAgentEnv) == "1" {
 		os.Exit(govAgent())
-	case os.Getenv("PROCTOR_CLUSTER_CHILD") == "1" && os.Getenv(govProviderEnv) != "":
-		os.Args = append([]string{"proctor-cluster-test"}, strings.Split(os.Getenv("PROCTOR_CLUSTER_ARGS"), "\x1f")...)
-		gw, err := gateway.New(gateway.Options{OpenAI: gateway.Upstream{BaseURL: os.Getenv(govProviderEnv), Key: "sk-one-key"}})
-		if err != nil {
-			panic(err)
-		}
-		dir, err := os.MkdirTemp("", "proctor-gov-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		Main(govEval(), eval.Config{Retries: -1, Timeout: 2 * time.Minute, Sandbox: local.New(&local.Options{Dir: dir}), Models: gw})
 	}
+	runAgentWorker(govEval(), govProviderEnv, "sk-one-key", 2*time.Minute, nil)
 }
 
 // govAgent calls the model in a loop until its time is up; it fails on
@@ -79,22 +63,10 @@ func govAgent() int {
 
 // govEval runs govAgent in a sandbox per sample, 16 samples.
 func govEval() *eval.Eval[int, harness.CommandOutput] {
-	samples := make(dataset.Slice[int], 16)
-	for i := range samples {
-		samples[i] = dataset.Sample[int]{ID: fmt.Sprintf("g%02d", i), Input: i}
-	}
-	exe, _ := os.Executable()
-	return &eval.Eval[int, harness.CommandOutput]{
-		Name:    "cluster-governor",
-		Dataset: samples,
-		Sandbox: func(dataset.Sample[int]) sandbox.Spec { return sandbox.Spec{} },
-		Harness: harness.Command[int]{Cmd: func(*harness.Episode[int]) sandbox.Cmd {
-			return sandbox.Cmd{Args: []string{exe}, Env: map[string]string{govAgentEnv: "1", govUntilEnv: os.Getenv(govUntilEnv)}, Timeout: 2 * time.Minute}
-		}},
-		Judge: judge.Func[int, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[int], out harness.CommandOutput) (judge.Verdict, error) {
-			return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stdout}, nil
-		}),
-	}
+	env := map[string]string{govAgentEnv: "1", govUntilEnv: os.Getenv(govUntilEnv)}
+	return agentEval("cluster-governor", numbered("g", 16), env, 2*time.Minute, func(out harness.CommandOutput) judge.Verdict {
+		return judge.Verdict{Pass: out.ExitCode == 0, Reason: out.Stdout}
+	})
 }
 
 // TestFourWorkersOfARunStayWithinOneKeysLimit: a distributed run of four

@@ -26,12 +26,9 @@ import (
 
 	"github.com/proctor-evals/proctor/dataset"
 	"github.com/proctor-evals/proctor/eval"
-	"github.com/proctor-evals/proctor/gateway"
 	"github.com/proctor-evals/proctor/gateway/gatewaytest"
 	"github.com/proctor-evals/proctor/harness"
 	"github.com/proctor-evals/proctor/judge"
-	"github.com/proctor-evals/proctor/sandbox"
-	"github.com/proctor-evals/proctor/sandbox/local"
 	"github.com/proctor-evals/proctor/sink"
 	"github.com/proctor-evals/proctor/sink/jsonl"
 	"github.com/proctor-evals/proctor/usage"
@@ -45,22 +42,10 @@ const (
 )
 
 func init() {
-	switch {
-	case os.Getenv(replayAgentEnv) == "1":
+	if os.Getenv(replayAgentEnv) == "1" {
 		os.Exit(replayAgent())
-	case os.Getenv("PROCTOR_CLUSTER_CHILD") == "1" && os.Getenv(replayProviderEnv) != "":
-		os.Args = append([]string{"proctor-cluster-test"}, strings.Split(os.Getenv("PROCTOR_CLUSTER_ARGS"), "\x1f")...)
-		gw, err := gateway.New(gateway.Options{OpenAI: gateway.Upstream{BaseURL: os.Getenv(replayProviderEnv), Key: "sk-replay"}})
-		if err != nil {
-			panic(err)
-		}
-		dir, err := os.MkdirTemp("", "proctor-replay-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		Main(replayEval(), eval.Config{Retries: -1, Timeout: time.Minute, Sandbox: local.New(&local.Options{Dir: dir}), Models: gw})
 	}
+	runAgentWorker(replayEval(), replayProviderEnv, "sk-replay", time.Minute, nil)
 }
 
 // replayAgent is a deterministic multi-turn agent: replayTurns streamed
@@ -112,18 +97,10 @@ func replayAgent() int {
 
 // replayEval runs replayAgent in a sandbox, one sample.
 func replayEval() *eval.Eval[int, harness.CommandOutput] {
-	exe, _ := os.Executable()
-	return &eval.Eval[int, harness.CommandOutput]{
-		Name:    "cluster-replay",
-		Dataset: dataset.Slice[int]{{ID: "long", Input: 0}},
-		Sandbox: func(dataset.Sample[int]) sandbox.Spec { return sandbox.Spec{} },
-		Harness: harness.Command[int]{Cmd: func(*harness.Episode[int]) sandbox.Cmd {
-			return sandbox.Cmd{Args: []string{exe}, Env: map[string]string{replayAgentEnv: "1", replayWorkerEnv: strconv.Itoa(os.Getpid())}, Timeout: time.Minute}
-		}},
-		Judge: judge.Func[int, harness.CommandOutput](func(_ context.Context, _ *harness.Episode[int], out harness.CommandOutput) (judge.Verdict, error) {
-			return judge.Verdict{Pass: out.ExitCode == 0 && strings.Count(out.Stdout, "\n") == replayTurns, Reason: out.Stdout}, nil
-		}),
-	}
+	env := map[string]string{replayAgentEnv: "1", replayWorkerEnv: strconv.Itoa(os.Getpid())}
+	return agentEval("cluster-replay", dataset.Slice[int]{{ID: "long", Input: 0}}, env, time.Minute, func(out harness.CommandOutput) judge.Verdict {
+		return judge.Verdict{Pass: out.ExitCode == 0 && strings.Count(out.Stdout, "\n") == replayTurns, Reason: out.Stdout}
+	})
 }
 
 // TestKilledWorkersEpisodeResumesByReplay: two worker processes, one
