@@ -28,10 +28,11 @@ import (
 
 // box is one pod: a fork, or the seed pod Setup runs in.
 type box struct {
-	d    *Driver
-	pod  string
-	ws   string
-	spec sandbox.Spec
+	d       *Driver
+	pod     string
+	ws      string
+	spec    sandbox.Spec
+	imageID string // what the pod runs (imageID)
 
 	// life ends when the box closes: it stops every stream in flight.
 	life context.Context

@@ -320,7 +320,7 @@ func (d *Driver) Provision(ctx context.Context, spec sandbox.Spec) (driver.Envir
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: provision: %w", err)
 	}
-	env := &environment{d: d, spec: spec, snapshot: f.Name()}
+	env := &environment{d: d, spec: spec, snapshot: f.Name(), digest: b.imageID}
 	err = b.snapshot(ctx, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -336,7 +336,12 @@ type environment struct {
 	d        *Driver
 	spec     sandbox.Spec
 	snapshot string // the workspace after Setup, a tar file
+	digest   string // the image the seed pod ran
 }
+
+// ImageDigest implements [driver.ImageDigester]: the image the
+// environment's seed pod ran, as its container status names it.
+func (e *environment) ImageDigest() string { return e.digest }
 
 // Fork implements [driver.Environment]: a new pod from the same image,
 // with the environment's workspace extracted into it.

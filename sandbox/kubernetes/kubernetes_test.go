@@ -503,6 +503,29 @@ func TestCancelKillsTree(t *testing.T) {
 // the command is an ErrOOM naming that, kept by OOMKilled, and the
 // sandbox is gone (the conformance case OOMIsAnError covers the kill of
 // one process, the container running on, as on cgroup v1).
+// TestEnvironmentRecordsItsImageDigest: a sandbox's resources name the
+// image its environment's pod ran, as the node's runtime resolved it.
+func TestEnvironmentRecordsItsImageDigest(t *testing.T) {
+	t.Parallel()
+	p, _, c := provider(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	image := kubetest.BusyboxImage(t)
+	sb, err := sandbox.Open(ctx, p, sandbox.Spec{Image: image, Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ins, err := c.Docker().ImageInspect(ctx, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Resources{MemoryBytes: 64 << 20, Image: image, ImageDigest: ins.ID}
+	if got := sb.Resources(); got != want {
+		t.Fatalf("Resources() = %v, want %v", got, want)
+	}
+}
+
 func TestContainerOOMKilledIsAnOOM(t *testing.T) {
 	t.Parallel()
 	p, _, _ := provider(t, func(o *kubernetes.Options) {

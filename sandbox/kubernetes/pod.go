@@ -127,11 +127,30 @@ func (d *Driver) start(ctx context.Context, role string, spec sandbox.Spec) (*bo
 		// A quota or an admission policy refuses here, with the reason.
 		return nil, &StartError{Image: spec.Image, Reason: string(apierrors.ReasonForError(err)), Message: err.Error()}
 	}
-	if err := d.waitRunning(ctx, created.Name, spec.Image); err != nil {
+	running, err := d.waitRunning(ctx, created.Name, spec.Image)
+	if err != nil {
 		deletePod(context.Background(), d.cs, d.ns, created.Name)
 		return nil, err
 	}
-	return newBox(d, created.Name, spec), nil
+	b := newBox(d, created.Name, spec)
+	b.imageID = imageID(running)
+	return b, nil
+}
+
+// imageID is what the pod's container runs, as its status names it
+// (ContainerStatus.ImageID), without the runtime's scheme: a registry
+// digest ("name@sha256:…") for a pulled image, else the image's ID.
+func imageID(p *corev1.Pod) string {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.ImageID != "" {
+			id := st.ImageID
+			if _, rest, ok := strings.Cut(id, "://"); ok {
+				id = rest // docker-pullable://, docker://, containerd's none
+			}
+			return id
+		}
+	}
+	return ""
 }
 
 // fatalWaiting are the reasons a container waits that will not resolve on
@@ -182,9 +201,10 @@ func orElse(s, def string) string {
 	return s
 }
 
-// waitRunning watches the pod until it runs, fails, stays unschedulable
-// past Options.SchedulingGrace, or Options.StartTimeout passes.
-func (d *Driver) waitRunning(ctx context.Context, name, image string) error {
+// waitRunning watches the pod until it runs (and returns it as it was
+// then), fails, stays unschedulable past Options.SchedulingGrace, or
+// Options.StartTimeout passes.
+func (d *Driver) waitRunning(ctx context.Context, name, image string) (*corev1.Pod, error) {
 	fail := func(e *StartError) error {
 		e.Pod, e.Image = d.ns+"/"+name, image
 		return e
@@ -199,9 +219,9 @@ func (d *Driver) waitRunning(ctx context.Context, name, image string) error {
 		w, err := d.cs.CoreV1().Pods(d.ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
-			return fmt.Errorf("kubernetes: watch pod %s/%s: %w: %w", d.ns, name, sandbox.ErrUnavailable, err)
+			return nil, fmt.Errorf("kubernetes: watch pod %s/%s: %w: %w", d.ns, name, sandbox.ErrUnavailable, err)
 		}
 		err = func() error {
 			defer w.Stop()
@@ -247,10 +267,10 @@ func (d *Driver) waitRunning(ctx context.Context, name, image string) error {
 			}
 		}()
 		if err == errRunning {
-			return nil
+			return last, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 }

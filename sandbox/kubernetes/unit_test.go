@@ -362,6 +362,21 @@ func TestPodState(t *testing.T) {
 	require.Equal(t, "0/1 nodes are available", msg)
 }
 
+// TestImageID: the image a pod runs, as container runtimes name it in
+// its status, without the runtime's scheme.
+func TestImageID(t *testing.T) {
+	for status, want := range map[string]string{
+		"docker-pullable://busybox@sha256:0123": "busybox@sha256:0123",                   // dockershim, a pulled image
+		"docker://sha256:4567":                  "sha256:4567",                           // an image built on the node
+		"docker.io/library/busybox@sha256:89ab": "docker.io/library/busybox@sha256:89ab", // containerd
+		"":                                      "",
+	} {
+		p := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "sandbox", ImageID: status}}}}
+		require.Equal(t, want, imageID(p), status)
+	}
+	require.Empty(t, imageID(&corev1.Pod{}))
+}
+
 func TestParseListing(t *testing.T) {
 	got, err := parseListing([]byte("L81a4 5 a b.txt\n41ed 4096 dir\na1ff 4 link\n"))
 	require.NoError(t, err)
