@@ -31,6 +31,7 @@ import (
 	"github.com/proctor-evals/proctor/sandbox/kubernetes/internal/kubetest"
 	"github.com/proctor-evals/proctor/sandbox/sandboxtest"
 	"github.com/proctor-evals/proctor/sink"
+	"github.com/proctor-evals/proctor/sink/jsonl"
 )
 
 // The environment of a child process (TestCleanupAfterKill9).
@@ -503,6 +504,57 @@ func TestCancelKillsTree(t *testing.T) {
 // the command is an ErrOOM naming that, kept by OOMKilled, and the
 // sandbox is gone (the conformance case OOMIsAnError covers the kill of
 // one process, the container running on, as on cgroup v1).
+// TestOOMIsRetriedNeverFailed: an agent the OOM killer ends in a pod
+// under 32 MiB (killed whole, as cgroup v2's memory.oom.group does), whose
+// harness swallows the error and returns the exit code for the judge to
+// fail, is an error from sandbox/oom naming the limit, retried once in a
+// new pod, and counted as no fail: the engine's rule, on Kubernetes.
+func TestOOMIsRetriedNeverFailed(t *testing.T) {
+	t.Parallel()
+	p, _, _ := provider(t, func(o *kubernetes.Options) {
+		o.Annotations = map[string]string{kubetest.OOMGroupAnnotation: "true"}
+	})
+	spec := sandbox.Spec{Image: kubetest.BusyboxImage(t), Limits: sandbox.Limits{MemoryBytes: 32 << 20}}
+	var attempts sync.Map
+	h := harness.Func[string, int](func(ctx context.Context, ep *harness.Episode[string]) (int, error) {
+		attempts.Store(ep.Attempt, true)
+		res, _ := ep.Sandbox.Exec(ctx, sandbox.Cmd{Args: []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`}, Timeout: time.Minute})
+		return res.ExitCode, nil // swallowed: the exit code is the agent's failure, it says
+	})
+	j := judge.Func[string, int](func(_ context.Context, _ *harness.Episode[string], code int) (judge.Verdict, error) {
+		return judge.Verdict{Pass: code == 0}, nil
+	})
+	e := &eval.Eval[string, int]{Name: "oom", Dataset: dataset.Slice[string]{{ID: "hog"}}, Harness: h, Judge: j,
+		Sandbox: func(dataset.Sample[string]) sandbox.Spec { return spec }}
+	log := t.TempDir() + "/run.jsonl"
+	rep, err := e.Run(context.Background(), eval.Config{Sandbox: p, Retries: 1, Backoff: time.Millisecond, Quiet: true, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []sink.Record
+	for r, err := range jsonl.Records(log) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.Status != sink.Error || r.ErrorSource != "sandbox/oom" || r.Attempt != 1 || !strings.Contains(r.Error, "memory limit 32 MiB") {
+		t.Fatalf("record: status %s, source %q, attempt %d, error %q; want an error from sandbox/oom on attempt 1 naming the limit", r.Status, r.ErrorSource, r.Attempt, r.Error)
+	}
+	for _, a := range []int{0, 1} {
+		if _, ok := attempts.Load(a); !ok {
+			t.Fatalf("attempt %d never ran: want the episode retried once", a)
+		}
+	}
+	if rep.Failed != 0 {
+		t.Fatalf("report counts %d fails, want none", rep.Failed)
+	}
+}
+
 // TestEnvironmentRecordsItsImageDigest: a sandbox's resources name the
 // image its environment's pod ran, as the node's runtime resolved it.
 func TestEnvironmentRecordsItsImageDigest(t *testing.T) {
