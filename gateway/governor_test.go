@@ -39,6 +39,9 @@ type outcome struct {
 	limitedShare    float64
 	agent429        int64 // 429s passed to agents (all the time)
 	calls           int64
+	// convergedAfter is when the provider answered its last 429, from the
+	// start, to the second: no call was limited after it.
+	convergedAfter time.Duration
 }
 
 func (l load) run(t *testing.T) outcome {
@@ -79,6 +82,15 @@ func (l load) run(t *testing.T) outcome {
 				})
 			}
 		}
+		wg.Go(func() {
+			start, last := time.Now(), 0
+			for time.Now().Before(stop) {
+				time.Sleep(time.Second)
+				if n := p.Limited(); n > last {
+					last, o.convergedAfter = n, time.Since(start)
+				}
+			}
+		})
 		time.Sleep(l.warmup)
 		served0, limited0 := len(p.Served()), p.Limited()
 		time.Sleep(l.measured)
@@ -91,17 +103,19 @@ func (l load) run(t *testing.T) outcome {
 }
 
 // TestGovernorConvergesToTheProvidersRateLimit is the target,
-// against the token-bucket fake, for each provider's headers: once
-// converged, throughput within 10% of the limit and at most 2% of the
-// calls answered 429, and no 429 reaching an agent.
+// against the token-bucket fake, for each provider's headers: converged
+// within the 20 s warm-up (no 429 after it), then throughput within 10%
+// of the limit and at most 2% of the calls answered 429, and no 429
+// reaching an agent.
 func TestGovernorConvergesToTheProvidersRateLimit(t *testing.T) {
 	for _, api := range []string{"chat.completions", "messages"} {
 		t.Run(api, func(t *testing.T) {
 			o := load{api: api, gateways: 1, agents: 32, limit: gatewaytest.RateLimit{PerSecond: 20, Burst: 20},
 				latency: 200 * time.Millisecond, warmup: 20 * time.Second, measured: 60 * time.Second}.run(t)
-			t.Logf("%s: %.1f/s of 20, %.2f%% limited (%d served, %d limited), %d calls, %d 429s to agents",
-				api, o.perSecond, 100*o.limitedShare, o.served, o.limited, o.calls, o.agent429)
+			t.Logf("%s: %.1f/s of 20, %.2f%% limited (%d served, %d limited), %d calls, %d 429s to agents; the last 429 %v after the start",
+				api, o.perSecond, 100*o.limitedShare, o.served, o.limited, o.calls, o.agent429, o.convergedAfter)
 			require.InDelta(t, 20, o.perSecond, 2, "throughput")
+			require.Less(t, o.convergedAfter, 20*time.Second, "converged within the warm-up")
 			require.LessOrEqual(t, o.limitedShare, 0.02, "share answered 429")
 			require.Zero(t, o.agent429, "429s passed to agents")
 		})
@@ -296,4 +310,19 @@ func TestAMidStreamOverloadedErrorCutsTheWindow(t *testing.T) {
 			require.Equal(t, "upstream", m.Calls()[0].Cut, "the first stream ended before its usage")
 		})
 	}
+}
+
+// TestGovernorWithoutRateLimitHeaders: a provider that says 429 and
+// nothing else (no rate-limit headers, no retry-after) is governed by
+// the window alone, halved at a 429 and grown while calls succeed: the
+// limit's throughput, a few percent of calls answered 429 as the window
+// probes (5% here, where the headers give none), none reaching an agent.
+func TestGovernorWithoutRateLimitHeaders(t *testing.T) {
+	o := load{api: "chat.completions", gateways: 1, agents: 32, limit: gatewaytest.RateLimit{PerSecond: 20, Burst: 20, Bare: true},
+		latency: 200 * time.Millisecond, warmup: 20 * time.Second, measured: 60 * time.Second}.run(t)
+	t.Logf("bare 429s: %.1f/s of 20, %.2f%% limited (%d served, %d limited), %d calls, %d 429s to agents; the last 429 %v after the start",
+		o.perSecond, 100*o.limitedShare, o.served, o.limited, o.calls, o.agent429, o.convergedAfter)
+	require.InDelta(t, 20, o.perSecond, 2, "throughput")
+	require.LessOrEqual(t, o.limitedShare, 0.10, "share answered 429")
+	require.Zero(t, o.agent429, "429s passed to agents")
 }

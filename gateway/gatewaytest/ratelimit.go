@@ -21,10 +21,15 @@ import (
 // (reset as a Go duration, "1.2s") or anthropic-ratelimit-requests-*
 // (reset as an RFC 3339 time; with milliseconds, where the real API gives
 // seconds, so that a limit per second can be read from it).
+//
+// With Bare, it sends none of those headers and no retry-after: a 429 and
+// its error body alone, as a self-hosted server or a proxy in front of
+// one may.
 type RateLimit struct {
 	PerSecond   float64
 	Burst       int // 0: PerSecond rounded up
 	Concurrency int
+	Bare        bool
 }
 
 // bucket is the provider's state of its limit; guarded by Provider.mu.
@@ -82,6 +87,9 @@ func (p *Provider) limit(w http.ResponseWriter, api string, now time.Time) (admi
 	p.mu.Unlock()
 	h := w.Header()
 	limit := strconv.Itoa(max(p.RateLimit.Burst, int(math.Ceil(p.RateLimit.PerSecond))))
+	if p.RateLimit.Bare {
+		h = http.Header{} // written nowhere
+	}
 	if api == "messages" {
 		h.Set("anthropic-ratelimit-requests-limit", limit)
 		h.Set("anthropic-ratelimit-requests-remaining", strconv.Itoa(int(remaining)))
@@ -100,7 +108,7 @@ func (p *Provider) limit(w http.ResponseWriter, api string, now time.Time) (admi
 	}
 	secs := int(math.Ceil(toNext.Seconds()))
 	h.Set("retry-after", strconv.Itoa(secs))
-	h.Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/json")
 	if api == "messages" {
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprintf(w, `{"type":"error","error":{"type":"rate_limit_error","message":%s}}`,
