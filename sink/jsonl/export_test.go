@@ -9,3 +9,17 @@ func SetChunkSize(n int) int {
 	recordjson.ChunkSize = n
 	return old
 }
+
+// SetSync makes w's fsyncs call f instead of fsync(2), for faults.
+func SetSync(w *Writer, f func() error) {
+	w.mu.Lock()
+	w.syncFile = f
+	w.mu.Unlock()
+}
+
+// Closing reports whether Close has begun on w.
+func Closing(w *Writer) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}

@@ -84,6 +84,7 @@ type Writer struct {
 	size     int64   // bytes in the file plus the buffer: the next line's offset
 	first    *Writer // flushed before this one: the transcript store a record links to
 	err      error   // sticky: the first I/O error fails every later call
+	syncFile func() error // f.Sync; a test's fault, set under mu
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -139,6 +140,7 @@ func newWriter(path string, f *os.File, lk *os.File, opts *Options) *Writer {
 	w := &Writer{path: path, opts: opts.withDefaults(), f: f, lock: lk, lastSync: time.Now(),
 		stop: make(chan struct{}), done: make(chan struct{}), syncNow: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	w.idle.L = &w.mu
+	w.syncFile = f.Sync
 	w.buf = make([]byte, 0, w.opts.BufferSize+4096)
 	go w.syncLoop()
 	return w
@@ -399,7 +401,7 @@ func (w *Writer) syncLocked() {
 			return
 		}
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.syncFile(); err != nil {
 		w.err = fmt.Errorf("jsonl: sync %s: %w", w.path, err)
 	}
 	w.unsynced = 0
@@ -493,16 +495,17 @@ func (w *Writer) writeOut(commit bool) (fsync bool) {
 // error is kept for the next call to report.
 func (w *Writer) fsync() {
 	w.mu.Lock()
-	first := w.first
+	first, syncFile := w.first, w.syncFile
 	w.mu.Unlock()
 	if first != nil {
 		first.fsync()
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := syncFile(); err != nil {
+		// Kept even once Close has begun (it waits for this fsync): an
+		// fsync reports a write-back error once, so Close's own fsync
+		// would succeed on lines that may be lost.
 		w.mu.Lock()
-		if !w.closed {
-			w.fail(fmt.Errorf("jsonl: sync %s: %w", w.path, err))
-		}
+		w.fail(fmt.Errorf("jsonl: sync %s: %w", w.path, err))
 		w.mu.Unlock()
 	}
 }
