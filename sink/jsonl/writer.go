@@ -81,9 +81,9 @@ type Writer struct {
 	full     chan struct{} // out is waiting for syncLoop (cap 1)
 	unsynced int           // records appended since the last fsync
 	lastSync time.Time
-	size     int64   // bytes in the file plus the buffer: the next line's offset
-	first    *Writer // flushed before this one: the transcript store a record links to
-	err      error   // sticky: the first I/O error fails every later call
+	size     int64        // bytes in the file plus the buffer: the next line's offset
+	first    *Writer      // flushed before this one: the transcript store a record links to
+	err      error        // sticky: the first I/O error fails every later call
 	syncFile func() error // f.Sync; a test's fault, set under mu
 	closed   bool
 	stop     chan struct{}
