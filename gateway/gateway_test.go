@@ -325,3 +325,55 @@ func TestAnAnswerNotYetRecordedCountsAgainstTheNextCall(t *testing.T) {
 		}
 	}
 }
+
+// TestExtendedThinkingIsClampedWithItsBound: a Messages request with
+// extended thinking, its max_tokens clamped to what the episode has left,
+// gets its thinking budget clamped below it (the API refuses a budget not
+// below max_tokens); when what is left cannot hold the least budget the
+// API takes (1,024), the call is refused as one past the cap, never
+// forwarded.
+func TestExtendedThinkingIsClampedWithItsBound(t *testing.T) {
+	t.Parallel()
+	p, g, s := setup(t)
+	body := `{"model":"claude-sonnet-4-5","max_tokens":16000,"thinking":{"type":"enabled","budget_tokens":10000},"messages":[{"role":"user","content":"think"}]}`
+	for _, left := range []int64{5000, 1500} {
+		m := &meter{budget: gateway.Budget{Tokens: left, CostUSD: math.Inf(1), Capped: true}}
+		token, end := g.Open(m)
+		code, answer := post(t, s.URL, "/v1/messages", token, body)
+		end()
+		require.Equal(t, 200, code, answer)
+		served := p.Served()
+		var got struct {
+			MaxTokens int64 `json:"max_tokens"`
+			Thinking  struct {
+				Type         string `json:"type"`
+				BudgetTokens int64  `json:"budget_tokens"`
+			} `json:"thinking"`
+		}
+		require.NoError(t, json.Unmarshal(served[len(served)-1].Body, &got))
+		require.Less(t, got.MaxTokens, left, "the bound leaves room for the input")
+		require.Equal(t, "enabled", got.Thinking.Type)
+		require.Equal(t, got.MaxTokens-1, got.Thinking.BudgetTokens, "%d left: the thinking budget below the bound", left)
+		require.GreaterOrEqual(t, got.Thinking.BudgetTokens, int64(1024))
+	}
+	before := len(p.Served())
+	m := &meter{budget: gateway.Budget{Tokens: 900, CostUSD: math.Inf(1), Capped: true}}
+	token, end := g.Open(m)
+	code, answer := post(t, s.URL, "/v1/messages", token, body)
+	end()
+	require.Equal(t, 400, code, answer)
+	require.Contains(t, answer, "extended thinking")
+	require.Len(t, p.Served(), before, "never forwarded")
+	calls := m.Calls()
+	require.Len(t, calls, 1)
+	require.Contains(t, calls[0].Err, "no room for extended thinking")
+
+	// Disabled thinking, or a budget below the clamped bound, is left as sent.
+	m = &meter{budget: gateway.Budget{Tokens: 5000, CostUSD: math.Inf(1), Capped: true}}
+	token, end = g.Open(m)
+	code, answer = post(t, s.URL, "/v1/messages", token, `{"model":"claude-sonnet-4-5","max_tokens":16000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"think"}]}`)
+	end()
+	require.Equal(t, 200, code, answer)
+	served := p.Served()
+	require.Contains(t, string(served[len(served)-1].Body), `"budget_tokens":2000`)
+}

@@ -87,6 +87,11 @@ func rewrite(api string, body []byte, stream bool, limit int64) ([]byte, error) 
 		if set != "" && set != "-" {
 			m[set] = json.RawMessage(fmt.Sprint(limit))
 			changed = true
+			if api == apiMessages {
+				if err := clampThinking(m, limit); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if api == apiChat && stream {
@@ -110,6 +115,52 @@ func rewrite(api string, body []byte, stream bool, limit int64) ([]byte, error) 
 		return body, nil
 	}
 	return json.Marshal(m)
+}
+
+// minThinkingBudget is the least thinking.budget_tokens the Messages API
+// takes.
+const minThinkingBudget = 1024
+
+// errNoRoomToThink: a Messages request with extended thinking whose
+// answer bound, clamped to what the episode has left, leaves no room for
+// the least thinking budget the API takes.
+var errNoRoomToThink = errors.New("the episode's budget leaves no room for extended thinking's least budget (1,024 tokens)")
+
+// clampThinking keeps a Messages request with extended thinking valid
+// once its max_tokens is clamped to limit: the API refuses a
+// thinking.budget_tokens that is not below max_tokens, so it is clamped to
+// limit − 1, or the call is refused (errNoRoomToThink) when that is below
+// the least budget the API takes.
+func clampThinking(m map[string]json.RawMessage, limit int64) error {
+	raw, ok := m["thinking"]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var t map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return errors.New("thinking is not an object")
+	}
+	var kind string
+	if err := json.Unmarshal(t["type"], &kind); err != nil || kind != "enabled" {
+		return nil // disabled, or a kind without a budget: the provider judges it
+	}
+	var budget int64
+	if err := json.Unmarshal(t["budget_tokens"], &budget); err != nil {
+		return errors.New("thinking.budget_tokens is not an integer")
+	}
+	if budget < limit {
+		return nil
+	}
+	if limit-1 < minThinkingBudget {
+		return errNoRoomToThink
+	}
+	t["budget_tokens"] = json.RawMessage(fmt.Sprint(limit - 1))
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	m["thinking"] = b
+	return nil
 }
 
 // counted is the meter of one response: the provider's usage as it

@@ -196,7 +196,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if cl.out, err = rewrite(rt.api, in, req.Stream, cl.answerLimit()); err != nil {
-			cl.refuse(w, ep.meter, kindInvalid, err.Error())
+			kind := kindInvalid
+			if err == errNoRoomToThink {
+				kind = kindBudget // what is left cannot hold the call: as when nothing is
+			}
+			cl.refuse(w, ep.meter, kind, err.Error())
 			return
 		}
 	}

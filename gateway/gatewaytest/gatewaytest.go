@@ -147,11 +147,21 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Model     string `json:"model"`
+		Stream    bool   `json:"stream"`
+		MaxTokens int64  `json:"max_tokens"`
+		Thinking  *struct {
+			Type         string `json:"type"`
+			BudgetTokens int64  `json:"budget_tokens"`
+		} `json:"thinking"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		writeError(w, r, http.StatusBadRequest, "invalid_request_error", "the body is not a JSON object with a model")
+		return
+	}
+	if t := req.Thinking; api == "messages" && t != nil && t.Type == "enabled" && (t.BudgetTokens < 1024 || t.BudgetTokens >= req.MaxTokens) {
+		// As the Messages API refuses it.
+		writeError(w, r, http.StatusBadRequest, "invalid_request_error", "`max_tokens` must be greater than `thinking.budget_tokens`, which must be at least 1024")
 		return
 	}
 	if p.RateLimit != nil {
