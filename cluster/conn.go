@@ -25,13 +25,15 @@ const (
 	keyManifest = "manifest"
 	keyStop     = "stop"
 	keyDone     = "done"
-	// keyRetired lists the variants whose sequential gate decided
-	// (retiredNotice): workers skip their episodes.
+	// keyRetired lists the variants retired: their sequential gate
+	// decided, or they were eliminated (retiredNotice); workers skip
+	// their episodes.
 	keyRetired = "retired"
 )
 
 // retiredNotice is the value of the retired key: the variants whose
-// sequential gate decided, by name, in the eval's order.
+// sequential gate decided or which were eliminated, by name, in the
+// eval's order.
 type retiredNotice struct {
 	Variants []string `json:"variants"`
 }

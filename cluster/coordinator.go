@@ -853,10 +853,11 @@ func (c *Coordinator) serve(ctx context.Context) runEnd {
 	}
 }
 
-// tellRetired tells the workers which variants' gates decided, in the
-// retired key (which a worker joining later reads) and on the control
-// subject (at once): they skip those variants' episodes in the work they
-// take from now on. It reports whether the key was written.
+// tellRetired tells the workers which variants are retired (their gate
+// decided, or eliminated), in the retired key (which a worker joining
+// later reads) and on the control subject (at once): they skip those
+// variants' episodes in the work they take from now on. It reports
+// whether the key was written.
 func (c *Coordinator) tellRetired(ctx context.Context, variants []string) bool {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -437,7 +437,8 @@ type worker struct {
 	took     chan struct{}        // signalled when work is taken, to report it soon
 	stored   atomic.Int64         // results published
 	// retired are the run's variants (by place) whose sequential gate
-	// decided, as the retired key says: their episodes are skipped.
+	// decided or which were eliminated, as the retired key says: their
+	// episodes are skipped.
 	retired atomic.Pointer[[]bool]
 }
 
@@ -584,7 +585,8 @@ func (w *worker) checkControl(ctx context.Context) {
 }
 
 // checkRetired reads the run's retired key: the variants whose gate
-// decided, whose episodes this worker no longer runs.
+// decided or which were eliminated, whose episodes this worker no
+// longer runs.
 func (w *worker) checkRetired(ctx context.Context) {
 	if len(w.manifest.Variants) == 0 {
 		return
@@ -608,7 +610,7 @@ func (w *worker) checkRetired(ctx context.Context) {
 	w.retired.Store(&out)
 }
 
-// unretired is the slots of epochs whose variant's gate has not decided.
+// unretired is the slots of epochs whose variant is not retired.
 func (w *worker) unretired(epochs []int) []int {
 	p := w.retired.Load()
 	if p == nil {
@@ -704,8 +706,8 @@ func (w *worker) take(ctx context.Context, msg jetstream.Msg, out chan<- distrib
 	for i, ep := range a.Epochs {
 		tags[ep] = m.Tags[i]
 	}
-	// A variant whose gate decided is not run: its episodes are no longer
-	// pending, so the coordinator queues them no more.
+	// A retired variant is not run: its episodes are no longer pending,
+	// so the coordinator queues them no more.
 	if a.Epochs = w.unretired(a.Epochs); len(a.Epochs) == 0 {
 		msg.Ack()
 		return

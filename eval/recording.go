@@ -110,8 +110,9 @@ func (r *recording) Manifest() *manifest.Manifest { return r.manifest }
 
 // Pending returns, per sample in dataset order (in claim order for a
 // sequential gate), the epochs without a final record: a snapshot (results
-// committed but not yet written count as pending). The slots of a variant
-// whose gate decided are not pending: nothing runs them any more.
+// committed but not yet written count as pending). The slots of a retired
+// variant (its gate decided, or eliminated) are not pending: nothing runs
+// them any more.
 func (r *recording) Pending() []distrib.Assignment {
 	var out []distrib.Assignment
 	for i := range r.claimOrder() {

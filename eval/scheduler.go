@@ -176,7 +176,6 @@ type job struct {
 	sb *sandbox.Sandbox // the open sandbox of the attempt in flight; closing it frees its capacity slot
 }
 
-// rec is the record of the latest attempt.
 // keptInput is a job's input buffer as the next episode reuses it: a
 // huge one is dropped.
 func keptInput(b []byte) []byte {
@@ -186,6 +185,7 @@ func keptInput(b []byte) []byte {
 	return b[:0]
 }
 
+// rec is the record of the latest attempt.
 func (j *job) rec() *sink.Record {
 	if j.fin == nil {
 		j.fin = getFinished()

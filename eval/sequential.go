@@ -165,18 +165,12 @@ func (r *recording) Decided() <-chan struct{} { return r.run.decided }
 // per variant or elimination. Safe for concurrent use.
 func (r *recording) Retired() []string {
 	g, el := r.run.gates, r.run.elim
-	var plan *variantPlan
-	switch {
-	case g != nil:
-		plan = g.plan
-	case el != nil:
-		plan = el.plan
-	default:
+	if g == nil && el == nil {
 		return nil
 	}
 	var out []string
-	for v, name := range plan.names {
-		if g != nil && g.out[v].Load() || el != nil && el.out[v].Load() {
+	for v, name := range r.run.rec.plan.names {
+		if g.outVariant(v) || el.outVariant(v) {
 			out = append(out, name)
 		}
 	}

@@ -106,8 +106,8 @@ type Recording interface {
 	Commit(f Finished) error
 	Complete() <-chan struct{}
 	Decided() <-chan struct{}
-	// Retired returns the variants whose sequential gate decided: their
-	// episodes are no longer run.
+	// Retired returns the variants whose sequential gate decided or
+	// which were eliminated: their episodes are no longer run.
 	Retired() []string
 	Stats() Stats
 	SetStopped(cancelled int, budgetExhausted bool)
