@@ -302,18 +302,7 @@ func TestEliminationDistributed(t *testing.T) {
 				}
 				return cfg
 			}
-			one := cfgOf(t.TempDir() + "/one.jsonl")
-			want, err := testEval(s).Run(t.Context(), one)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantM, err := manifest.Read(one.Log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(wantM.Eliminations) == 0 {
-				t.Fatal("the test needs an elimination")
-			}
+			want, wantM := eliminatedInOneProcess(t, s, cfgOf(t.TempDir()+"/one.jsonl"))
 
 			log := t.TempDir() + "/run.jsonl"
 			c, out := coordinate(t, s, cfgOf(log), coordinatorOptions())
@@ -324,17 +313,7 @@ func TestEliminationDistributed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			strip := func(es []manifest.Elimination) []manifest.Elimination {
-				out := make([]manifest.Elimination, len(es))
-				for i, e := range es {
-					e.Saved = 0 // the episodes in flight at the elimination differ
-					out[i] = e
-				}
-				return out
-			}
-			if d := cmp.Diff(strip(wantM.Eliminations), strip(gotM.Eliminations)); d != "" {
-				t.Errorf("the distributed eliminations differ from one process's (-want +got):\n%s", d)
-			}
+			sameEliminations(t, "the distributed", wantM, gotM)
 			if gated {
 				for _, name := range names {
 					w, g := gateOfVariant(t, want, name), gateOfVariant(t, res.rep, name)
@@ -368,16 +347,7 @@ func TestEliminationCoordinatorRestarted(t *testing.T) {
 	fast.Sleep = 0 // outcomes depend on the seed alone
 	one := runConfig(t.TempDir() + "/one.jsonl")
 	one.EliminateVariants = 0.05
-	if _, err := testEval(fast).Run(t.Context(), one); err != nil {
-		t.Fatal(err)
-	}
-	wantM, err := manifest.Read(one.Log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(wantM.Eliminations) == 0 {
-		t.Fatal("the test needs an elimination")
-	}
+	_, wantM := eliminatedInOneProcess(t, fast, one)
 	first := wantM.Eliminations[0]
 
 	log := t.TempDir() + "/run.jsonl"
@@ -403,6 +373,35 @@ func TestEliminationCoordinatorRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sameEliminations(t, "the restarted run's", wantM, gotM)
+	t.Logf("records per variant at the kill %v; eliminations %+v", before, gotM.Eliminations)
+	byKey(t, log) // each episode logged once
+}
+
+// eliminatedInOneProcess runs the eval of s in this process under cfg,
+// which eliminates variants, and returns its report and manifest; it
+// fails t unless the run eliminated a variant.
+func eliminatedInOneProcess(t *testing.T, s shape, cfg eval.Config) (*report.Report, *manifest.Manifest) {
+	t.Helper()
+	rep, err := testEval(s).Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(cfg.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Eliminations) == 0 {
+		t.Fatal("the test needs an elimination")
+	}
+	return rep, m
+}
+
+// sameEliminations fails t unless got's manifest holds want's
+// eliminations, the episodes they saved aside (those in flight at an
+// elimination differ from run to run).
+func sameEliminations(t *testing.T, what string, want, got *manifest.Manifest) {
+	t.Helper()
 	strip := func(es []manifest.Elimination) []manifest.Elimination {
 		out := make([]manifest.Elimination, len(es))
 		for i, e := range es {
@@ -411,9 +410,7 @@ func TestEliminationCoordinatorRestarted(t *testing.T) {
 		}
 		return out
 	}
-	if d := cmp.Diff(strip(wantM.Eliminations), strip(gotM.Eliminations)); d != "" {
-		t.Errorf("the restarted run's eliminations differ from one process's (-want +got):\n%s", d)
+	if d := cmp.Diff(strip(want.Eliminations), strip(got.Eliminations)); d != "" {
+		t.Errorf("%s eliminations differ from one process's (-want +got):\n%s", what, d)
 	}
-	t.Logf("records per variant at the kill %v; eliminations %+v", before, gotM.Eliminations)
-	byKey(t, log) // each episode logged once
 }
