@@ -40,7 +40,9 @@ func (r *Report) AddManifest(path string) {
 }
 
 // AddVersions sets r's Versions from the manifest m, and each variant's
-// report's, with the variant's harness version.
+// report's, with the variant's harness version: AddManifest's part for a
+// manifest already read (FromRecords of a log whose manifest is at hand).
+// Compare takes two runs under the same versions as runs of one agent.
 func (r *Report) AddVersions(m *manifest.Manifest) {
 	r.Versions = m.Versions
 	if r.Leaderboard == nil {
